@@ -1,0 +1,25 @@
+//! The samebits graph IR: what every importer (ONNX, GGUF, Hugging Face) produces and every later
+//! stage (passes, ops, runtime) consumes.
+//!
+//! - [`DType`] and [`Element`]: the element types a tensor can hold.
+//! - [`Tensor`]: an immutable, cheaply cloned n-d array whose bytes live on the heap or in a
+//!   memory-mapped file.
+//! - [`Dim`], [`Shape`] and [`ValueType`]: shapes with symbolic dims, as ONNX writes them.
+//! - [`Graph`], [`Node`] and [`Attribute`]: the computation, in ONNX's vocabulary.
+//! - [`Value`]: a run-time value (tensor, sequence, optional).
+//! - [`dump`]: the JSON and DOT renderings written after each compiler pass.
+
+mod dtype;
+pub mod dump;
+mod error;
+mod graph;
+mod shape;
+mod tensor;
+mod value;
+
+pub use dtype::{DType, Element};
+pub use error::{Error, Result};
+pub use graph::{Attribute, Graph, Model, Node, OpsetImports, ValueInfo};
+pub use shape::{Dim, Shape, ValueType};
+pub use tensor::{ByteSource, Tensor, checked_numel};
+pub use value::Value;
