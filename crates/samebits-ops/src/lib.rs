@@ -1,0 +1,23 @@
+//! samebits operators and the CPU graph interpreter.
+//!
+//! - [`Op`]: an operator instance built from one graph node (attributes parsed once), able to
+//!   infer its output types and to evaluate itself on CPU values.
+//! - [`registry`]: maps `(domain, op_type)` to a constructor; each op family registers its ops in
+//!   its own file under `families/`, one line per op.
+//! - [`Plan`]: a graph compiled into a list of op instances over value slots, run by
+//!   [`Plan::run`]; control-flow ops build plans for their subgraphs the same way.
+//! - [`OperationSet`]: which promise the kernels keep (`reproducible`, `deterministic`,
+//!   `default`), as written in docs/contract.md.
+
+mod args;
+pub mod broadcast;
+mod error;
+mod families;
+mod op;
+mod plan;
+pub mod registry;
+
+pub use args::{NodeArgs, normalize_axis};
+pub use error::{OpError, Result};
+pub use op::{BuildContext, Inputs, InputsExt, Op, OperationSet};
+pub use plan::{Plan, RunOptions};

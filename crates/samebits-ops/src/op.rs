@@ -1,0 +1,122 @@
+//! The [`Op`] trait every operator implements, the [`BuildContext`] an op is built from, and the
+//! [`OperationSet`] it is built for.
+
+use crate::{OpError, Result};
+use samebits_ir::{Node, OpsetImports, Tensor, Value, ValueType};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Which promise the kernels keep (docs/contract.md, "Operation sets").
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OperationSet {
+    /// Fastest kernels; no promise about bits.
+    Default,
+    /// Same bits run to run on the same machine.
+    Deterministic,
+    /// Same bits on every supported CPU and GPU, batch size, thread and partition count.
+    #[default]
+    Reproducible,
+}
+
+impl OperationSet {
+    pub const ALL: [OperationSet; 3] = [
+        OperationSet::Default,
+        OperationSet::Deterministic,
+        OperationSet::Reproducible,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OperationSet::Default => "default",
+            OperationSet::Deterministic => "deterministic",
+            OperationSet::Reproducible => "reproducible",
+        }
+    }
+
+    /// True when transcendentals must be the correctly rounded ones (docs/math.md).
+    pub fn correctly_rounded_math(self) -> bool {
+        self != OperationSet::Default
+    }
+}
+
+impl fmt::Display for OperationSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for OperationSet {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        OperationSet::ALL
+            .into_iter()
+            .find(|o| o.name() == s)
+            .ok_or_else(|| {
+                format!("unknown operation set {s:?} (default, deterministic, reproducible)")
+            })
+    }
+}
+
+/// Everything an op constructor may look at.
+pub struct BuildContext<'a> {
+    pub node: &'a Node,
+    /// The opset version imported for the node's domain.
+    pub opset: i64,
+    pub operation_set: OperationSet,
+    /// The model's opset imports (subgraphs are built against them too).
+    pub opsets: &'a OpsetImports,
+    /// Input types known at build time (`None` where unknown), one per node input.
+    pub input_types: &'a [Option<ValueType>],
+    /// Names of outer-scope values that this node's subgraphs read; the interpreter appends
+    /// their values after the node's own inputs when it evaluates the op.
+    pub captures: &'a [String],
+}
+
+/// The inputs of one evaluation; `None` marks an omitted optional input.
+pub type Inputs<'a> = [Option<&'a Value>];
+
+/// An operator instance: one graph node with its attributes parsed.
+pub trait Op: Send + Sync + fmt::Debug {
+    /// Output types from input types. An empty vector means "unknown"; ops implement this
+    /// where the types follow from the input types alone.
+    fn infer(&self, _inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        Ok(Vec::new())
+    }
+
+    /// Evaluates the op on CPU values.
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>>;
+}
+
+/// Typed access to the inputs of an evaluation, with errors that name the input index.
+pub trait InputsExt {
+    fn value(&self, i: usize) -> Result<&Value>;
+    fn tensor(&self, i: usize) -> Result<&Tensor>;
+    fn opt_tensor(&self, i: usize) -> Result<Option<&Tensor>>;
+}
+
+impl InputsExt for Inputs<'_> {
+    fn value(&self, i: usize) -> Result<&Value> {
+        self.get(i)
+            .copied()
+            .flatten()
+            .ok_or_else(|| OpError::Invalid(format!("required input {i} is missing")))
+    }
+
+    fn tensor(&self, i: usize) -> Result<&Tensor> {
+        self.value(i)?
+            .as_tensor()
+            .map_err(|e| OpError::Invalid(format!("input {i}: {e}")))
+    }
+
+    fn opt_tensor(&self, i: usize) -> Result<Option<&Tensor>> {
+        match self.get(i).copied().flatten() {
+            None => Ok(None),
+            Some(Value::Optional(None)) => Ok(None),
+            Some(v) => v
+                .as_tensor()
+                .map(Some)
+                .map_err(|e| OpError::Invalid(format!("input {i}: {e}"))),
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! [`Plan`]: a graph compiled for the CPU interpreter: op instances in topological order over
+//! numbered value slots, with each slot freed after its last use.
+//!
+//! Subgraphs (If/Loop/Scan bodies) may read values of enclosing graphs; the plan builder finds
+//! those free variables and hands them to the owning node as extra trailing inputs
+//! ([`BuildContext::captures`]).
+
+use crate::registry;
+use crate::{BuildContext, Op, OpError, OperationSet, Result};
+use samebits_ir::{Attribute, Dim, Graph, Node, OpsetImports, Value, ValueType};
+use std::collections::{BTreeSet, HashMap};
+
+/// Options for one [`Plan::run`].
+#[derive(Default)]
+pub struct RunOptions<'a> {
+    /// Called after each step with the node's description and its outputs (tracing, dumps).
+    pub observer: Option<&'a mut dyn FnMut(&str, &[Value])>,
+}
+
+#[derive(Debug)]
+struct Step {
+    op: Box<dyn Op>,
+    node: String,
+    inputs: Vec<Option<usize>>,
+    outputs: Vec<usize>,
+    /// Slots whose last reader is this step.
+    release: Vec<usize>,
+}
+
+/// A graph ready to run on the CPU.
+#[derive(Debug)]
+pub struct Plan {
+    steps: Vec<Step>,
+    slot_count: usize,
+    inputs: Vec<(String, usize, Option<ValueType>)>,
+    outputs: Vec<(String, usize)>,
+    constants: Vec<(usize, Value)>,
+}
+
+/// Names a graph's nodes read from enclosing scopes (recursively through nested subgraphs).
+pub fn free_variables(graph: &Graph) -> BTreeSet<String> {
+    let mut defined: BTreeSet<&str> = graph.inputs.iter().map(|v| v.name.as_str()).collect();
+    defined.extend(graph.initializers.keys().map(String::as_str));
+    for node in &graph.nodes {
+        defined.extend(node.outputs.iter().map(String::as_str));
+    }
+    let mut free = BTreeSet::new();
+    for node in &graph.nodes {
+        for input in node.inputs.iter().filter(|n| !n.is_empty()) {
+            if !defined.contains(input.as_str()) {
+                free.insert(input.clone());
+            }
+        }
+        for name in node_captures(node) {
+            if !defined.contains(name.as_str()) {
+                free.insert(name);
+            }
+        }
+    }
+    for out in &graph.outputs {
+        if !defined.contains(out.name.as_str()) {
+            free.insert(out.name.clone());
+        }
+    }
+    free
+}
+
+/// Outer values read by the subgraphs of `node`.
+fn node_captures(node: &Node) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for attr in node.attributes.values() {
+        match attr {
+            Attribute::Graph(g) => names.extend(free_variables(g)),
+            Attribute::Graphs(gs) => gs.iter().for_each(|g| names.extend(free_variables(g))),
+            _ => {}
+        }
+    }
+    names
+}
+
+/// Orders nodes so that each comes after the producers of its inputs; errors on a cycle or on
+/// an input nobody produces.
+pub fn topological_order(graph: &Graph, available: &BTreeSet<String>) -> Result<Vec<usize>> {
+    let mut producer: HashMap<&str, usize> = HashMap::new();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for o in node.outputs.iter().filter(|o| !o.is_empty()) {
+            if producer.insert(o.as_str(), i).is_some() {
+                return Err(OpError::Invalid(format!(
+                    "value \"{o}\" is produced by more than one node"
+                )));
+            }
+        }
+    }
+    let deps: Vec<Vec<usize>> = graph
+        .nodes
+        .iter()
+        .map(|node| {
+            let mut reads: BTreeSet<String> = node
+                .inputs
+                .iter()
+                .filter(|n| !n.is_empty())
+                .cloned()
+                .collect();
+            reads.extend(node_captures(node));
+            let mut d = Vec::new();
+            for name in reads {
+                match producer.get(name.as_str()) {
+                    Some(&p) => d.push(p),
+                    None if available.contains(&name) => {}
+                    None => {
+                        return Err(OpError::Invalid(format!(
+                            "{}: input \"{name}\" is neither a graph input, an initializer nor \
+                             the output of any node",
+                            node.describe()
+                        )));
+                    }
+                }
+            }
+            Ok(d)
+        })
+        .collect::<Result<_>>()?;
+    // Depth-first post-order keeps the original order where it is already valid.
+    let mut state = vec![0u8; graph.nodes.len()];
+    let mut order = Vec::with_capacity(graph.nodes.len());
+    for root in 0..graph.nodes.len() {
+        let mut stack = vec![(root, 0usize)];
+        while let Some((n, next)) = stack.pop() {
+            if next == 0 {
+                if state[n] == 2 {
+                    continue;
+                }
+                if state[n] == 1 {
+                    return Err(OpError::Invalid(format!(
+                        "{} is part of a cycle",
+                        graph.nodes[n].describe()
+                    )));
+                }
+                state[n] = 1;
+            }
+            if let Some(&d) = deps[n].get(next) {
+                stack.push((n, next + 1));
+                if state[d] == 1 {
+                    return Err(OpError::Invalid(format!(
+                        "{} is part of a cycle",
+                        graph.nodes[d].describe()
+                    )));
+                }
+                if state[d] == 0 {
+                    stack.push((d, 0));
+                }
+            } else {
+                state[n] = 2;
+                order.push(n);
+            }
+        }
+    }
+    Ok(order)
+}
+
+impl Plan {
+    /// Compiles `graph`. `outer` lists the names this graph may read from enclosing scopes
+    /// (empty for a main graph); they become trailing inputs of the plan, after the graph's
+    /// own runtime inputs.
+    pub fn build(
+        graph: &Graph,
+        opsets: &OpsetImports,
+        operation_set: OperationSet,
+        outer: &[String],
+    ) -> Result<Plan> {
+        let mut slots: HashMap<String, usize> = HashMap::new();
+        let mut next_slot = 0usize;
+        let mut slot_of = |name: &str, slots: &mut HashMap<String, usize>| -> usize {
+            *slots.entry(name.to_string()).or_insert_with(|| {
+                next_slot += 1;
+                next_slot - 1
+            })
+        };
+        let mut constants = Vec::new();
+        for (name, t) in &graph.initializers {
+            let s = slot_of(name, &mut slots);
+            constants.push((s, Value::Tensor(t.clone())));
+        }
+        let mut inputs = Vec::new();
+        for vi in graph.runtime_inputs() {
+            let s = slot_of(&vi.name, &mut slots);
+            inputs.push((vi.name.clone(), s, vi.ty.clone()));
+        }
+        for name in outer {
+            if !slots.contains_key(name) {
+                let s = slot_of(name, &mut slots);
+                inputs.push((name.clone(), s, None));
+            }
+        }
+        let available: BTreeSet<String> = slots.keys().cloned().collect();
+        let order = topological_order(graph, &available)?;
+        let mut steps = Vec::with_capacity(order.len());
+        for &n in &order {
+            let node = &graph.nodes[n];
+            let desc = node.describe();
+            let captures: Vec<String> = node_captures(node).into_iter().collect();
+            let input_types: Vec<Option<ValueType>> =
+                node.inputs.iter().map(|i| graph.value_type(i)).collect();
+            let opset = opsets
+                .get(registry::canonical_domain(&node.domain))
+                .copied()
+                .unwrap_or(if node.domain.is_empty() { 21 } else { 1 });
+            let ctx = BuildContext {
+                node,
+                opset,
+                operation_set,
+                opsets,
+                input_types: &input_types,
+                captures: &captures,
+            };
+            let op = registry::global().build(&ctx).map_err(|e| e.at(&desc))?;
+            let mut step_inputs: Vec<Option<usize>> = node
+                .inputs
+                .iter()
+                .map(|i| (!i.is_empty()).then(|| slot_of(i, &mut slots)))
+                .collect();
+            step_inputs.extend(captures.iter().map(|c| Some(slot_of(c, &mut slots))));
+            let outputs = node
+                .outputs
+                .iter()
+                .map(|o| slot_of(o, &mut slots))
+                .collect();
+            steps.push(Step {
+                op,
+                node: desc,
+                inputs: step_inputs,
+                outputs,
+                release: Vec::new(),
+            });
+        }
+        let mut outputs = Vec::new();
+        for out in &graph.outputs {
+            let s = *slots.get(&out.name).ok_or_else(|| {
+                OpError::Invalid(format!(
+                    "graph output \"{}\" is not produced by any node",
+                    out.name
+                ))
+            })?;
+            outputs.push((out.name.clone(), s));
+        }
+        // Release each intermediate slot after its last reader, unless it is a graph output.
+        let keep: BTreeSet<usize> = outputs.iter().map(|(_, s)| *s).collect();
+        let mut last_use: HashMap<usize, usize> = HashMap::new();
+        for (i, step) in steps.iter().enumerate() {
+            for s in step.inputs.iter().flatten().chain(&step.outputs) {
+                last_use.insert(*s, i);
+            }
+        }
+        for (slot, step) in last_use {
+            if !keep.contains(&slot) {
+                steps[step].release.push(slot);
+            }
+        }
+        Ok(Plan {
+            steps,
+            slot_count: slots.len(),
+            inputs,
+            outputs,
+            constants,
+        })
+    }
+
+    /// The names of the values `run` expects, in order, with their declared types.
+    pub fn inputs(&self) -> impl Iterator<Item = (&str, Option<&ValueType>)> {
+        self.inputs.iter().map(|(n, _, t)| (n.as_str(), t.as_ref()))
+    }
+
+    /// The names of the values `run` returns, in order.
+    pub fn output_names(&self) -> impl Iterator<Item = &str> {
+        self.outputs.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// The description of each step's node, in execution order.
+    pub fn step_nodes(&self) -> impl Iterator<Item = &str> {
+        self.steps.iter().map(|s| s.node.as_str())
+    }
+
+    /// Runs the plan on `inputs` (in the order of [`Plan::inputs`]).
+    pub fn run(&self, inputs: Vec<Value>, mut options: RunOptions) -> Result<Vec<Value>> {
+        if inputs.len() != self.inputs.len() {
+            return Err(OpError::Invalid(format!(
+                "expected {} inputs ({}), got {}",
+                self.inputs.len(),
+                self.inputs
+                    .iter()
+                    .map(|(n, _, _)| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                inputs.len()
+            )));
+        }
+        let mut slots: Vec<Option<Value>> = vec![None; self.slot_count];
+        for (slot, value) in &self.constants {
+            slots[*slot] = Some(value.clone());
+        }
+        let mut bindings = HashMap::new();
+        for ((name, slot, ty), value) in self.inputs.iter().zip(inputs) {
+            if let Some(ty) = ty {
+                check_input(name, ty, &value, &mut bindings)?;
+            }
+            slots[*slot] = Some(value);
+        }
+        for step in &self.steps {
+            let outputs = {
+                let args: Vec<Option<&Value>> = step
+                    .inputs
+                    .iter()
+                    .map(|s| s.and_then(|s| slots[s].as_ref()))
+                    .collect();
+                step.op.eval(&args).map_err(|e| e.at(&step.node))?
+            };
+            if outputs.len() < step.outputs.len() {
+                return Err(OpError::Invalid(format!(
+                    "{}: produced {} outputs, the graph expects {}",
+                    step.node,
+                    outputs.len(),
+                    step.outputs.len()
+                )));
+            }
+            if let Some(observer) = options.observer.as_mut() {
+                observer(&step.node, &outputs);
+            }
+            for (slot, value) in step.outputs.iter().zip(outputs) {
+                slots[*slot] = Some(value);
+            }
+            for slot in &step.release {
+                slots[*slot] = None;
+            }
+        }
+        self.outputs
+            .iter()
+            .map(|(name, slot)| {
+                slots[*slot].clone().ok_or_else(|| {
+                    OpError::Invalid(format!("graph output \"{name}\" was not computed"))
+                })
+            })
+            .collect()
+    }
+}
+
+/// Checks a fed value against its declared type: dtype, rank, known dims, and symbolic dims
+/// bound consistently across inputs.
+fn check_input(
+    name: &str,
+    ty: &ValueType,
+    value: &Value,
+    bindings: &mut HashMap<String, usize>,
+) -> Result<()> {
+    let (ValueType::Tensor { dtype, shape }, Value::Tensor(t)) = (ty, value) else {
+        return Ok(());
+    };
+    if t.dtype() != *dtype {
+        return Err(OpError::Invalid(format!(
+            "input \"{name}\" has dtype {}, the model declares {dtype}",
+            t.dtype()
+        )));
+    }
+    let Some(shape) = shape else { return Ok(()) };
+    let mismatch = || {
+        OpError::Invalid(format!(
+            "input \"{name}\" has shape {:?}, the model declares {shape}",
+            t.shape()
+        ))
+    };
+    if shape.rank() != t.rank() {
+        return Err(mismatch());
+    }
+    for (dim, &actual) in shape.0.iter().zip(t.shape()) {
+        match dim {
+            Dim::Known(d) if *d != actual => return Err(mismatch()),
+            Dim::Symbol(s) if !s.is_empty() => {
+                if *bindings.entry(s.clone()).or_insert(actual) != actual {
+                    return Err(OpError::Invalid(format!(
+                        "input \"{name}\" binds dim \"{s}\" to {actual}, another input bound it \
+                         to {}",
+                        bindings[s]
+                    )));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

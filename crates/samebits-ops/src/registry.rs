@@ -1,0 +1,70 @@
+//! The op registry: `(domain, op_type)` → constructor. Each family file under `families/` has a
+//! `register` function adding one line per op; [`global`] holds them all.
+
+use crate::{BuildContext, Op, OpError, Result};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// Builds an op instance from a node.
+pub type Constructor = fn(&BuildContext) -> Result<Box<dyn Op>>;
+
+/// Constructors by domain and op type.
+#[derive(Default)]
+pub struct Registry {
+    ops: BTreeMap<(String, String), Constructor>,
+}
+
+/// `""` and `"ai.onnx"` name the same (default) domain.
+pub fn canonical_domain(domain: &str) -> &str {
+    if domain == "ai.onnx" { "" } else { domain }
+}
+
+impl Registry {
+    pub fn register(&mut self, domain: &str, op_type: &str, ctor: Constructor) {
+        let key = (canonical_domain(domain).to_string(), op_type.to_string());
+        assert!(
+            self.ops.insert(key, ctor).is_none(),
+            "op {domain}::{op_type} registered twice"
+        );
+    }
+
+    /// Builds the op for `ctx.node`, or an `Unsupported` error naming the op.
+    pub fn build(&self, ctx: &BuildContext) -> Result<Box<dyn Op>> {
+        let node = ctx.node;
+        let key = (
+            canonical_domain(&node.domain).to_string(),
+            node.op_type.clone(),
+        );
+        match self.ops.get(&key) {
+            Some(ctor) => ctor(ctx),
+            None if key.0.is_empty() => Err(OpError::Unsupported(format!(
+                "op {} is not implemented",
+                node.op_type
+            ))),
+            None => Err(OpError::Unsupported(format!(
+                "op {}::{} is not implemented",
+                node.domain, node.op_type
+            ))),
+        }
+    }
+
+    pub fn supports(&self, domain: &str, op_type: &str) -> bool {
+        self.ops
+            .contains_key(&(canonical_domain(domain).to_string(), op_type.to_string()))
+    }
+
+    /// Every registered `(domain, op_type)`, sorted.
+    pub fn op_types(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.ops.keys().map(|(d, o)| (d.as_str(), o.as_str()))
+    }
+}
+
+/// The registry with every op family of this crate.
+pub fn global() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let mut r = Registry::default();
+        crate::families::register_all(&mut r);
+        r
+    })
+}
