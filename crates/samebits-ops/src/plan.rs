@@ -10,11 +10,13 @@ use crate::{BuildContext, Op, OpError, OperationSet, Result};
 use samebits_ir::{Attribute, Dim, Graph, Node, OpsetImports, Value, ValueType};
 use std::collections::{BTreeSet, HashMap};
 
+/// Called after each step with the node's description and its outputs (tracing, dumps).
+pub type StepObserver<'a> = &'a mut dyn FnMut(&str, &[Value]);
+
 /// Options for one [`Plan::run`].
 #[derive(Default)]
 pub struct RunOptions<'a> {
-    /// Called after each step with the node's description and its outputs (tracing, dumps).
-    pub observer: Option<&'a mut dyn FnMut(&str, &[Value])>,
+    pub observer: Option<StepObserver<'a>>,
 }
 
 #[derive(Debug)]
@@ -372,14 +374,13 @@ fn check_input(
     for (dim, &actual) in shape.0.iter().zip(t.shape()) {
         match dim {
             Dim::Known(d) if *d != actual => return Err(mismatch()),
-            Dim::Symbol(s) if !s.is_empty() => {
-                if *bindings.entry(s.clone()).or_insert(actual) != actual {
-                    return Err(OpError::Invalid(format!(
-                        "input \"{name}\" binds dim \"{s}\" to {actual}, another input bound it \
-                         to {}",
-                        bindings[s]
-                    )));
-                }
+            Dim::Symbol(s)
+                if !s.is_empty() && *bindings.entry(s.clone()).or_insert(actual) != actual =>
+            {
+                return Err(OpError::Invalid(format!(
+                    "input \"{name}\" binds dim \"{s}\" to {actual}, another input bound it to {}",
+                    bindings[s]
+                )));
             }
             _ => {}
         }
