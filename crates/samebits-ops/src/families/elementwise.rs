@@ -116,6 +116,7 @@ trait Elem: Copy + Send + Sync + Default + PartialOrd + 'static {
     fn binary(op: Binary, a: Self, b: Self) -> Option<Self>;
     fn unary(op: Unary, a: Self) -> Option<Self>;
     fn is_zero(self) -> bool;
+    fn supports(op: Binary) -> bool;
 }
 
 macro_rules! int_elem {
@@ -159,6 +160,7 @@ macro_rules! int_elem {
                 })
             }
             fn is_zero(self) -> bool { self == 0 }
+            fn supports(op: Binary) -> bool { op != Binary::Mean }
         }
     )*};
 }
@@ -196,6 +198,9 @@ macro_rules! float_elem {
                 })
             }
             fn is_zero(self) -> bool { false }
+            fn supports(op: Binary) -> bool {
+                matches!(op, Binary::Add | Binary::Sub | Binary::Mul | Binary::Div | Binary::Fmod | Binary::Max | Binary::Min)
+            }
         }
     )*};
 }
@@ -213,6 +218,7 @@ macro_rules! half_elem {
                 f32::unary(op, a.to_f32()).map(<$t>::from_f32)
             }
             fn is_zero(self) -> bool { false }
+            fn supports(op: Binary) -> bool { f32::supports(op) }
         }
     )*};
 }
@@ -228,9 +234,7 @@ fn binary_tensors(op: Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     }
     with_numeric_type!(a.dtype(), T => {
         let (x, y) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
-        if T::binary(op, x.first().copied().unwrap_or_default(), T::default()).is_none()
-            && !matches!(op, Binary::Mean)
-        {
+        if !T::supports(op) {
             unsupported!("{op:?} on {}", a.dtype());
         }
         if matches!(op, Binary::Div | Binary::Mod | Binary::Fmod) && y.iter().any(|v| v.is_zero()) {
