@@ -1,0 +1,24 @@
+//! samebits linear-algebra kernels: reproducible numeric kernels on plain slices.
+//!
+//! Every kernel computes exactly what `docs/contract.md` writes, so its bits do not depend on
+//! the CPU, the ISA ([`Isa`]), the thread count or the batch size. Reductions follow the
+//! canonical order (`canonical-sum`); SIMD lanes and threads split the work across outputs only.
+//!
+//! Public API:
+//! - [`canonical`]: the scalar reference order ([`canonical_dot`], [`canonical_sum`], ...),
+//!   the oracle of every test.
+//! - [`isa`]: [`Isa::detect`], [`Isa::available`], [`set_forced_isa`], [`with_isa`] and the
+//!   `SAMEBITS_ISA` environment variable.
+//! - [`gemm`]: [`gemm_f32`] / [`gemm()`] (f32, f16, bf16 inputs, [`Epilogue`]) over [`MatRef`]
+//!   strided views.
+
+pub mod canonical;
+pub mod gemm;
+pub mod isa;
+
+pub use canonical::{
+    REDUCTION_TILE, canonical_dot, canonical_dot_strided, canonical_prod, canonical_sum,
+    canonical_sum_strided,
+};
+pub use gemm::{Epilogue, GemmInput, MatRef, gemm, gemm_f32};
+pub use isa::{Isa, IsaError, set_forced_isa, with_isa};
