@@ -11,10 +11,13 @@
 //!   `SAMEBITS_ISA` environment variable.
 //! - [`gemm`]: [`gemm_f32`] / [`gemm()`] (f32, f16, bf16 inputs, [`Epilogue`]) over [`MatRef`]
 //!   strided views.
+//! - [`conv`]: [`conv_f32`] and [`conv_transpose_f32`] (1D/2D/3D, groups, strides, dilations,
+//!   pads, output padding) described by [`ConvGeometry`] / [`ConvTransposeGeometry`].
 //! - [`reduce`]: [`reduce_f32`] ([`ReduceKind`]: sum, sum of squares, product, max, min) and
 //!   [`argreduce_f32`] over the middle axis of `[outer, len, inner]`.
 
 pub mod canonical;
+pub mod conv;
 pub mod gemm;
 pub mod isa;
 pub mod reduce;
@@ -23,6 +26,7 @@ pub use canonical::{
     REDUCTION_TILE, canonical_dot, canonical_dot_strided, canonical_prod, canonical_prod_strided,
     canonical_sum, canonical_sum_squares_strided, canonical_sum_strided,
 };
+pub use conv::{ConvGeometry, ConvTransposeGeometry, conv_f32, conv_transpose_f32};
 pub use gemm::{Epilogue, GemmInput, MatRef, gemm, gemm_f32};
 pub use isa::{Isa, IsaError, set_forced_isa, with_isa};
 pub use reduce::{ArgKind, ReduceKind, argreduce_f32, canonical_max, canonical_min, reduce_f32};
