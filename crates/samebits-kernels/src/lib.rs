@@ -13,6 +13,8 @@
 //!   strided views.
 //! - [`conv`]: [`conv_f32`] and [`conv_transpose_f32`] (1D/2D/3D, groups, strides, dilations,
 //!   pads, output padding) described by [`ConvGeometry`] / [`ConvTransposeGeometry`].
+//! - [`pool`]: [`pool_f32`] (max / average, N-d, ceil mode, count_include_pad) described by
+//!   [`PoolGeometry`], and [`global_pool_f32`].
 //! - [`reduce`]: [`reduce_f32`] ([`ReduceKind`]: sum, sum of squares, product, max, min) and
 //!   [`argreduce_f32`] over the middle axis of `[outer, len, inner]`.
 
@@ -20,6 +22,7 @@ pub mod canonical;
 pub mod conv;
 pub mod gemm;
 pub mod isa;
+pub mod pool;
 pub mod reduce;
 
 pub use canonical::{
@@ -29,4 +32,5 @@ pub use canonical::{
 pub use conv::{ConvGeometry, ConvTransposeGeometry, conv_f32, conv_transpose_f32};
 pub use gemm::{Epilogue, GemmInput, MatRef, gemm, gemm_f32};
 pub use isa::{Isa, IsaError, set_forced_isa, with_isa};
+pub use pool::{PoolGeometry, PoolKind, global_pool_f32, pool_f32};
 pub use reduce::{ArgKind, ReduceKind, argreduce_f32, canonical_max, canonical_min, reduce_f32};
