@@ -5,8 +5,10 @@
 //! epilogue. Structure (BLIS / Goto): the output is cut into `MC x NC` blocks, the parallel tasks
 //! (rayon), each of which walks K in blocks of `KC` (a multiple of 64), packs its A and B blocks
 //! and runs the ISA microkernel over `MR x NR` register tiles. Hardware picks only the tiling,
-//! never the order, so every ISA, thread count and M gives the same bits.
+//! never the order, so every ISA, thread count and M gives the same bits. Row vectors (M = 1)
+//! times a matrix with unit column stride take a path without packing (`gemv.rs`), same order.
 
+mod gemv;
 mod microkernel;
 #[cfg(target_arch = "aarch64")]
 mod microkernel_neon;
@@ -146,8 +148,12 @@ impl Epilogue<'_> {
 const KC: usize = 4 * REDUCTION_TILE;
 /// Output rows per task (a multiple of every ISA's `MR`).
 const MC: usize = 96;
-/// Output columns per task (a multiple of every ISA's `NR`).
-const NC: usize = 256;
+/// Most output columns per task (a multiple of every ISA's `NR`).
+const NC_MAX: usize = 512;
+/// Fewest output columns per task when narrowing blocks to feed every thread.
+const NC_MIN: usize = 64;
+/// Output columns per task of the row-vector path.
+const GEMV_COLUMNS_PER_TASK: usize = 128;
 
 /// `out[b, i, j] = sum_k a[b, i, k] * b[b, k, j]` in the canonical order, `out` dense row-major
 /// `[batch, m, n]`.
@@ -187,22 +193,31 @@ pub fn gemm<T: GemmInput>(
     if out.is_empty() {
         return;
     }
-    let kernel = Microkernel::for_isa(Isa::active());
+    let isa = Isa::active();
+    if m == 1 && gemv::try_row_times_matrix(isa, n, k, &a, &b, &epilogue, out) {
+        return;
+    }
+    let kernel = Microkernel::for_isa(isa);
     let row_blocks = m.div_ceil(MC);
-    let col_blocks = n.div_ceil(NC);
+    // Narrower column blocks until every thread has a few tasks (tiling only, never order).
+    let mut nc = NC_MAX;
+    while nc > NC_MIN && batch * row_blocks * n.div_ceil(nc) < 4 * rayon::current_num_threads() {
+        nc /= 2;
+    }
+    let col_blocks = n.div_ceil(nc);
     let out_ptr = OutPtr(out.as_mut_ptr());
     (0..batch * row_blocks * col_blocks)
         .into_par_iter()
         .for_each(|task| {
             let bi = task / (row_blocks * col_blocks);
             let row0 = (task / col_blocks % row_blocks) * MC;
-            let col0 = (task % col_blocks) * NC;
+            let col0 = (task % col_blocks) * nc;
             let block = OutBlock {
                 batch: bi,
                 row0,
                 rows: MC.min(m - row0),
                 col0,
-                cols: NC.min(n - col0),
+                cols: nc.min(n - col0),
             };
             // SAFETY: tasks own disjoint (batch, row range, column range) blocks of `out`, which
             // holds `batch * m * n` floats and outlives the parallel loop.

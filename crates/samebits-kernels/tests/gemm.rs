@@ -80,6 +80,42 @@ fn row_major_shapes_match_oracle() {
 }
 
 #[test]
+fn row_vector_shapes_match_oracle() {
+    let mut rng = Rng::new(9);
+    for (n, k) in [
+        (1, 5),
+        (64, 1),
+        (130, 63),
+        (200, 64),
+        (64, 65),
+        (300, 1000),
+        (129, 130),
+    ] {
+        // Batch of 2 row vectors, A read with column stride 2.
+        let a = rng.vec(2 * 2 * k);
+        let b = rng.vec(2 * k * n);
+        let a_view = MatRef {
+            data: &a[..],
+            offset: 0,
+            batch_stride: 2 * k,
+            row_stride: 0,
+            col_stride: 2,
+        };
+        check_all_isas(2, 1, n, k, a_view, MatRef::row_major(&b, k, n));
+        // B shared (batch stride 0) with a padded leading dimension.
+        let b_pad = rng.vec(k * (n + 3));
+        let b_view = MatRef {
+            data: &b_pad[..],
+            offset: 0,
+            batch_stride: 0,
+            row_stride: n + 3,
+            col_stride: 1,
+        };
+        check_all_isas(2, 1, n, k, a_view, b_view);
+    }
+}
+
+#[test]
 fn strided_and_transposed_operands_match_oracle() {
     let mut rng = Rng::new(2);
     let (m, n, k) = (19, 41, 130);
@@ -236,7 +272,13 @@ fn half_precision_inputs_convert_exactly() {
 #[test]
 fn epilogues_follow_their_formulas() {
     let mut rng = Rng::new(7);
-    let (batch, m, n, k) = (2, 9, 40, 70);
+    for m in [1, 9] {
+        check_epilogues(&mut rng, m);
+    }
+}
+
+fn check_epilogues(rng: &mut Rng, m: usize) {
+    let (batch, n, k) = (2, 140, 70);
     let a = rng.vec(batch * m * k);
     let b = rng.vec(batch * k * n);
     let (a, b) = (MatRef::row_major(&a, m, k), MatRef::row_major(&b, k, n));

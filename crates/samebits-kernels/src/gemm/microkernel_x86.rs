@@ -143,3 +143,89 @@ unsafe fn avx2_tile<const ROWS: usize>(
         tile_start = tile_end;
     }
 }
+
+/// Row-vector kernel of `gemv.rs`: 64 output columns in four zmm accumulators.
+///
+/// # Safety
+/// See `RowKernelFn` in `gemv.rs`; the CPU supports AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn avx512_row_block(
+    k: usize,
+    a: *const f32,
+    a_stride: usize,
+    b: *const f32,
+    ldb: usize,
+    c: *mut f32,
+) {
+    let mut tile_start = 0;
+    while tile_start < k {
+        let tile_end = (tile_start + REDUCTION_TILE).min(k);
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for kk in tile_start..tile_end {
+            // SAFETY: `kk < k`: term `kk` of `a` and row `kk` of `b` (64 floats) are readable.
+            unsafe {
+                let a_k = _mm512_set1_ps(*a.add(kk * a_stride));
+                let row = b.add(kk * ldb);
+                for (q, acc_q) in acc.iter_mut().enumerate() {
+                    *acc_q = _mm512_fmadd_ps(a_k, _mm512_loadu_ps(row.add(16 * q)), *acc_q);
+                }
+            }
+        }
+        for (q, &acc_q) in acc.iter().enumerate() {
+            // SAFETY: `c` holds 64 writable floats.
+            unsafe {
+                let dst = c.add(16 * q);
+                let folded = if tile_start == 0 {
+                    acc_q
+                } else {
+                    _mm512_add_ps(_mm512_loadu_ps(dst), acc_q)
+                };
+                _mm512_storeu_ps(dst, folded);
+            }
+        }
+        tile_start = tile_end;
+    }
+}
+
+/// Row-vector kernel of `gemv.rs`: 64 output columns in eight ymm accumulators.
+///
+/// # Safety
+/// See `RowKernelFn` in `gemv.rs`; the CPU supports AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn avx2_row_block(
+    k: usize,
+    a: *const f32,
+    a_stride: usize,
+    b: *const f32,
+    ldb: usize,
+    c: *mut f32,
+) {
+    let mut tile_start = 0;
+    while tile_start < k {
+        let tile_end = (tile_start + REDUCTION_TILE).min(k);
+        let mut acc = [_mm256_setzero_ps(); 8];
+        for kk in tile_start..tile_end {
+            // SAFETY: `kk < k`: term `kk` of `a` and row `kk` of `b` (64 floats) are readable.
+            unsafe {
+                let a_k = _mm256_set1_ps(*a.add(kk * a_stride));
+                let row = b.add(kk * ldb);
+                for (q, acc_q) in acc.iter_mut().enumerate() {
+                    *acc_q = _mm256_fmadd_ps(a_k, _mm256_loadu_ps(row.add(8 * q)), *acc_q);
+                }
+            }
+        }
+        for (q, &acc_q) in acc.iter().enumerate() {
+            // SAFETY: `c` holds 64 writable floats.
+            unsafe {
+                let dst = c.add(8 * q);
+                let folded = if tile_start == 0 {
+                    acc_q
+                } else {
+                    _mm256_add_ps(_mm256_loadu_ps(dst), acc_q)
+                };
+                _mm256_storeu_ps(dst, folded);
+            }
+        }
+        tile_start = tile_end;
+    }
+}

@@ -23,6 +23,8 @@ pub trait GemmInput: sealed::Sealed + Copy + Send + Sync + 'static {
     fn to_f32(self) -> f32;
     /// Exact conversion of a contiguous run, `dst.len() == src.len()`.
     fn copy_to_f32(src: &[Self], dst: &mut [f32]);
+    /// The data itself when it already is f32 (read without conversion).
+    fn as_f32(data: &[Self]) -> Option<&[f32]>;
 }
 
 impl GemmInput for f32 {
@@ -31,6 +33,9 @@ impl GemmInput for f32 {
     }
     fn copy_to_f32(src: &[f32], dst: &mut [f32]) {
         dst.copy_from_slice(src);
+    }
+    fn as_f32(data: &[f32]) -> Option<&[f32]> {
+        Some(data)
     }
 }
 
@@ -41,6 +46,9 @@ impl GemmInput for f16 {
     fn copy_to_f32(src: &[f16], dst: &mut [f32]) {
         src.convert_to_f32_slice(dst);
     }
+    fn as_f32(_: &[f16]) -> Option<&[f32]> {
+        None
+    }
 }
 
 impl GemmInput for bf16 {
@@ -49,6 +57,9 @@ impl GemmInput for bf16 {
     }
     fn copy_to_f32(src: &[bf16], dst: &mut [f32]) {
         src.convert_to_f32_slice(dst);
+    }
+    fn as_f32(_: &[bf16]) -> Option<&[f32]> {
+        None
     }
 }
 
