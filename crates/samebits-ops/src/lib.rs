@@ -16,6 +16,7 @@ mod families;
 mod op;
 mod plan;
 pub mod registry;
+mod staging;
 
 pub use args::{NodeArgs, normalize_axis};
 pub use error::{OpError, Result};

@@ -2,9 +2,11 @@
 //! family's file.
 
 mod elementwise;
+mod linalg;
 
 use crate::registry::Registry;
 
 pub fn register_all(r: &mut Registry) {
     elementwise::register(r);
+    linalg::register(r);
 }

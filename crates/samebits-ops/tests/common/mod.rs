@@ -72,3 +72,37 @@ pub fn f32s(shape: &[usize], data: &[f32]) -> Tensor {
 pub fn i64s(shape: &[usize], data: &[i64]) -> Tensor {
     Tensor::from_vec(shape.to_vec(), data.to_vec()).unwrap()
 }
+
+/// `len` reproducible pseudo-random values in [-1, 1) from `seed` (a 64-bit LCG), for tests
+/// that need data without structure.
+pub fn pseudo_random(len: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Runs `f` on a rayon pool of `threads` threads.
+pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+        .install(f)
+}
+
+/// The bit patterns of an f32 tensor, for bit-exact comparisons.
+pub fn bits(t: &Tensor) -> Vec<u32> {
+    t.as_slice::<f32>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
