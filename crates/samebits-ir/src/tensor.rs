@@ -146,7 +146,7 @@ impl Tensor {
                 "{dtype} tensor of shape {shape:?} cannot be {len} bytes long"
             ));
         }
-        let aligned = (all.as_ptr() as usize + offset) % dtype.size().max(1) == 0;
+        let aligned = (all.as_ptr() as usize + offset).is_multiple_of(dtype.size().max(1));
         if !aligned || dtype == DType::Bool {
             return Tensor::from_le_bytes(dtype, shape, &all[offset..end]);
         }
