@@ -160,7 +160,7 @@ impl StridedView {
         for i in (0..rank - 1).rev() {
             out_strides[i] = out_strides[i + 1] * dims[i + 1].0;
         }
-        let mut out = vec![E::default(); n];
+        let mut out = allocate(n)?;
         let at = |base: isize, k: usize, stride: isize| (base + k as isize * stride) as usize;
         if inner_stride == 1 {
             for_each_index(&dims[..rank - 1], &out_strides, self.offset, |s, o| {
@@ -206,6 +206,16 @@ impl MoveKernel for StridedView {
     }
 }
 
+/// A vector of `n` default elements, or an error when memory for it cannot be had.
+pub fn allocate<E: Movable>(n: usize) -> Result<Vec<E>> {
+    let mut v = Vec::new();
+    if v.try_reserve_exact(n).is_err() {
+        bail!("cannot allocate {n} elements");
+    }
+    v.resize(n, E::default());
+    Ok(v)
+}
+
 /// Calls `f(source_offset, output_offset)` for every multi-index over `dims` (size, source
 /// stride), row-major, with `out_strides` giving each dim's output stride.
 fn for_each_index(
@@ -234,6 +244,33 @@ fn for_each_index(
             out -= out_strides[d] * dims[d].0;
             idx[d] = 0;
         }
+    }
+}
+
+/// Concatenates blocks of the first input: the output is `src[s..s + block]` for each `s` in
+/// `starts`, in order (Gather, GatherND, Compress, OneHot, ReverseSequence, ...). Starts are
+/// bounds-checked.
+#[derive(Debug)]
+pub struct BlockGather {
+    pub block: usize,
+    pub starts: Vec<usize>,
+}
+
+impl MoveKernel for BlockGather {
+    fn run<E: Movable>(&self, inputs: &[&[E]]) -> Result<Vec<E>> {
+        let src = inputs[0];
+        let mut out = Vec::with_capacity(self.block * self.starts.len());
+        for &s in &self.starts {
+            match s.checked_add(self.block).and_then(|end| src.get(s..end)) {
+                Some(block) => out.extend_from_slice(block),
+                None => bail!(
+                    "block {s}..{s}+{} lies outside a {}-element tensor",
+                    self.block,
+                    src.len()
+                ),
+            }
+        }
+        Ok(out)
     }
 }
 

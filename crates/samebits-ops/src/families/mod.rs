@@ -3,6 +3,7 @@
 
 mod cast;
 mod elementwise;
+mod indexing;
 mod shape;
 
 use crate::registry::Registry;
@@ -12,6 +13,7 @@ pub fn register_all(r: &mut Registry) {
     elementwise::register(r);
     cast::register(r);
     shape::register(r);
+    indexing::register(r);
 }
 
 /// The dtype of input `i`, when known.
