@@ -3,6 +3,7 @@
 
 mod cast;
 mod elementwise;
+mod generators;
 mod indexing;
 mod shape;
 
@@ -14,6 +15,7 @@ pub fn register_all(r: &mut Registry) {
     cast::register(r);
     shape::register(r);
     indexing::register(r);
+    generators::register(r);
 }
 
 /// The dtype of input `i`, when known.
