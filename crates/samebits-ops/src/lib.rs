@@ -17,6 +17,7 @@ mod layout;
 mod op;
 mod plan;
 pub mod registry;
+mod spatial;
 mod staging;
 
 pub use args::{NodeArgs, normalize_axis};

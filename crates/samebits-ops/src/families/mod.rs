@@ -2,6 +2,7 @@
 //! family's file.
 
 mod cast;
+mod conv;
 mod elementwise;
 mod generators;
 mod indexing;
@@ -18,6 +19,7 @@ pub fn register_all(r: &mut Registry) {
     indexing::register(r);
     generators::register(r);
     linalg::register(r);
+    conv::register(r);
 }
 
 /// The dtype of input `i`, when known.

@@ -106,3 +106,47 @@ pub fn bits(t: &Tensor) -> Vec<u32> {
         .map(|v| v.to_bits())
         .collect()
 }
+
+/// The shape `op_type` (opset 21) infers for its first output from f32 inputs of `shapes`.
+pub fn infer_shape(
+    op_type: &str,
+    shapes: &[&[usize]],
+    attributes: &[(&str, Attribute)],
+) -> Result<Option<Vec<usize>>, OpError> {
+    let node = Node {
+        name: "under_test".into(),
+        op_type: op_type.into(),
+        domain: String::new(),
+        inputs: (0..shapes.len()).map(|i| format!("in{i}")).collect(),
+        outputs: vec!["out0".into()],
+        attributes: attributes
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+    };
+    let types: Vec<Option<samebits_ir::ValueType>> = shapes
+        .iter()
+        .map(|s| {
+            Some(samebits_ir::ValueType::tensor(
+                samebits_ir::DType::F32,
+                Some(samebits_ir::Shape::known(s)),
+            ))
+        })
+        .collect();
+    let opsets = [(String::new(), 21)].into_iter().collect();
+    let ctx = samebits_ops::BuildContext {
+        node: &node,
+        opset: 21,
+        operation_set: OperationSet::Reproducible,
+        opsets: &opsets,
+        input_types: &types,
+        captures: &[],
+    };
+    let op = samebits_ops::registry::global().build(&ctx)?;
+    let out = op.infer(&types)?;
+    Ok(out
+        .first()
+        .cloned()
+        .flatten()
+        .and_then(|t| t.shape().and_then(|s| s.concrete())))
+}
