@@ -7,6 +7,7 @@ mod elementwise;
 mod generators;
 mod indexing;
 mod linalg;
+mod pool;
 mod shape;
 
 use crate::registry::Registry;
@@ -20,6 +21,7 @@ pub fn register_all(r: &mut Registry) {
     generators::register(r);
     linalg::register(r);
     conv::register(r);
+    pool::register(r);
 }
 
 /// The dtype of input `i`, when known.
