@@ -8,6 +8,7 @@ mod generators;
 mod indexing;
 mod linalg;
 mod pool;
+mod resize;
 mod shape;
 
 use crate::registry::Registry;
@@ -22,6 +23,7 @@ pub fn register_all(r: &mut Registry) {
     linalg::register(r);
     conv::register(r);
     pool::register(r);
+    resize::register(r);
 }
 
 /// The dtype of input `i`, when known.
