@@ -460,8 +460,8 @@ impl Op for Resize {
                         rest /= out_shape[a];
                     }
                     outer.reverse();
-                    let mut weights = Vec::new();
-                    let mut terms = Vec::new();
+                    let (mut weights, mut terms, mut counters) =
+                        (Vec::new(), Vec::new(), Vec::new());
                     for (i, slot) in dst.iter_mut().enumerate() {
                         let (Some(inner), false) = (&taps[rank - 1][i], extrapolate) else {
                             *slot = self.extrapolation;
@@ -469,7 +469,8 @@ impl Op for Resize {
                         };
                         weights.clear();
                         terms.clear();
-                        gather_taps(&outer, inner, &values, &mut weights, &mut terms);
+                        let buffers = (&mut weights, &mut terms, &mut counters);
+                        gather_taps(&outer, inner, &values, buffers);
                         *slot = match (&weights[..], &terms[..]) {
                             ([w], [v]) if *w == 1.0 => *v,
                             _ => canonical_dot(&weights, &terms),
@@ -483,22 +484,22 @@ impl Op for Resize {
 
 /// The weights and values of every tap of one output, row-major over the axes: the outer axes'
 /// tap lists, then the innermost axis' list. A weight is the product of its axes' weights,
-/// left to right.
+/// left to right. `counters` is scratch for the odometer over the outer axes.
 fn gather_taps(
     outer: &[&[(usize, f32)]],
     inner: &[(usize, f32)],
     values: &[f32],
-    weights: &mut Vec<f32>,
-    terms: &mut Vec<f32>,
+    (weights, terms, counters): (&mut Vec<f32>, &mut Vec<f32>, &mut Vec<usize>),
 ) {
     if outer.iter().any(|list| list.is_empty()) {
         return;
     }
-    let mut counters = vec![0usize; outer.len()];
+    counters.clear();
+    counters.resize(outer.len(), 0);
     loop {
         let mut offset = 0;
         let mut weight: Option<f32> = None;
-        for (list, &c) in outer.iter().zip(&counters) {
+        for (list, &c) in outer.iter().zip(counters.iter()) {
             let (o, w) = list[c];
             offset += o;
             weight = Some(weight.map_or(w, |acc| acc * w));
