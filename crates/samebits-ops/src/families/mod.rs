@@ -1,10 +1,12 @@
 //! Op families, one file each. Adding an op is one `register` line plus its code in the
 //! family's file.
 
+mod control_flow;
 mod elementwise;
 
 use crate::registry::Registry;
 
 pub fn register_all(r: &mut Registry) {
+    control_flow::register(r);
     elementwise::register(r);
 }
