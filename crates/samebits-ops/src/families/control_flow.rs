@@ -5,7 +5,7 @@
 //!
 //! No arithmetic happens here: results are the bodies' results, moved and stacked.
 
-use crate::layout::{index_axis, stack};
+use crate::along_axis::{index_axis, stack};
 use crate::registry::Registry;
 use crate::{
     BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Plan, Result, RunOptions, bail,

@@ -3,10 +3,12 @@
 
 mod control_flow;
 mod elementwise;
+mod sequence;
 
 use crate::registry::Registry;
 
 pub fn register_all(r: &mut Registry) {
     control_flow::register(r);
     elementwise::register(r);
+    sequence::register(r);
 }
