@@ -21,4 +21,4 @@ pub mod registry;
 pub use args::{NodeArgs, normalize_axis, onnx_dtype};
 pub use error::{OpError, Result};
 pub use op::{BuildContext, Inputs, InputsExt, Op, OperationSet};
-pub use plan::{Plan, RunOptions};
+pub use plan::{Plan, RunOptions, StepObserver, free_variables, topological_order};

@@ -202,10 +202,7 @@ impl Plan {
             let captures: Vec<String> = node_captures(node).into_iter().collect();
             let input_types: Vec<Option<ValueType>> =
                 node.inputs.iter().map(|i| graph.value_type(i)).collect();
-            let opset = opsets
-                .get(registry::canonical_domain(&node.domain))
-                .copied()
-                .unwrap_or(if node.domain.is_empty() { 21 } else { 1 });
+            let opset = registry::opset_of(opsets, &node.domain);
             let ctx = BuildContext {
                 node,
                 opset,

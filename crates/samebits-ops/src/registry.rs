@@ -19,6 +19,18 @@ pub fn canonical_domain(domain: &str) -> &str {
     if domain == "ai.onnx" { "" } else { domain }
 }
 
+/// The opset version of `domain` in `opsets`, with ONNX's defaults when the model does not
+/// import it (the newest default-domain opset this crate targets, 1 for other domains).
+pub fn opset_of(opsets: &samebits_ir::OpsetImports, domain: &str) -> i64 {
+    opsets.get(canonical_domain(domain)).copied().unwrap_or(
+        if canonical_domain(domain).is_empty() {
+            21
+        } else {
+            1
+        },
+    )
+}
+
 impl Registry {
     pub fn register(&mut self, domain: &str, op_type: &str, ctor: Constructor) {
         let key = (canonical_domain(domain).to_string(), op_type.to_string());

@@ -1,0 +1,459 @@
+//! N-d convolution (1D/2D/3D) and transposed convolution through im2col and the canonical GEMM.
+//!
+//! Implements contract sections `conv` and `conv-transpose` (docs/contract.md). Tensors are
+//! dense NC(D)(H)W row-major; weights are `[M, C/g, k...]` (conv) or `[C, M/g, k...]`
+//! (transposed conv). For each image and group, the taps of every output are written as one
+//! column of an im2col matrix, rows ordered (input channel in group, kernel taps row-major), with
+//! `0.0` for taps that fall in the padding (or, transposed, that no input reaches); the GEMM then
+//! reduces each column against a filter row in the canonical order. Images are independent, so
+//! an image's bits do not depend on the batch size. 1x1 convolutions with unit stride and no
+//! padding read the input in place (the same order, no copy).
+
+use rayon::prelude::*;
+
+use crate::gemm::{Epilogue, MatRef, gemm};
+
+/// Geometry of a convolution. Spatial vectors have one entry per spatial axis (1 to 3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvGeometry {
+    pub batch: usize,
+    pub in_channels: usize,
+    pub out_channels: usize,
+    pub groups: usize,
+    pub in_spatial: Vec<usize>,
+    pub kernel: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub dilations: Vec<usize>,
+    pub pads_begin: Vec<usize>,
+    pub pads_end: Vec<usize>,
+}
+
+impl ConvGeometry {
+    /// A geometry with unit strides and dilations and no padding.
+    pub fn new(
+        batch: usize,
+        in_channels: usize,
+        out_channels: usize,
+        in_spatial: &[usize],
+        kernel: &[usize],
+    ) -> ConvGeometry {
+        let dims = in_spatial.len();
+        ConvGeometry {
+            batch,
+            in_channels,
+            out_channels,
+            groups: 1,
+            in_spatial: in_spatial.to_vec(),
+            kernel: kernel.to_vec(),
+            strides: vec![1; dims],
+            dilations: vec![1; dims],
+            pads_begin: vec![0; dims],
+            pads_end: vec![0; dims],
+        }
+    }
+
+    /// Output spatial size per axis: `(in + pad_begin + pad_end - dil * (k - 1) - 1) / s + 1`.
+    pub fn out_spatial(&self) -> Vec<usize> {
+        (0..self.in_spatial.len())
+            .map(|d| {
+                let padded = self.in_spatial[d] + self.pads_begin[d] + self.pads_end[d];
+                let extent = self.dilations[d] * (self.kernel[d] - 1) + 1;
+                assert!(
+                    padded >= extent,
+                    "conv: kernel extent exceeds padded input on axis {d}"
+                );
+                (padded - extent) / self.strides[d] + 1
+            })
+            .collect()
+    }
+
+    /// Number of elements of the input, weight and output tensors.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        let input = self.batch * self.in_channels * self.in_spatial.iter().product::<usize>();
+        let weight = self.out_channels
+            * (self.in_channels / self.groups)
+            * self.kernel.iter().product::<usize>();
+        let output = self.batch * self.out_channels * self.out_spatial().iter().product::<usize>();
+        (input, weight, output)
+    }
+
+    fn check(&self) {
+        let dims = self.in_spatial.len();
+        assert!((1..=3).contains(&dims), "conv: 1 to 3 spatial axes");
+        for v in [
+            &self.kernel,
+            &self.strides,
+            &self.dilations,
+            &self.pads_begin,
+            &self.pads_end,
+        ] {
+            assert_eq!(
+                v.len(),
+                dims,
+                "conv: every spatial vector needs {dims} entries"
+            );
+        }
+        assert!(
+            self.kernel
+                .iter()
+                .chain(&self.strides)
+                .chain(&self.dilations)
+                .all(|&v| v > 0)
+        );
+        assert!(self.groups > 0 && self.in_channels.is_multiple_of(self.groups));
+        assert!(
+            self.out_channels.is_multiple_of(self.groups),
+            "conv: groups must divide out_channels"
+        );
+    }
+
+    fn taps(&self) -> Taps {
+        Taps::new(
+            &self.in_spatial,
+            &self.out_spatial(),
+            &self.kernel,
+            &self.strides,
+            &self.dilations,
+            &self.pads_begin,
+        )
+    }
+}
+
+/// Spatial geometry widened to 3 axes (leading unit axes), shared by conv and conv-transpose.
+#[derive(Clone, Copy)]
+struct Taps {
+    input: [usize; 3],
+    output: [usize; 3],
+    kernel: [usize; 3],
+    strides: [usize; 3],
+    dilations: [usize; 3],
+    pads_begin: [usize; 3],
+}
+
+impl Taps {
+    fn new(
+        input: &[usize],
+        output: &[usize],
+        kernel: &[usize],
+        strides: &[usize],
+        dilations: &[usize],
+        pads_begin: &[usize],
+    ) -> Taps {
+        let widen = |v: &[usize], fill: usize| {
+            let mut out = [fill; 3];
+            out[3 - v.len()..].copy_from_slice(v);
+            out
+        };
+        Taps {
+            input: widen(input, 1),
+            output: widen(output, 1),
+            kernel: widen(kernel, 1),
+            strides: widen(strides, 1),
+            dilations: widen(dilations, 1),
+            pads_begin: widen(pads_begin, 0),
+        }
+    }
+
+    fn kernel_len(&self) -> usize {
+        self.kernel.iter().product()
+    }
+
+    fn output_len(&self) -> usize {
+        self.output.iter().product()
+    }
+
+    fn input_len(&self) -> usize {
+        self.input.iter().product()
+    }
+
+    /// Row-major kernel tap `t` as per-axis offsets.
+    fn tap(&self, t: usize) -> [usize; 3] {
+        let [_, kh, kw] = self.kernel;
+        [t / (kh * kw), t / kw % kh, t % kw]
+    }
+}
+
+/// Writes the im2col rows of `channels` input planes: row `c * kernel_len + t`, column = output
+/// position (row-major), value = the input under tap `t`, or `0.0` in the padding.
+fn im2col(taps: &Taps, planes: &[f32], columns: &mut [f32]) {
+    let (kernel_len, out_len, in_len) = (taps.kernel_len(), taps.output_len(), taps.input_len());
+    let [in_d, in_h, in_w] = taps.input.map(|v| v as isize);
+    let [_, out_h, out_w] = taps.output;
+    columns
+        .par_chunks_mut(out_len)
+        .enumerate()
+        .for_each(|(row, column_row)| {
+            let (c, t) = (row / kernel_len, row % kernel_len);
+            let plane = &planes[c * in_len..(c + 1) * in_len];
+            let tap = taps.tap(t);
+            // Input coordinate of output `o` on `axis`: o * s + t * d - pad.
+            let at = |axis: usize, o: usize| {
+                (o * taps.strides[axis] + tap[axis] * taps.dilations[axis]) as isize
+                    - taps.pads_begin[axis] as isize
+            };
+            for (line, dst) in column_row.chunks_exact_mut(out_w).enumerate() {
+                let (od, oh) = (line / out_h, line % out_h);
+                let (d, h) = (at(0, od), at(1, oh));
+                if !(0..in_d).contains(&d) || !(0..in_h).contains(&h) {
+                    dst.fill(0.0);
+                    continue;
+                }
+                let src = &plane[((d * in_h + h) * in_w) as usize..][..in_w as usize];
+                for (ow, v) in dst.iter_mut().enumerate() {
+                    let w = at(2, ow);
+                    *v = if (0..in_w).contains(&w) {
+                        src[w as usize]
+                    } else {
+                        0.0
+                    };
+                }
+            }
+        });
+}
+
+/// Bias broadcast over the output positions: element `(group, m, p)` is `bias[group * mg + m]`.
+fn bias_epilogue(bias: Option<&[f32]>, out_per_group: usize) -> Epilogue<'_> {
+    match bias {
+        None => Epilogue::None,
+        Some(bias) => Epilogue::Add(MatRef {
+            data: bias,
+            offset: 0,
+            batch_stride: out_per_group,
+            row_stride: 1,
+            col_stride: 0,
+        }),
+    }
+}
+
+/// Convolution `out[n, m, o] = bias[m] + sum over (c, taps) of x * w` in the order of contract
+/// section `conv`. `input` is `[N, C, in...]`, `weight` `[M, C/g, k...]`, `out` `[N, M, out...]`.
+pub fn conv_f32(
+    geometry: &ConvGeometry,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    geometry.check();
+    let (input_len, weight_len, output_len) = geometry.sizes();
+    assert_eq!(input.len(), input_len, "conv_f32: input length");
+    assert_eq!(weight.len(), weight_len, "conv_f32: weight length");
+    assert_eq!(out.len(), output_len, "conv_f32: output length");
+    if let Some(bias) = bias {
+        assert_eq!(bias.len(), geometry.out_channels, "conv_f32: bias length");
+    }
+    let taps = geometry.taps();
+    let groups = geometry.groups;
+    let (cg, mg) = (
+        geometry.in_channels / groups,
+        geometry.out_channels / groups,
+    );
+    let (in_len, out_len) = (taps.input_len(), taps.output_len());
+    let reduction = cg * taps.kernel_len();
+    let weights = MatRef::row_major(weight, mg, reduction);
+    let epilogue = bias_epilogue(bias, mg);
+    let pointwise = taps.kernel_len() == 1
+        && taps.strides == [1; 3]
+        && taps.pads_begin == [0; 3]
+        && geometry.pads_end.iter().all(|&p| p == 0);
+    let mut columns = Vec::new();
+    for (image, out_image) in out
+        .chunks_exact_mut(geometry.out_channels * out_len)
+        .enumerate()
+    {
+        let planes =
+            &input[image * geometry.in_channels * in_len..][..geometry.in_channels * in_len];
+        let col_view = if pointwise {
+            MatRef::row_major(planes, cg, in_len)
+        } else {
+            columns.resize(geometry.in_channels * taps.kernel_len() * out_len, 0.0);
+            im2col(&taps, planes, &mut columns);
+            MatRef::row_major(&columns[..], reduction, out_len)
+        };
+        gemm(
+            groups, mg, out_len, reduction, weights, col_view, epilogue, out_image,
+        );
+    }
+}
+
+/// Geometry of a transposed convolution. Spatial vectors have one entry per spatial axis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvTransposeGeometry {
+    pub batch: usize,
+    pub in_channels: usize,
+    pub out_channels: usize,
+    pub groups: usize,
+    pub in_spatial: Vec<usize>,
+    pub kernel: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub dilations: Vec<usize>,
+    pub pads_begin: Vec<usize>,
+    pub pads_end: Vec<usize>,
+    pub output_padding: Vec<usize>,
+}
+
+impl ConvTransposeGeometry {
+    /// Output size per axis:
+    /// `(in - 1) * s - pad_begin - pad_end + dil * (k - 1) + output_padding + 1`.
+    pub fn out_spatial(&self) -> Vec<usize> {
+        (0..self.in_spatial.len())
+            .map(|d| {
+                let full = (self.in_spatial[d] - 1) * self.strides[d]
+                    + self.dilations[d] * (self.kernel[d] - 1)
+                    + self.output_padding[d]
+                    + 1;
+                let pads = self.pads_begin[d] + self.pads_end[d];
+                assert!(
+                    full > pads,
+                    "conv_transpose: padding removes the whole output"
+                );
+                full - pads
+            })
+            .collect()
+    }
+
+    /// Number of elements of the input, weight and output tensors.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        let input = self.batch * self.in_channels * self.in_spatial.iter().product::<usize>();
+        let weight = self.in_channels
+            * (self.out_channels / self.groups)
+            * self.kernel.iter().product::<usize>();
+        let output = self.batch * self.out_channels * self.out_spatial().iter().product::<usize>();
+        (input, weight, output)
+    }
+
+    fn check(&self) {
+        let dims = self.in_spatial.len();
+        assert!(
+            (1..=3).contains(&dims),
+            "conv_transpose: 1 to 3 spatial axes"
+        );
+        for v in [
+            &self.kernel,
+            &self.strides,
+            &self.dilations,
+            &self.pads_begin,
+            &self.pads_end,
+            &self.output_padding,
+        ] {
+            assert_eq!(
+                v.len(),
+                dims,
+                "conv_transpose: every spatial vector needs {dims} entries"
+            );
+        }
+        assert!(self.in_spatial.iter().chain(&self.kernel).all(|&v| v > 0));
+        assert!(self.strides.iter().chain(&self.dilations).all(|&v| v > 0));
+        assert!(self.groups > 0 && self.in_channels.is_multiple_of(self.groups));
+        assert!(self.out_channels.is_multiple_of(self.groups));
+    }
+}
+
+/// Writes the gather matrix of transposed convolution: row `c * kernel_len + t`, column = output
+/// position, value `x[c, i]` where `o = i * s + t * d - pad_begin` on every axis, else `0.0`.
+fn gather_columns(taps: &Taps, planes: &[f32], columns: &mut [f32]) {
+    let (kernel_len, out_len, in_len) = (taps.kernel_len(), taps.output_len(), taps.input_len());
+    let [_, in_h, in_w] = taps.input;
+    let [_, out_h, out_w] = taps.output;
+    columns
+        .par_chunks_mut(out_len)
+        .enumerate()
+        .for_each(|(row, column_row)| {
+            let (c, t) = (row / kernel_len, row % kernel_len);
+            let plane = &planes[c * in_len..(c + 1) * in_len];
+            let tap = taps.tap(t);
+            // Input index reaching output `o` on `axis` through this tap, if any.
+            let source = |axis: usize, o: usize| -> Option<usize> {
+                let q =
+                    (o + taps.pads_begin[axis]).checked_sub(tap[axis] * taps.dilations[axis])?;
+                let s = taps.strides[axis];
+                (q.is_multiple_of(s) && q / s < taps.input[axis]).then_some(q / s)
+            };
+            for (line, dst) in column_row.chunks_exact_mut(out_w).enumerate() {
+                let (od, oh) = (line / out_h, line % out_h);
+                let (Some(d), Some(h)) = (source(0, od), source(1, oh)) else {
+                    dst.fill(0.0);
+                    continue;
+                };
+                let src = &plane[(d * in_h + h) * in_w..][..in_w];
+                for (ow, v) in dst.iter_mut().enumerate() {
+                    *v = source(2, ow).map_or(0.0, |w| src[w]);
+                }
+            }
+        });
+}
+
+/// Transposed convolution in the order of contract section `conv-transpose`: `input` is
+/// `[N, C, in...]`, `weight` `[C, M/g, k...]`, `out` `[N, M, out...]`.
+pub fn conv_transpose_f32(
+    geometry: &ConvTransposeGeometry,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    geometry.check();
+    let (input_len, weight_len, output_len) = geometry.sizes();
+    assert_eq!(input.len(), input_len, "conv_transpose_f32: input length");
+    assert_eq!(
+        weight.len(),
+        weight_len,
+        "conv_transpose_f32: weight length"
+    );
+    assert_eq!(out.len(), output_len, "conv_transpose_f32: output length");
+    if let Some(bias) = bias {
+        assert_eq!(
+            bias.len(),
+            geometry.out_channels,
+            "conv_transpose_f32: bias length"
+        );
+    }
+    let out_spatial = geometry.out_spatial();
+    let taps = Taps::new(
+        &geometry.in_spatial,
+        &out_spatial,
+        &geometry.kernel,
+        &geometry.strides,
+        &geometry.dilations,
+        &geometry.pads_begin,
+    );
+    let groups = geometry.groups;
+    let (cg, mg) = (
+        geometry.in_channels / groups,
+        geometry.out_channels / groups,
+    );
+    let (kernel_len, in_len, out_len) = (taps.kernel_len(), taps.input_len(), taps.output_len());
+    let reduction = cg * kernel_len;
+    // Filter rows `[g, m, (c, t)]` from the `[C, M/g, k...]` weight (a copy, no arithmetic).
+    let mut filters = vec![0.0f32; groups * mg * reduction];
+    for (row, filter) in filters.chunks_exact_mut(reduction).enumerate() {
+        let (g, m) = (row / mg, row % mg);
+        for c in 0..cg {
+            let src = ((g * cg + c) * mg + m) * kernel_len;
+            filter[c * kernel_len..(c + 1) * kernel_len]
+                .copy_from_slice(&weight[src..src + kernel_len]);
+        }
+    }
+    let filters_view = MatRef::row_major(&filters[..], mg, reduction);
+    let epilogue = bias_epilogue(bias, mg);
+    let mut columns = vec![0.0f32; geometry.in_channels * kernel_len * out_len];
+    for (image, out_image) in out
+        .chunks_exact_mut(geometry.out_channels * out_len)
+        .enumerate()
+    {
+        let planes =
+            &input[image * geometry.in_channels * in_len..][..geometry.in_channels * in_len];
+        gather_columns(&taps, planes, &mut columns);
+        let col_view = MatRef::row_major(&columns[..], reduction, out_len);
+        gemm(
+            groups,
+            mg,
+            out_len,
+            reduction,
+            filters_view,
+            col_view,
+            epilogue,
+            out_image,
+        );
+    }
+}

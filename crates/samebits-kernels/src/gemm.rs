@@ -1,0 +1,360 @@
+//! Reproducible batched GEMM `C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]` on strided operands.
+//!
+//! Implements contract section `gemm` (docs/contract.md): every output is the canonical dot
+//! product (`canonical-sum`) of row `i` of A and column `j` of B in index order of k, then the
+//! epilogue. Structure (BLIS / Goto): the output is cut into `MC x NC` blocks, the parallel tasks
+//! (rayon), each of which walks K in blocks of `KC` (a multiple of 64), packs its A and B blocks
+//! and runs the ISA microkernel over `MR x NR` register tiles. Hardware picks only the tiling,
+//! never the order, so every ISA, thread count and M gives the same bits. Row vectors (M = 1)
+//! times a matrix with unit column stride take a path without packing (`gemv.rs`), same order.
+
+mod gemv;
+mod microkernel;
+#[cfg(target_arch = "aarch64")]
+mod microkernel_neon;
+#[cfg(target_arch = "x86_64")]
+mod microkernel_x86;
+mod pack;
+
+use std::cell::Cell;
+
+use rayon::prelude::*;
+
+use crate::canonical::REDUCTION_TILE;
+use crate::isa::Isa;
+use microkernel::{MAX_TILE, Microkernel};
+pub use pack::GemmInput;
+
+/// A strided, optionally batched matrix view: element `(b, i, j)` is
+/// `data[offset + b * batch_stride + i * row_stride + j * col_stride]`.
+///
+/// Strides may be zero (broadcast), and swapping `row_stride` and `col_stride` transposes.
+#[derive(Clone, Copy, Debug)]
+pub struct MatRef<'a, T> {
+    pub data: &'a [T],
+    pub offset: usize,
+    pub batch_stride: usize,
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+impl<'a, T> MatRef<'a, T> {
+    /// Dense row-major `[batch, rows, cols]` starting at `data[0]`.
+    pub fn row_major(data: &'a [T], rows: usize, cols: usize) -> Self {
+        MatRef {
+            data,
+            offset: 0,
+            batch_stride: rows * cols,
+            row_stride: cols,
+            col_stride: 1,
+        }
+    }
+
+    /// The transposed view (rows and columns swapped, no copy).
+    pub fn transposed(self) -> Self {
+        MatRef {
+            row_stride: self.col_stride,
+            col_stride: self.row_stride,
+            ..self
+        }
+    }
+
+    /// The same view with another batch stride (0 shares one matrix across the batch).
+    pub fn with_batch_stride(self, batch_stride: usize) -> Self {
+        MatRef {
+            batch_stride,
+            ..self
+        }
+    }
+
+    /// The same view starting `offset` elements into `data`.
+    pub fn with_offset(self, offset: usize) -> Self {
+        MatRef { offset, ..self }
+    }
+
+    /// Index into `data` of element `(b, i, j)`.
+    pub fn index(&self, b: usize, i: usize, j: usize) -> usize {
+        self.offset + b * self.batch_stride + i * self.row_stride + j * self.col_stride
+    }
+
+    /// Panics unless every element of a `[batch, rows, cols]` view lies inside `data`.
+    fn check_bounds(&self, batch: usize, rows: usize, cols: usize, what: &str) {
+        if batch == 0 || rows == 0 || cols == 0 {
+            return;
+        }
+        let last = [
+            (batch - 1, self.batch_stride),
+            (rows - 1, self.row_stride),
+            (cols - 1, self.col_stride),
+        ]
+        .iter()
+        .try_fold(self.offset, |acc, &(n, s)| {
+            n.checked_mul(s)?.checked_add(acc)
+        });
+        assert!(
+            last.is_some_and(|last| last < self.data.len()),
+            "{what}: a [{batch}, {rows}, {cols}] view with offset {} and strides ({}, {}, {}) \
+             does not fit in {} elements",
+            self.offset,
+            self.batch_stride,
+            self.row_stride,
+            self.col_stride,
+            self.data.len()
+        );
+    }
+}
+
+/// What is applied to each finished canonical sum `acc` before it is stored
+/// (contract section `gemm-epilogue`). `c` views are indexed `(b, i, j)` like the output and
+/// may broadcast through zero strides (a bias per column: `row_stride = 0, col_stride = 1`).
+#[derive(Clone, Copy, Debug)]
+pub enum Epilogue<'a> {
+    /// `out = acc`.
+    None,
+    /// `out = acc + c[b, i, j]`.
+    Add(MatRef<'a, f32>),
+    /// `out = (alpha * acc) + (beta * c[b, i, j])`, two roundings of products and one of the
+    /// sum, no fma; without `c`, `out = alpha * acc`.
+    AlphaBeta {
+        alpha: f32,
+        beta: f32,
+        c: Option<MatRef<'a, f32>>,
+    },
+}
+
+impl Epilogue<'_> {
+    fn apply(&self, acc: f32, b: usize, i: usize, j: usize) -> f32 {
+        match self {
+            Epilogue::None => acc,
+            Epilogue::Add(c) => acc + c.data[c.index(b, i, j)],
+            Epilogue::AlphaBeta { alpha, beta, c } => match c {
+                Some(c) => (alpha * acc) + (beta * c.data[c.index(b, i, j)]),
+                None => alpha * acc,
+            },
+        }
+    }
+
+    fn check_bounds(&self, batch: usize, m: usize, n: usize) {
+        match self {
+            Epilogue::None | Epilogue::AlphaBeta { c: None, .. } => {}
+            Epilogue::Add(c) | Epilogue::AlphaBeta { c: Some(c), .. } => {
+                c.check_bounds(batch, m, n, "gemm epilogue operand")
+            }
+        }
+    }
+}
+
+/// Reduction columns per packed block: a whole number of reduction tiles.
+const KC: usize = 4 * REDUCTION_TILE;
+/// Output rows per task (a multiple of every ISA's `MR`).
+const MC: usize = 96;
+/// Most output columns per task (a multiple of every ISA's `NR`).
+const NC_MAX: usize = 512;
+/// Fewest output columns per task when narrowing blocks to feed every thread.
+const NC_MIN: usize = 64;
+/// Output columns per task of the row-vector path.
+const GEMV_COLUMNS_PER_TASK: usize = 128;
+
+/// `out[b, i, j] = sum_k a[b, i, k] * b[b, k, j]` in the canonical order, `out` dense row-major
+/// `[batch, m, n]`.
+pub fn gemm_f32(
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<'_, f32>,
+    b: MatRef<'_, f32>,
+    out: &mut [f32],
+) {
+    gemm(batch, m, n, k, a, b, Epilogue::None, out);
+}
+
+/// [`gemm_f32`] for f32, f16 or bf16 operands (converted to f32 exactly), followed by an
+/// [`Epilogue`].
+#[allow(clippy::too_many_arguments)]
+pub fn gemm<T: GemmInput>(
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    epilogue: Epilogue<'_>,
+    out: &mut [f32],
+) {
+    assert_eq!(
+        out.len(),
+        batch * m * n,
+        "gemm: output length must be batch * m * n"
+    );
+    a.check_bounds(batch, m, k, "gemm operand A");
+    b.check_bounds(batch, k, n, "gemm operand B");
+    epilogue.check_bounds(batch, m, n);
+    if out.is_empty() {
+        return;
+    }
+    let isa = Isa::active();
+    if m == 1 && gemv::try_row_times_matrix(isa, n, k, &a, &b, &epilogue, out) {
+        return;
+    }
+    let kernel = Microkernel::for_isa(isa);
+    let row_blocks = m.div_ceil(MC);
+    // Narrower column blocks until every thread has a few tasks (tiling only, never order).
+    let mut nc = NC_MAX;
+    while nc > NC_MIN && batch * row_blocks * n.div_ceil(nc) < 4 * rayon::current_num_threads() {
+        nc /= 2;
+    }
+    let col_blocks = n.div_ceil(nc);
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    (0..batch * row_blocks * col_blocks)
+        .into_par_iter()
+        .for_each(|task| {
+            let bi = task / (row_blocks * col_blocks);
+            let row0 = (task / col_blocks % row_blocks) * MC;
+            let col0 = (task % col_blocks) * nc;
+            let block = OutBlock {
+                batch: bi,
+                row0,
+                rows: MC.min(m - row0),
+                col0,
+                cols: nc.min(n - col0),
+            };
+            // SAFETY: tasks own disjoint (batch, row range, column range) blocks of `out`, which
+            // holds `batch * m * n` floats and outlives the parallel loop.
+            unsafe { gemm_block(&kernel, &block, m, n, k, &a, &b, &epilogue, out_ptr) };
+        });
+}
+
+/// Raw output pointer shared by the tasks, each of which writes only its own block.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: used only for the disjoint per-task blocks described in `gemm`.
+unsafe impl Send for OutPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OutPtr {}
+
+/// One task's block of the output.
+struct OutBlock {
+    batch: usize,
+    row0: usize,
+    rows: usize,
+    col0: usize,
+    cols: usize,
+}
+
+thread_local! {
+    /// Per-thread packing buffer, reused across calls.
+    static PACK_BUFFER: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+}
+
+/// Computes one output block over the whole reduction, then applies the epilogue.
+///
+/// # Safety
+/// `out` points to a dense `[batch, m, n]` buffer of which this call is the only writer of
+/// `block`'s elements; the operands were bounds-checked for `[batch, m, k]` and `[batch, k, n]`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_block<T: GemmInput>(
+    kernel: &Microkernel,
+    block: &OutBlock,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &MatRef<'_, T>,
+    b: &MatRef<'_, T>,
+    epilogue: &Epilogue<'_>,
+    out: OutPtr,
+) {
+    let (mr, nr) = (kernel.mr, kernel.nr);
+    let c_base = block.batch * m * n + block.row0 * n + block.col0;
+    // SAFETY: the block's element (i, j) is at `c_base + i * n + j < batch * m * n`.
+    let c_at = |i: usize, j: usize| unsafe { out.0.add(c_base + i * n + j) };
+    if k == 0 {
+        for i in 0..block.rows {
+            for j in 0..block.cols {
+                // SAFETY: inside this task's block.
+                unsafe { *c_at(i, j) = 0.0 };
+            }
+        }
+    }
+
+    let a_len = block.rows.div_ceil(mr) * mr * KC;
+    let b_len = block.cols.div_ceil(nr) * nr * KC;
+    let mut buffer = PACK_BUFFER.take();
+    buffer.resize(a_len + b_len, 0.0);
+    let (a_packed, b_packed) = buffer.split_at_mut(a_len);
+    let mut edge = [0.0f32; MAX_TILE];
+
+    for k0 in (0..k).step_by(KC) {
+        let kc = KC.min(k - k0);
+        let first = k0 == 0;
+        pack::pack_a(a, block.batch, block.row0, block.rows, k0, kc, mr, a_packed);
+        pack::pack_b(b, block.batch, k0, kc, block.col0, block.cols, nr, b_packed);
+        for (jp, b_panel) in b_packed
+            .chunks_exact(kc * nr)
+            .take(block.cols.div_ceil(nr))
+            .enumerate()
+        {
+            let j = jp * nr;
+            let width = nr.min(block.cols - j);
+            for (ip, a_panel) in a_packed
+                .chunks_exact(kc * mr)
+                .take(block.rows.div_ceil(mr))
+                .enumerate()
+            {
+                let i = ip * mr;
+                let rows = mr.min(block.rows - i);
+                let tile_fn = kernel.by_rows[rows - 1];
+                if width == nr {
+                    // SAFETY: the panels hold `kc * mr` and `kc * nr` floats, the C tile is
+                    // `rows x nr` inside this task's block, and `kernel` matches `Isa::active()`,
+                    // which only returns available ISAs.
+                    unsafe {
+                        tile_fn(kc, a_panel.as_ptr(), b_panel.as_ptr(), c_at(i, j), n, first)
+                    };
+                } else {
+                    // Right edge: run the full-width kernel on a local copy of the valid columns.
+                    for r in 0..rows {
+                        for jj in 0..width {
+                            // SAFETY: inside this task's block.
+                            edge[r * nr + jj] = if first {
+                                0.0
+                            } else {
+                                unsafe { *c_at(i + r, j + jj) }
+                            };
+                        }
+                    }
+                    // SAFETY: as above, with the `rows x nr` tile in the local `edge` buffer.
+                    unsafe {
+                        tile_fn(
+                            kc,
+                            a_panel.as_ptr(),
+                            b_panel.as_ptr(),
+                            edge.as_mut_ptr(),
+                            nr,
+                            first,
+                        )
+                    };
+                    for r in 0..rows {
+                        for jj in 0..width {
+                            // SAFETY: inside this task's block.
+                            unsafe { *c_at(i + r, j + jj) = edge[r * nr + jj] };
+                        }
+                    }
+                }
+            }
+        }
+    }
+    PACK_BUFFER.set(buffer);
+
+    if !matches!(epilogue, Epilogue::None) {
+        for i in 0..block.rows {
+            for j in 0..block.cols {
+                // SAFETY: inside this task's block.
+                unsafe {
+                    let c = c_at(i, j);
+                    *c = epilogue.apply(*c, block.batch, block.row0 + i, block.col0 + j);
+                }
+            }
+        }
+    }
+}

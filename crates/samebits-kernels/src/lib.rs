@@ -1,0 +1,36 @@
+//! samebits linear-algebra kernels: reproducible numeric kernels on plain slices.
+//!
+//! Every kernel computes exactly what `docs/contract.md` writes, so its bits do not depend on
+//! the CPU, the ISA ([`Isa`]), the thread count or the batch size. Reductions follow the
+//! canonical order (`canonical-sum`); SIMD lanes and threads split the work across outputs only.
+//!
+//! Public API:
+//! - [`canonical`]: the scalar reference order ([`canonical_dot`], [`canonical_sum`], ...),
+//!   the oracle of every test.
+//! - [`isa`]: [`Isa::detect`], [`Isa::available`], [`set_forced_isa`], [`with_isa`] and the
+//!   `SAMEBITS_ISA` environment variable.
+//! - [`gemm`]: [`gemm_f32`] / [`gemm()`] (f32, f16, bf16 inputs, [`Epilogue`]) over [`MatRef`]
+//!   strided views.
+//! - [`conv`]: [`conv_f32`] and [`conv_transpose_f32`] (1D/2D/3D, groups, strides, dilations,
+//!   pads, output padding) described by [`ConvGeometry`] / [`ConvTransposeGeometry`].
+//! - [`pool`]: [`pool_f32`] (max / average, N-d, ceil mode, count_include_pad) described by
+//!   [`PoolGeometry`], and [`global_pool_f32`].
+//! - [`reduce`]: [`reduce_f32`] ([`ReduceKind`]: sum, sum of squares, product, max, min) and
+//!   [`argreduce_f32`] over the middle axis of `[outer, len, inner]`.
+
+pub mod canonical;
+pub mod conv;
+pub mod gemm;
+pub mod isa;
+pub mod pool;
+pub mod reduce;
+
+pub use canonical::{
+    REDUCTION_TILE, canonical_dot, canonical_dot_strided, canonical_prod, canonical_prod_strided,
+    canonical_sum, canonical_sum_squares_strided, canonical_sum_strided,
+};
+pub use conv::{ConvGeometry, ConvTransposeGeometry, conv_f32, conv_transpose_f32};
+pub use gemm::{Epilogue, GemmInput, MatRef, gemm, gemm_f32};
+pub use isa::{Isa, IsaError, set_forced_isa, with_isa};
+pub use pool::{PoolGeometry, PoolKind, global_pool_f32, pool_f32};
+pub use reduce::{ArgKind, ReduceKind, argreduce_f32, canonical_max, canonical_min, reduce_f32};

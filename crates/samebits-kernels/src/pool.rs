@@ -1,0 +1,236 @@
+//! N-d max and average pooling (1D/2D/3D) and global pooling.
+//!
+//! Implements contract section `pool` (docs/contract.md). Tensors are dense `[N, C, spatial...]`.
+//! A window's taps are visited in row-major kernel order; only taps inside the input take part
+//! (padding is never a term). Average = canonical sum (`canonical-sum`) of those taps divided by
+//! the count; max = `canonical_max` of them. Parallel over `(n, c)` planes.
+
+use rayon::prelude::*;
+
+use crate::canonical::REDUCTION_TILE;
+use crate::reduce::{ReduceKind, canonical_max, reduce_f32};
+
+/// Pooling geometry. Spatial vectors have one entry per spatial axis (1 to 3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolGeometry {
+    pub batch: usize,
+    pub channels: usize,
+    pub in_spatial: Vec<usize>,
+    pub kernel: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub dilations: Vec<usize>,
+    pub pads_begin: Vec<usize>,
+    pub pads_end: Vec<usize>,
+    /// Round output sizes up instead of down (a window must still start inside the input or
+    /// the leading padding).
+    pub ceil_mode: bool,
+}
+
+/// What a window computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolKind {
+    Max,
+    /// `count_include_pad`: divide by the taps inside the padded input instead of only the
+    /// taps inside the input.
+    Average {
+        count_include_pad: bool,
+    },
+}
+
+impl PoolGeometry {
+    /// Output size per axis: `(in + pad_begin + pad_end - dil * (k - 1) - 1) / s + 1`, rounded
+    /// down, or up with `ceil_mode` minus one when the last window would start past
+    /// `in + pad_begin`.
+    pub fn out_spatial(&self) -> Vec<usize> {
+        (0..self.in_spatial.len())
+            .map(|d| {
+                let padded = self.in_spatial[d] + self.pads_begin[d] + self.pads_end[d];
+                let extent = self.dilations[d] * (self.kernel[d] - 1) + 1;
+                assert!(
+                    padded >= extent,
+                    "pool: kernel extent exceeds padded input on axis {d}"
+                );
+                let s = self.strides[d];
+                let mut out = if self.ceil_mode {
+                    (padded - extent).div_ceil(s) + 1
+                } else {
+                    (padded - extent) / s + 1
+                };
+                if self.ceil_mode && (out - 1) * s >= self.in_spatial[d] + self.pads_begin[d] {
+                    out -= 1;
+                }
+                out
+            })
+            .collect()
+    }
+
+    fn check(&self) {
+        let dims = self.in_spatial.len();
+        assert!((1..=3).contains(&dims), "pool: 1 to 3 spatial axes");
+        for v in [
+            &self.kernel,
+            &self.strides,
+            &self.dilations,
+            &self.pads_begin,
+            &self.pads_end,
+        ] {
+            assert_eq!(
+                v.len(),
+                dims,
+                "pool: every spatial vector needs {dims} entries"
+            );
+        }
+        assert!(
+            self.kernel
+                .iter()
+                .chain(&self.strides)
+                .chain(&self.dilations)
+                .all(|&v| v > 0)
+        );
+    }
+}
+
+/// Streaming form of `canonical-sum` for terms produced one at a time.
+struct TiledSum {
+    total: Option<f32>,
+    partial: f32,
+    in_tile: usize,
+}
+
+impl TiledSum {
+    fn new() -> TiledSum {
+        TiledSum {
+            total: None,
+            partial: 0.0,
+            in_tile: 0,
+        }
+    }
+
+    fn push(&mut self, x: f32) {
+        self.partial += x;
+        self.in_tile += 1;
+        if self.in_tile == REDUCTION_TILE {
+            self.close_tile();
+        }
+    }
+
+    fn close_tile(&mut self) {
+        self.total = Some(self.total.map_or(self.partial, |s| s + self.partial));
+        self.partial = 0.0;
+        self.in_tile = 0;
+    }
+
+    fn finish(mut self) -> f32 {
+        if self.in_tile > 0 {
+            self.close_tile();
+        }
+        self.total.unwrap_or(0.0)
+    }
+}
+
+/// Widens a spatial vector to 3 axes with leading `fill`.
+fn widen(v: &[usize], fill: usize) -> [usize; 3] {
+    let mut out = [fill; 3];
+    out[3 - v.len()..].copy_from_slice(v);
+    out
+}
+
+/// Pools `input` (`[N, C, in...]`) into `out` (`[N, C, out...]`) as contract section `pool`
+/// writes.
+pub fn pool_f32(geometry: &PoolGeometry, kind: PoolKind, input: &[f32], out: &mut [f32]) {
+    geometry.check();
+    let out_spatial = geometry.out_spatial();
+    let planes = geometry.batch * geometry.channels;
+    let (in_len, out_len) = (
+        geometry.in_spatial.iter().product::<usize>(),
+        out_spatial.iter().product::<usize>(),
+    );
+    assert_eq!(input.len(), planes * in_len, "pool_f32: input length");
+    assert_eq!(out.len(), planes * out_len, "pool_f32: output length");
+    if out_len == 0 {
+        return;
+    }
+    let input_dims = widen(&geometry.in_spatial, 1);
+    let output_dims = widen(&out_spatial, 1);
+    let kernel = widen(&geometry.kernel, 1);
+    let strides = widen(&geometry.strides, 1);
+    let dilations = widen(&geometry.dilations, 1);
+    let pads_begin = widen(&geometry.pads_begin, 0);
+    let pads_end = widen(&geometry.pads_end, 0);
+    out.par_chunks_mut(out_len)
+        .zip(input.par_chunks(in_len))
+        .for_each(|(out_plane, plane)| {
+            for (o, slot) in out_plane.iter_mut().enumerate() {
+                let o_idx = [
+                    o / (output_dims[1] * output_dims[2]),
+                    o / output_dims[2] % output_dims[1],
+                    o % output_dims[2],
+                ];
+                let mut sum = TiledSum::new();
+                let mut max = f32::NEG_INFINITY;
+                let (mut inside, mut inside_padded) = (0usize, 0usize);
+                for kd in 0..kernel[0] {
+                    for kh in 0..kernel[1] {
+                        for kw in 0..kernel[2] {
+                            let tap = [kd, kh, kw];
+                            // Position in padded coordinates (0 = first padding element).
+                            let padded_pos: [usize; 3] = std::array::from_fn(|a| {
+                                o_idx[a] * strides[a] + tap[a] * dilations[a]
+                            });
+                            if (0..3).any(|a| {
+                                padded_pos[a] >= pads_begin[a] + input_dims[a] + pads_end[a]
+                            }) {
+                                continue;
+                            }
+                            inside_padded += 1;
+                            let mut pos = [0usize; 3];
+                            let mut in_input = true;
+                            for a in 0..3 {
+                                match padded_pos[a].checked_sub(pads_begin[a]) {
+                                    Some(p) if p < input_dims[a] => pos[a] = p,
+                                    _ => in_input = false,
+                                }
+                            }
+                            if !in_input {
+                                continue;
+                            }
+                            let [d, h, w] = pos;
+                            let x = plane[(d * input_dims[1] + h) * input_dims[2] + w];
+                            inside += 1;
+                            match kind {
+                                PoolKind::Max => max = canonical_max(max, x),
+                                PoolKind::Average { .. } => sum.push(x),
+                            }
+                        }
+                    }
+                }
+                *slot = match kind {
+                    PoolKind::Max => max,
+                    PoolKind::Average { count_include_pad } => {
+                        let count = if count_include_pad {
+                            inside_padded
+                        } else {
+                            inside
+                        };
+                        if inside == 0 {
+                            0.0
+                        } else {
+                            sum.finish() / count as f32
+                        }
+                    }
+                };
+            }
+        });
+}
+
+/// Global pooling of `[planes, len]` into `[planes]`: max = `canonical_max` of the plane,
+/// average = canonical sum of the plane divided by `len`.
+pub fn global_pool_f32(kind: PoolKind, input: &[f32], planes: usize, len: usize, out: &mut [f32]) {
+    match kind {
+        PoolKind::Max => reduce_f32(ReduceKind::Max, input, planes, len, 1, out),
+        PoolKind::Average { .. } => {
+            reduce_f32(ReduceKind::Sum, input, planes, len, 1, out);
+            out.iter_mut().for_each(|v| *v /= len as f32);
+        }
+    }
+}

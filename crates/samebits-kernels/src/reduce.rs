@@ -1,0 +1,338 @@
+//! Canonical reductions over one axis of a contiguous tensor viewed as `[outer, len, inner]`.
+//!
+//! Implements contract sections `canonical-sum` (sum, sum of squares, product) and
+//! `reduce-extrema` (max, min, argmax, argmin) of docs/contract.md. Output `(o, i)` reduces
+//! `data[(o * len + k) * inner + i]` over `k`. SIMD lanes are independent outputs (adjacent `i`
+//! when `inner > 1`, adjacent `o` otherwise), each lane keeping its own chain in index order;
+//! rayon splits the outputs across threads. Lanes are plain arrays in `#[inline(always)]` code
+//! instantiated inside `#[target_feature]` functions, so the compiler emits AVX2/AVX-512 code
+//! for the same IEEE operations (`f32::mul_add` is always fused, nothing is contracted).
+
+use std::cmp::Ordering;
+
+use rayon::prelude::*;
+
+use crate::canonical::REDUCTION_TILE;
+use crate::isa::Isa;
+
+/// A reduction with a canonical order or, for extrema, an order-independent result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceKind {
+    /// `canonical-sum` with `p = p + x_k`; empty: `+0.0`.
+    Sum,
+    /// `canonical-sum` of squares, `p = fma(x_k, x_k, p)`; empty: `+0.0`.
+    SumSquares,
+    /// Tiles from `1.0` with `p = p * x_k`, folded with `*`; empty: `1.0`.
+    Prod,
+    /// Largest value, NaN if any is NaN (as `f32::NAN`), `-0.0 < +0.0`; empty: `-inf`.
+    Max,
+    /// Smallest value, NaN if any is NaN (as `f32::NAN`), `-0.0 < +0.0`; empty: `+inf`.
+    Min,
+}
+
+/// One reduction: tile start value, tile step and partial fold.
+trait Reducer: Copy + Send + Sync {
+    const INIT: f32;
+    fn step(p: f32, x: f32) -> f32;
+    fn fold(s: f32, p: f32) -> f32;
+}
+
+#[derive(Clone, Copy)]
+struct SumOp;
+impl Reducer for SumOp {
+    const INIT: f32 = 0.0;
+    #[inline(always)]
+    fn step(p: f32, x: f32) -> f32 {
+        p + x
+    }
+    #[inline(always)]
+    fn fold(s: f32, p: f32) -> f32 {
+        s + p
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SumSquaresOp;
+impl Reducer for SumSquaresOp {
+    const INIT: f32 = 0.0;
+    #[inline(always)]
+    fn step(p: f32, x: f32) -> f32 {
+        x.mul_add(x, p)
+    }
+    #[inline(always)]
+    fn fold(s: f32, p: f32) -> f32 {
+        s + p
+    }
+}
+
+#[derive(Clone, Copy)]
+struct ProdOp;
+impl Reducer for ProdOp {
+    const INIT: f32 = 1.0;
+    #[inline(always)]
+    fn step(p: f32, x: f32) -> f32 {
+        p * x
+    }
+    #[inline(always)]
+    fn fold(s: f32, p: f32) -> f32 {
+        s * p
+    }
+}
+
+/// `max` of contract section `reduce-extrema`.
+#[inline(always)]
+pub fn canonical_max(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if a > b || (a == b && b.is_sign_negative()) {
+        a
+    } else {
+        b
+    }
+}
+
+/// `min` of contract section `reduce-extrema`.
+#[inline(always)]
+pub fn canonical_min(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if a < b || (a == b && a.is_sign_negative()) {
+        a
+    } else {
+        b
+    }
+}
+
+#[derive(Clone, Copy)]
+struct MaxOp;
+impl Reducer for MaxOp {
+    const INIT: f32 = f32::NEG_INFINITY;
+    #[inline(always)]
+    fn step(p: f32, x: f32) -> f32 {
+        canonical_max(p, x)
+    }
+    #[inline(always)]
+    fn fold(s: f32, p: f32) -> f32 {
+        canonical_max(s, p)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct MinOp;
+impl Reducer for MinOp {
+    const INIT: f32 = f32::INFINITY;
+    #[inline(always)]
+    fn step(p: f32, x: f32) -> f32 {
+        canonical_min(p, x)
+    }
+    #[inline(always)]
+    fn fold(s: f32, p: f32) -> f32 {
+        canonical_min(s, p)
+    }
+}
+
+/// Where the outputs of one run sit: lane `l`, term `k` is `x[l * lane_stride + k * k_stride]`.
+#[derive(Clone, Copy)]
+struct Lanes {
+    lane_stride: usize,
+    k_stride: usize,
+    len: usize,
+}
+
+/// Reduces `L` lanes in the canonical order into `out[..L]`.
+#[inline(always)]
+fn reduce_lanes<R: Reducer, const L: usize>(x: &[f32], lanes: Lanes, out: &mut [f32]) {
+    let mut total = [R::INIT; L];
+    let mut tile_start = 0;
+    while tile_start < lanes.len {
+        let tile_end = (tile_start + REDUCTION_TILE).min(lanes.len);
+        let mut partial = [R::INIT; L];
+        for k in tile_start..tile_end {
+            for (l, p) in partial.iter_mut().enumerate() {
+                *p = R::step(*p, x[l * lanes.lane_stride + k * lanes.k_stride]);
+            }
+        }
+        if tile_start == 0 {
+            total = partial;
+        } else {
+            for (s, p) in total.iter_mut().zip(partial) {
+                *s = R::fold(*s, p);
+            }
+        }
+        tile_start = tile_end;
+    }
+    out[..L].copy_from_slice(&total);
+}
+
+/// Reduces `out.len()` consecutive lanes: blocks of 64 and 16 lanes, then single lanes.
+#[inline(always)]
+fn reduce_run<R: Reducer>(x: &[f32], lanes: Lanes, out: &mut [f32]) {
+    let mut done = 0;
+    while done < out.len() {
+        let rest = &x[done * lanes.lane_stride..];
+        let left = out.len() - done;
+        let step = if left >= 64 {
+            reduce_lanes::<R, 64>(rest, lanes, &mut out[done..]);
+            64
+        } else if left >= 16 {
+            reduce_lanes::<R, 16>(rest, lanes, &mut out[done..]);
+            16
+        } else {
+            reduce_lanes::<R, 1>(rest, lanes, &mut out[done..]);
+            1
+        };
+        done += step;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+/// # Safety
+/// The CPU supports AVX-512F.
+unsafe fn reduce_run_avx512<R: Reducer>(x: &[f32], lanes: Lanes, out: &mut [f32]) {
+    reduce_run::<R>(x, lanes, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+/// # Safety
+/// The CPU supports AVX2 and FMA.
+unsafe fn reduce_run_avx2<R: Reducer>(x: &[f32], lanes: Lanes, out: &mut [f32]) {
+    reduce_run::<R>(x, lanes, out)
+}
+
+fn reduce_run_on<R: Reducer>(isa: Isa, x: &[f32], lanes: Lanes, out: &mut [f32]) {
+    match isa {
+        // SAFETY: `isa` comes from `Isa::active()`, which only returns available ISAs.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { reduce_run_avx512::<R>(x, lanes, out) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { reduce_run_avx2::<R>(x, lanes, out) },
+        _ => reduce_run::<R>(x, lanes, out),
+    }
+}
+
+/// Outputs per parallel task.
+const OUTPUTS_PER_TASK: usize = 256;
+
+fn reduce_with<R: Reducer>(data: &[f32], len: usize, inner: usize, out: &mut [f32]) {
+    if len == 0 {
+        out.fill(R::INIT);
+        return;
+    }
+    let isa = Isa::active();
+    out.par_chunks_mut(OUTPUTS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, chunk)| {
+            let mut flat = task * OUTPUTS_PER_TASK;
+            let mut chunk = chunk;
+            while !chunk.is_empty() {
+                let (o, i) = (flat / inner, flat % inner);
+                let (count, lanes, start) = if inner == 1 {
+                    // Lanes are consecutive outer rows, each a contiguous run of `len` terms.
+                    let lanes = Lanes {
+                        lane_stride: len,
+                        k_stride: 1,
+                        len,
+                    };
+                    (chunk.len(), lanes, o * len)
+                } else {
+                    let lanes = Lanes {
+                        lane_stride: 1,
+                        k_stride: inner,
+                        len,
+                    };
+                    (chunk.len().min(inner - i), lanes, o * len * inner + i)
+                };
+                let (run, rest) = chunk.split_at_mut(count);
+                reduce_run_on::<R>(isa, &data[start..], lanes, run);
+                chunk = rest;
+                flat += count;
+            }
+        });
+}
+
+/// Reduces `data` viewed as `[outer, len, inner]` over the middle axis into `out`
+/// (`[outer, inner]`), each output in the order of contract section `canonical-sum`
+/// (or `reduce-extrema` for `Max` / `Min`).
+pub fn reduce_f32(
+    kind: ReduceKind,
+    data: &[f32],
+    outer: usize,
+    len: usize,
+    inner: usize,
+    out: &mut [f32],
+) {
+    assert_eq!(data.len(), outer * len * inner, "reduce_f32: data length");
+    assert_eq!(out.len(), outer * inner, "reduce_f32: output length");
+    match kind {
+        ReduceKind::Sum => reduce_with::<SumOp>(data, len, inner, out),
+        ReduceKind::SumSquares => reduce_with::<SumSquaresOp>(data, len, inner, out),
+        ReduceKind::Prod => reduce_with::<ProdOp>(data, len, inner, out),
+        ReduceKind::Max => reduce_with::<MaxOp>(data, len, inner, out),
+        ReduceKind::Min => reduce_with::<MinOp>(data, len, inner, out),
+    }
+}
+
+/// Which extreme an arg-reduction looks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgKind {
+    ArgMax,
+    ArgMin,
+}
+
+/// Index of the extreme value along the middle axis of `[outer, len, inner]` (contract section
+/// `reduce-extrema`): NaN counts as the extreme, `-0.0 < +0.0`, and ties (equal values, or
+/// several NaNs) give the first index, or the last with `select_last_index`. `len` must be > 0.
+pub fn argreduce_f32(
+    kind: ArgKind,
+    select_last_index: bool,
+    data: &[f32],
+    outer: usize,
+    len: usize,
+    inner: usize,
+    out: &mut [i64],
+) {
+    assert!(len > 0, "argreduce_f32: empty reduction axis");
+    assert_eq!(
+        data.len(),
+        outer * len * inner,
+        "argreduce_f32: data length"
+    );
+    assert_eq!(out.len(), outer * inner, "argreduce_f32: output length");
+    // Non-NaN values compare with `total_cmp`, which orders -0 < +0.
+    // `Greater` when `x` is more extreme than `best`.
+    let compare = |x: f32, best: f32| -> Ordering {
+        match (x.is_nan(), best.is_nan()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            (false, false) => match kind {
+                ArgKind::ArgMax => x.total_cmp(&best),
+                ArgKind::ArgMin => best.total_cmp(&x),
+            },
+        }
+    };
+    out.par_chunks_mut(OUTPUTS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, chunk)| {
+            for (offset, slot) in chunk.iter_mut().enumerate() {
+                let flat = task * OUTPUTS_PER_TASK + offset;
+                let (o, i) = (flat / inner, flat % inner);
+                let at = |k: usize| data[(o * len + k) * inner + i];
+                let mut best_k = 0;
+                for k in 1..len {
+                    let take = match compare(at(k), at(best_k)) {
+                        Ordering::Greater => true,
+                        Ordering::Equal => select_last_index,
+                        Ordering::Less => false,
+                    };
+                    if take {
+                        best_k = k;
+                    }
+                }
+                *slot = best_k as i64;
+            }
+        });
+}

@@ -1,0 +1,340 @@
+//! Convolution and transposed convolution against a direct-definition oracle, bit for bit.
+
+mod common;
+
+use common::{Rng, assert_bits_eq, on_every_isa, on_threads};
+use samebits_kernels::{
+    ConvGeometry, ConvTransposeGeometry, Isa, canonical_dot, conv_f32, conv_transpose_f32,
+};
+
+/// Row-major multi-index of `flat` in `shape`.
+fn unflatten(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        idx[d] = flat % shape[d];
+        flat /= shape[d];
+    }
+    idx
+}
+
+fn flatten(idx: &[usize], shape: &[usize]) -> usize {
+    idx.iter().zip(shape).fold(0, |acc, (&i, &s)| acc * s + i)
+}
+
+/// Conv oracle: each output is `canonical_dot` over (c in group, taps row-major), 0.0 in padding.
+fn conv_oracle(g: &ConvGeometry, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
+    let out_sp = g.out_spatial();
+    let (cg, mg) = (g.in_channels / g.groups, g.out_channels / g.groups);
+    let (in_len, out_len) = (
+        g.in_spatial.iter().product::<usize>(),
+        out_sp.iter().product(),
+    );
+    let klen: usize = g.kernel.iter().product();
+    let mut out = Vec::new();
+    for n in 0..g.batch {
+        for m in 0..g.out_channels {
+            let group = m / mg;
+            for o in 0..out_len {
+                let o_idx = unflatten(o, &out_sp);
+                let (mut xs, mut ws) = (Vec::new(), Vec::new());
+                for c in 0..cg {
+                    for t in 0..klen {
+                        let t_idx = unflatten(t, &g.kernel);
+                        let pos: Option<Vec<usize>> = (0..o_idx.len())
+                            .map(|d| {
+                                let p = (o_idx[d] * g.strides[d] + t_idx[d] * g.dilations[d])
+                                    .checked_sub(g.pads_begin[d])?;
+                                (p < g.in_spatial[d]).then_some(p)
+                            })
+                            .collect();
+                        let plane = (n * g.in_channels + group * cg + c) * in_len;
+                        xs.push(pos.map_or(0.0, |p| x[plane + flatten(&p, &g.in_spatial)]));
+                        ws.push(w[(m * cg + c) * klen + t]);
+                    }
+                }
+                let acc = canonical_dot(&xs, &ws);
+                out.push(bias.map_or(acc, |b| acc + b[m]));
+            }
+        }
+    }
+    out
+}
+
+fn run_conv(g: &ConvGeometry, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
+    let mut out = vec![f32::NAN; g.sizes().2];
+    conv_f32(g, x, w, bias, &mut out);
+    out
+}
+
+fn geometry(
+    batch: usize,
+    (c, m, groups): (usize, usize, usize),
+    in_spatial: &[usize],
+    kernel: &[usize],
+    strides: &[usize],
+    dilations: &[usize],
+    (pads_begin, pads_end): (&[usize], &[usize]),
+) -> ConvGeometry {
+    ConvGeometry {
+        groups,
+        strides: strides.to_vec(),
+        dilations: dilations.to_vec(),
+        pads_begin: pads_begin.to_vec(),
+        pads_end: pads_end.to_vec(),
+        ..ConvGeometry::new(batch, c, m, in_spatial, kernel)
+    }
+}
+
+fn conv_cases() -> Vec<ConvGeometry> {
+    vec![
+        // 1D, stride 2, asymmetric pads.
+        geometry(2, (3, 5, 1), &[17], &[3], &[2], &[1], (&[1], &[2])),
+        // 2D, 3x3, pad 1, bias, reduction 8 * 9 = 72 (> one tile).
+        geometry(
+            2,
+            (8, 6, 1),
+            &[9, 11],
+            &[3, 3],
+            &[1, 1],
+            &[1, 1],
+            (&[1, 1], &[1, 1]),
+        ),
+        // 2D grouped with dilation 2 and stride 2.
+        geometry(
+            1,
+            (6, 4, 2),
+            &[12, 10],
+            &[3, 2],
+            &[2, 1],
+            &[2, 2],
+            (&[2, 0], &[1, 1]),
+        ),
+        // Depthwise 3x3 (groups = channels).
+        geometry(
+            2,
+            (5, 5, 5),
+            &[8, 7],
+            &[3, 3],
+            &[1, 1],
+            &[1, 1],
+            (&[1, 1], &[1, 1]),
+        ),
+        // Pointwise 1x1 (in-place path), two groups.
+        geometry(
+            2,
+            (8, 6, 2),
+            &[5, 6],
+            &[1, 1],
+            &[1, 1],
+            &[1, 1],
+            (&[0, 0], &[0, 0]),
+        ),
+        // 3D with padding.
+        geometry(
+            1,
+            (2, 3, 1),
+            &[4, 5, 6],
+            &[2, 3, 3],
+            &[1, 2, 1],
+            &[1, 1, 2],
+            (&[1, 1, 2], &[0, 1, 2]),
+        ),
+        // Reduction of 130 terms (3 tiles): 26 channels x 5 taps.
+        geometry(1, (26, 3, 1), &[40], &[5], &[3], &[1], (&[2], &[2])),
+    ]
+}
+
+#[test]
+fn conv_matches_oracle_on_every_isa() {
+    let mut rng = Rng::new(21);
+    for g in conv_cases() {
+        let (xl, wl, _) = g.sizes();
+        let (x, w, bias) = (rng.vec(xl), rng.vec(wl), rng.vec(g.out_channels));
+        for bias in [None, Some(&bias[..])] {
+            let want = conv_oracle(&g, &x, &w, bias);
+            for (isa, got) in on_every_isa(|| run_conv(&g, &x, &w, bias)) {
+                assert_bits_eq(
+                    &got,
+                    &want,
+                    &format!("{g:?} bias {} on {isa}", bias.is_some()),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_image_bits_do_not_depend_on_batch_or_threads() {
+    let mut rng = Rng::new(22);
+    let g8 = geometry(
+        8,
+        (4, 8, 1),
+        &[13, 13],
+        &[3, 3],
+        &[2, 2],
+        &[1, 1],
+        (&[1, 1], &[1, 1]),
+    );
+    let g1 = ConvGeometry {
+        batch: 1,
+        ..g8.clone()
+    };
+    let (xl, wl, ol) = g8.sizes();
+    let (x, w) = (rng.vec(xl), rng.vec(wl));
+    let per_image = ol / 8;
+    for isa in Isa::available() {
+        let batched = on_threads(2, isa, || run_conv(&g8, &x, &w, None));
+        let single = on_threads(1, isa, || run_conv(&g1, &x[..xl / 8], &w, None));
+        assert_bits_eq(
+            &single,
+            &batched[..per_image],
+            &format!("{isa}: image 0, batch 1 vs 8"),
+        );
+        let four = on_threads(4, isa, || run_conv(&g8, &x, &w, None));
+        assert_bits_eq(&four, &batched, &format!("{isa}: 4 vs 2 threads"));
+    }
+}
+
+/// Transposed-conv oracle (gather form): each output is `canonical_dot` over (c in group,
+/// taps row-major) of `x[c, i]` where `o = i * s + t * d - pad`, else 0.0.
+fn conv_transpose_oracle(
+    g: &ConvTransposeGeometry,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+) -> Vec<f32> {
+    let out_sp = g.out_spatial();
+    let (cg, mg) = (g.in_channels / g.groups, g.out_channels / g.groups);
+    let (in_len, out_len) = (
+        g.in_spatial.iter().product::<usize>(),
+        out_sp.iter().product(),
+    );
+    let klen: usize = g.kernel.iter().product();
+    let mut out = Vec::new();
+    for n in 0..g.batch {
+        for m in 0..g.out_channels {
+            let (group, mm) = (m / mg, m % mg);
+            for o in 0..out_len {
+                let o_idx = unflatten(o, &out_sp);
+                let (mut xs, mut ws) = (Vec::new(), Vec::new());
+                for c in 0..cg {
+                    for t in 0..klen {
+                        let t_idx = unflatten(t, &g.kernel);
+                        let pos: Option<Vec<usize>> = (0..o_idx.len())
+                            .map(|d| {
+                                let q = (o_idx[d] + g.pads_begin[d])
+                                    .checked_sub(t_idx[d] * g.dilations[d])?;
+                                let i = q / g.strides[d];
+                                (q.is_multiple_of(g.strides[d]) && i < g.in_spatial[d]).then_some(i)
+                            })
+                            .collect();
+                        let ic = group * cg + c;
+                        let plane = (n * g.in_channels + ic) * in_len;
+                        xs.push(pos.map_or(0.0, |p| x[plane + flatten(&p, &g.in_spatial)]));
+                        ws.push(w[(ic * mg + mm) * klen + t]);
+                    }
+                }
+                let acc = canonical_dot(&xs, &ws);
+                out.push(bias.map_or(acc, |b| acc + b[m]));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn conv_transpose_matches_oracle_on_every_isa() {
+    let mut rng = Rng::new(23);
+    let cases = [
+        // 2D stride 2 upsampling with padding and output padding.
+        ConvTransposeGeometry {
+            batch: 2,
+            in_channels: 4,
+            out_channels: 3,
+            groups: 1,
+            in_spatial: vec![5, 6],
+            kernel: vec![3, 3],
+            strides: vec![2, 2],
+            dilations: vec![1, 1],
+            pads_begin: vec![1, 1],
+            pads_end: vec![1, 0],
+            output_padding: vec![1, 0],
+        },
+        // 1D grouped with dilation.
+        ConvTransposeGeometry {
+            batch: 1,
+            in_channels: 4,
+            out_channels: 6,
+            groups: 2,
+            in_spatial: vec![9],
+            kernel: vec![4],
+            strides: vec![3],
+            dilations: vec![2],
+            pads_begin: vec![2],
+            pads_end: vec![1],
+            output_padding: vec![2],
+        },
+        // 3D, 17 channels x 8 taps = 136 terms (3 tiles).
+        ConvTransposeGeometry {
+            batch: 1,
+            in_channels: 17,
+            out_channels: 2,
+            groups: 1,
+            in_spatial: vec![2, 3, 3],
+            kernel: vec![2, 2, 2],
+            strides: vec![2, 1, 2],
+            dilations: vec![1, 1, 1],
+            pads_begin: vec![0, 1, 0],
+            pads_end: vec![0, 0, 1],
+            output_padding: vec![0, 0, 0],
+        },
+    ];
+    for g in cases {
+        let (xl, wl, ol) = g.sizes();
+        let (x, w, bias) = (rng.vec(xl), rng.vec(wl), rng.vec(g.out_channels));
+        let want = conv_transpose_oracle(&g, &x, &w, Some(&bias));
+        for (isa, got) in on_every_isa(|| {
+            let mut out = vec![f32::NAN; ol];
+            conv_transpose_f32(&g, &x, &w, Some(&bias), &mut out);
+            out
+        }) {
+            assert_bits_eq(&got, &want, &format!("{g:?} on {isa}"));
+        }
+    }
+}
+
+#[test]
+fn conv_is_close_to_float64() {
+    let mut rng = Rng::new(24);
+    let g = geometry(
+        1,
+        (16, 4, 1),
+        &[10, 10],
+        &[3, 3],
+        &[1, 1],
+        &[1, 1],
+        (&[1, 1], &[1, 1]),
+    );
+    let (xl, wl, _) = g.sizes();
+    let (x, w) = (rng.vec(xl), rng.vec(wl));
+    let got = run_conv(&g, &x, &w, None);
+    // Interior output (m, 5, 5): all taps in bounds.
+    for m in 0..4 {
+        let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
+        for c in 0..16 {
+            for kh in 0..3 {
+                for kw in 0..3 {
+                    let t = x[c * 100 + (4 + kh) * 10 + 4 + kw] as f64
+                        * w[((m * 16 + c) * 3 + kh) * 3 + kw] as f64;
+                    exact += t;
+                    magnitude += t.abs();
+                }
+            }
+        }
+        let v = got[m * 100 + 55] as f64;
+        assert!(
+            (v - exact).abs() <= 1e-5 * magnitude,
+            "m = {m}: {v} vs {exact}"
+        );
+    }
+}

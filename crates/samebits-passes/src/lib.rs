@@ -1,0 +1,36 @@
+//! The samebits compiler passes over the graph IR, in pipeline order:
+//!
+//! 1. [`topological`]: nodes sorted so every node follows its producers.
+//! 2. [`inference`]: dtypes and shapes of intermediate values, from each op's `infer`.
+//! 3. [`folding`]: nodes whose inputs are all constant are evaluated once, with the same
+//!    kernels and operation set as the run, so folding never changes bits.
+//! 4. [`dead_nodes`]: nodes and initializers that no graph output depends on are removed.
+//!
+//! [`Pipeline`] runs them and writes the JSON and DOT dump of the IR after each pass.
+
+pub mod dead_nodes;
+pub mod folding;
+pub mod inference;
+mod pipeline;
+pub mod topological;
+
+pub use pipeline::{PassReport, Pipeline};
+
+/// A pass failure; the message names the node.
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    #[error("{pass}: {source}")]
+    Op {
+        pass: &'static str,
+        #[source]
+        source: samebits_ops::OpError,
+    },
+    #[error("writing {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T, E = PassError> = std::result::Result<T, E>;

