@@ -3,6 +3,7 @@
 
 mod control_flow;
 mod elementwise;
+mod optional;
 mod sequence;
 
 use crate::registry::Registry;
@@ -10,5 +11,6 @@ use crate::registry::Registry;
 pub fn register_all(r: &mut Registry) {
     control_flow::register(r);
     elementwise::register(r);
+    optional::register(r);
     sequence::register(r);
 }
