@@ -4,6 +4,7 @@
 mod control_flow;
 mod elementwise;
 mod optional;
+mod quantize;
 mod sequence;
 
 use crate::registry::Registry;
@@ -12,5 +13,6 @@ pub fn register_all(r: &mut Registry) {
     control_flow::register(r);
     elementwise::register(r);
     optional::register(r);
+    quantize::register(r);
     sequence::register(r);
 }
