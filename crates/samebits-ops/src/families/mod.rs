@@ -2,20 +2,28 @@
 //! family's file.
 
 mod cast;
+mod control_flow;
 mod elementwise;
 mod generators;
 mod indexing;
+mod optional;
+mod quantize;
+mod sequence;
 mod shape;
 
 use crate::registry::Registry;
 use samebits_ir::{DType, ValueType};
 
 pub fn register_all(r: &mut Registry) {
+    control_flow::register(r);
     elementwise::register(r);
     cast::register(r);
     shape::register(r);
     indexing::register(r);
     generators::register(r);
+    optional::register(r);
+    quantize::register(r);
+    sequence::register(r);
 }
 
 /// The dtype of input `i`, when known.
