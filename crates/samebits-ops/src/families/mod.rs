@@ -6,6 +6,7 @@ mod elementwise;
 mod optional;
 mod quantize;
 mod sequence;
+mod string;
 
 use crate::registry::Registry;
 
@@ -15,4 +16,5 @@ pub fn register_all(r: &mut Registry) {
     optional::register(r);
     quantize::register(r);
     sequence::register(r);
+    string::register(r);
 }
