@@ -1,14 +1,19 @@
 //! Op families, one file each. Adding an op is one `register` line plus its code in the
 //! family's file.
 
+mod cast;
 mod control_flow;
 mod elementwise;
+mod generators;
+mod indexing;
 mod optional;
 mod quantize;
 mod sequence;
+mod shape;
 mod string;
 
 use crate::registry::Registry;
+use samebits_ir::{DType, ValueType};
 
 pub fn register_all(r: &mut Registry) {
     control_flow::register(r);
@@ -17,4 +22,18 @@ pub fn register_all(r: &mut Registry) {
     quantize::register(r);
     sequence::register(r);
     string::register(r);
+    cast::register(r);
+    shape::register(r);
+    indexing::register(r);
+    generators::register(r);
+}
+
+/// The dtype of input `i`, when known.
+fn input_dtype(inputs: &[Option<ValueType>], i: usize) -> Option<DType> {
+    inputs.get(i)?.as_ref()?.dtype()
+}
+
+/// One output of `dtype` (when known) and unknown shape: what most data-moving ops infer.
+fn output_of(dtype: Option<DType>) -> Vec<Option<ValueType>> {
+    vec![dtype.map(|d| ValueType::tensor(d, None))]
 }
