@@ -1,46 +1,10 @@
-//! Dtype-agnostic data movement: slicing, concatenating and stacking tensors along an axis.
-//! Elements are copied as opaque byte runs (or cloned strings), so one code path serves every
-//! dtype and no value is ever computed.
+//! Slicing, concatenating and stacking tensors along one axis, for the sequence and
+//! control-flow ops. The element moves are [`crate::layout`]'s kernels, so every dtype shares
+//! one code path and no value is ever computed.
 
+use crate::layout::{BlockGather, Interleave, move_elements};
 use crate::{Result, bail};
-use samebits_ir::{DType, Tensor};
-
-/// Elements gathered for a new tensor of one dtype.
-enum Elements {
-    Bytes { bytes: Vec<u8>, elem_size: usize },
-    Strings(Vec<String>),
-}
-
-impl Elements {
-    fn new(dtype: DType) -> Elements {
-        match dtype {
-            DType::String => Elements::Strings(Vec::new()),
-            d => Elements::Bytes {
-                bytes: Vec::new(),
-                elem_size: d.size(),
-            },
-        }
-    }
-
-    /// Appends elements `start..start + len` (row-major) of `t`, which has this dtype.
-    fn extend_from(&mut self, t: &Tensor, start: usize, len: usize) -> Result<()> {
-        match self {
-            Elements::Bytes { bytes, elem_size } => {
-                let b = t.bytes()?;
-                bytes.extend_from_slice(&b[start * *elem_size..(start + len) * *elem_size]);
-            }
-            Elements::Strings(s) => s.extend_from_slice(&t.as_strings()?[start..start + len]),
-        }
-        Ok(())
-    }
-
-    fn into_tensor(self, dtype: DType, shape: Vec<usize>) -> Result<Tensor> {
-        Ok(match self {
-            Elements::Bytes { bytes, .. } => Tensor::from_le_bytes(dtype, shape, &bytes)?,
-            Elements::Strings(s) => Tensor::from_strings(shape, s)?,
-        })
-    }
-}
+use samebits_ir::Tensor;
 
 /// `(outer, inner)`: the element counts before and after `axis` of `shape`.
 fn outer_inner(shape: &[usize], axis: usize) -> (usize, usize) {
@@ -60,13 +24,15 @@ pub fn narrow(t: &Tensor, axis: usize, start: usize, len: usize) -> Result<Tenso
         );
     }
     let (outer, inner) = outer_inner(shape, axis);
-    let mut out = Elements::new(t.dtype());
-    for o in 0..outer {
-        out.extend_from(t, (o * shape[axis] + start) * inner, len * inner)?;
-    }
+    let kernel = BlockGather {
+        block: len * inner,
+        starts: (0..outer)
+            .map(|o| (o * shape[axis] + start) * inner)
+            .collect(),
+    };
     let mut out_shape = shape.to_vec();
     out_shape[axis] = len;
-    out.into_tensor(t.dtype(), out_shape)
+    move_elements(&[t], out_shape, &kernel)
 }
 
 /// Index `index` of `t` along `axis`, with that axis removed.
@@ -100,16 +66,13 @@ pub fn concat(parts: &[&Tensor], axis: usize) -> Result<Tensor> {
         }
     }
     let (outer, inner) = outer_inner(first.shape(), axis);
-    let mut out = Elements::new(first.dtype());
-    for o in 0..outer {
-        for p in parts {
-            let run = p.shape()[axis] * inner;
-            out.extend_from(p, o * run, run)?;
-        }
-    }
+    let kernel = Interleave {
+        outer,
+        row_lens: parts.iter().map(|p| p.shape()[axis] * inner).collect(),
+    };
     let mut shape = first.shape().to_vec();
     shape[axis] = parts.iter().map(|p| p.shape()[axis]).sum();
-    out.into_tensor(first.dtype(), shape)
+    move_elements(parts, shape, &kernel)
 }
 
 /// Stacks `parts` (same dtype and shape) along a new axis `axis` (`0..=rank`).

@@ -19,7 +19,7 @@ mod op;
 mod plan;
 pub mod registry;
 
-pub use args::{NodeArgs, normalize_axis, onnx_dtype};
+pub use args::{NodeArgs, normalize_axis};
 pub use error::{OpError, Result};
 pub use op::{BuildContext, Inputs, InputsExt, Op, OperationSet};
 pub use plan::{Plan, RunOptions, StepObserver, free_variables, topological_order};

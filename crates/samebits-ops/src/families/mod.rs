@@ -10,6 +10,7 @@ mod optional;
 mod quantize;
 mod sequence;
 mod shape;
+mod string;
 
 use crate::registry::Registry;
 use samebits_ir::{DType, ValueType};
@@ -17,13 +18,14 @@ use samebits_ir::{DType, ValueType};
 pub fn register_all(r: &mut Registry) {
     control_flow::register(r);
     elementwise::register(r);
+    optional::register(r);
+    quantize::register(r);
+    sequence::register(r);
+    string::register(r);
     cast::register(r);
     shape::register(r);
     indexing::register(r);
     generators::register(r);
-    optional::register(r);
-    quantize::register(r);
-    sequence::register(r);
 }
 
 /// The dtype of input `i`, when known.

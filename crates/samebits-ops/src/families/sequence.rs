@@ -5,13 +5,11 @@
 //! Positions follow ONNX: negative positions count from the back; SequenceAt and SequenceErase
 //! accept `-n..n`, SequenceInsert `-n..=n` (where `n` appends).
 
+use super::cast::onnx_dtype;
 use super::control_flow::Subgraph;
 use crate::along_axis::{concat, narrow, stack};
 use crate::registry::Registry;
-use crate::{
-    BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, normalize_axis,
-    onnx_dtype,
-};
+use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, normalize_axis};
 use samebits_ir::{DType, Shape, Tensor, Value, ValueType};
 
 pub fn register(r: &mut Registry) {
