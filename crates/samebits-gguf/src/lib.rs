@@ -1,12 +1,15 @@
 //! GGUF model files for samebits: the container ([`GgufFile`]), its metadata ([`Metadata`]),
-//! tensors as IR views or raw quantized blocks, and ggml dequantization ([`dequantize_row`]) with
-//! the bit-exact formulas of `docs/gguf.md`.
+//! tensors as IR views or raw quantized blocks, ggml dequantization ([`dequantize_row`]) and
+//! canonical quantized dot products ([`dot_q_f32`], [`matvec_q_f32`]) with the bit-exact formulas
+//! of `docs/gguf.md`.
 
+mod dot;
 mod error;
 mod metadata;
 mod quant;
 mod reader;
 
+pub use dot::{canonical_dot, dot_q_f32, matvec_q_f32};
 pub use error::{Error, Result};
 pub use metadata::{Metadata, MetadataValue};
 pub use quant::{GgmlType, dequantize_row};
