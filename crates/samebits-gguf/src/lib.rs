@@ -1,10 +1,11 @@
 //! GGUF model files for samebits: the container ([`GgufFile`]), its metadata ([`Metadata`]),
 //! tensors as IR views or raw quantized blocks, ggml dequantization ([`dequantize_row`]) and
 //! canonical quantized dot products ([`dot_q_f32`], [`matvec_q_f32`]) with the bit-exact formulas
-//! of `docs/gguf.md`, and the tokenizer ([`GgufTokenizer`]) and chat template ([`ChatTemplate`])
-//! stored in the metadata.
+//! of `docs/gguf.md`, the tokenizer ([`GgufTokenizer`]) and chat template ([`ChatTemplate`])
+//! stored in the metadata, and the llama model configuration ([`ModelConfig`]).
 
 mod chat;
+mod config;
 mod dot;
 mod error;
 mod metadata;
@@ -13,6 +14,7 @@ mod reader;
 mod tokenizer;
 
 pub use chat::{ChatMessage, ChatTemplate};
+pub use config::ModelConfig;
 pub use dot::{canonical_dot, dot_q_f32, matvec_q_f32};
 pub use error::{Error, Result};
 pub use metadata::{Metadata, MetadataValue};
