@@ -153,7 +153,8 @@ impl Rng {
     }
 }
 
-/// The SmolLM2 GGUF, or `None` after printing the skip notice.
+/// The SmolLM2 GGUF, or `None` after printing the skip notice (straight to stderr, past the test
+/// harness's output capture, so that a skipped run is visible).
 pub fn smollm2_path() -> Option<PathBuf> {
     let path = std::env::var_os("HOME").map(|home| {
         PathBuf::from(home)
@@ -161,7 +162,8 @@ pub fn smollm2_path() -> Option<PathBuf> {
     });
     let found = path.filter(|p| p.exists());
     if found.is_none() {
-        eprintln!("SKIPPED: SmolLM2 GGUF not found (run scripts/setup.sh)");
+        let notice = b"SKIPPED: SmolLM2 GGUF not found (run scripts/setup.sh)\n";
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), notice);
     }
     found
 }
