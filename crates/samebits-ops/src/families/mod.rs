@@ -2,9 +2,12 @@
 //! family's file.
 
 mod elementwise;
+mod numeric;
+mod reduce;
 
 use crate::registry::Registry;
 
 pub fn register_all(r: &mut Registry) {
     elementwise::register(r);
+    reduce::register(r);
 }
