@@ -13,6 +13,7 @@ mod args;
 pub mod broadcast;
 mod error;
 mod families;
+mod layout;
 mod op;
 mod plan;
 pub mod registry;

@@ -93,6 +93,11 @@ pub trait InputsExt {
     fn value(&self, i: usize) -> Result<&Value>;
     fn tensor(&self, i: usize) -> Result<&Tensor>;
     fn opt_tensor(&self, i: usize) -> Result<Option<&Tensor>>;
+    /// Input `i`, an integer tensor (shape, axes, pads, indices), as i64 values; errors name
+    /// the input `name`.
+    fn ints(&self, i: usize, name: &str) -> Result<Vec<i64>>;
+    /// [`InputsExt::ints`] for an optional input.
+    fn opt_ints(&self, i: usize, name: &str) -> Result<Option<Vec<i64>>>;
 }
 
 impl InputsExt for Inputs<'_> {
@@ -118,5 +123,19 @@ impl InputsExt for Inputs<'_> {
                 .map(Some)
                 .map_err(|e| OpError::Invalid(format!("input {i}: {e}"))),
         }
+    }
+
+    fn ints(&self, i: usize, name: &str) -> Result<Vec<i64>> {
+        self.opt_ints(i, name)?
+            .ok_or_else(|| OpError::Invalid(format!("required input {i} ({name}) is missing")))
+    }
+
+    fn opt_ints(&self, i: usize, name: &str) -> Result<Option<Vec<i64>>> {
+        self.opt_tensor(i)?
+            .map(|t| {
+                t.to_i64_vec()
+                    .map_err(|e| OpError::Invalid(format!("input {i} ({name}): {e}")))
+            })
+            .transpose()
     }
 }

@@ -1,13 +1,32 @@
 //! Op families, one file each. Adding an op is one `register` line plus its code in the
 //! family's file.
 
+mod cast;
 mod elementwise;
+mod generators;
+mod indexing;
 mod numeric;
 mod reduce;
+mod shape;
 
 use crate::registry::Registry;
+use samebits_ir::{DType, ValueType};
 
 pub fn register_all(r: &mut Registry) {
     elementwise::register(r);
+    cast::register(r);
+    shape::register(r);
+    indexing::register(r);
+    generators::register(r);
     reduce::register(r);
+}
+
+/// The dtype of input `i`, when known.
+fn input_dtype(inputs: &[Option<ValueType>], i: usize) -> Option<DType> {
+    inputs.get(i)?.as_ref()?.dtype()
+}
+
+/// One output of `dtype` (when known) and unknown shape: what most data-moving ops infer.
+fn output_of(dtype: Option<DType>) -> Vec<Option<ValueType>> {
+    vec![dtype.map(|d| ValueType::tensor(d, None))]
 }

@@ -1,0 +1,53 @@
+/* sb_math.c: the CPU build of sb_math.h. Exports each function as a scalar C symbol samebits_<f>f,
+ * a slice loop samebits_<f>f_slice
+ * and (for tools/gen_exceptions.py) its hard-case query; src/lib.rs binds to these. */
+#include <stddef.h>
+
+#include "sb_math.h"
+
+#define SB_EXPORT_CORRECTLY_ROUNDED(name)                                                          \
+  float samebits_##name##f(float x) { return sb_##name##f(x); }                                  \
+  void samebits_##name##f_slice(const float *src, float *dst, size_t n)                                  \
+  {                                                                                                \
+    for (size_t i = 0; i < n; i++) dst[i] = sb_##name##f(src[i]);                                  \
+  }                                                                                                \
+  sb_u64 samebits_##name##f_hard_case(float x) { return sb_##name##f_hard_case(x); }
+
+SB_EXPORT_CORRECTLY_ROUNDED(exp)
+SB_EXPORT_CORRECTLY_ROUNDED(exp2)
+SB_EXPORT_CORRECTLY_ROUNDED(exp10)
+SB_EXPORT_CORRECTLY_ROUNDED(expm1)
+SB_EXPORT_CORRECTLY_ROUNDED(log)
+SB_EXPORT_CORRECTLY_ROUNDED(log2)
+SB_EXPORT_CORRECTLY_ROUNDED(log10)
+SB_EXPORT_CORRECTLY_ROUNDED(log1p)
+SB_EXPORT_CORRECTLY_ROUNDED(sin)
+SB_EXPORT_CORRECTLY_ROUNDED(cos)
+SB_EXPORT_CORRECTLY_ROUNDED(tan)
+SB_EXPORT_CORRECTLY_ROUNDED(asin)
+SB_EXPORT_CORRECTLY_ROUNDED(acos)
+SB_EXPORT_CORRECTLY_ROUNDED(atan)
+SB_EXPORT_CORRECTLY_ROUNDED(sinh)
+SB_EXPORT_CORRECTLY_ROUNDED(cosh)
+SB_EXPORT_CORRECTLY_ROUNDED(tanh)
+SB_EXPORT_CORRECTLY_ROUNDED(asinh)
+SB_EXPORT_CORRECTLY_ROUNDED(acosh)
+SB_EXPORT_CORRECTLY_ROUNDED(atanh)
+SB_EXPORT_CORRECTLY_ROUNDED(erf)
+SB_EXPORT_CORRECTLY_ROUNDED(erfc)
+SB_EXPORT_CORRECTLY_ROUNDED(cbrt)
+
+#define SB_EXPORT_ACTIVATION(name, params, args)                                                   \
+  float samebits_##name##f params { return sb_##name##f args; }
+
+SB_EXPORT_ACTIVATION(sigmoid, (float x), (x))
+SB_EXPORT_ACTIVATION(softplus, (float x), (x))
+SB_EXPORT_ACTIVATION(gelu_erf, (float x), (x))
+SB_EXPORT_ACTIVATION(gelu_tanh, (float x), (x))
+SB_EXPORT_ACTIVATION(hardsigmoid, (float x, float alpha, float beta), (x, alpha, beta))
+SB_EXPORT_ACTIVATION(hardswish, (float x), (x))
+SB_EXPORT_ACTIVATION(mish, (float x), (x))
+SB_EXPORT_ACTIVATION(elu, (float x, float alpha), (x, alpha))
+SB_EXPORT_ACTIVATION(selu, (float x, float alpha, float gamma), (x, alpha, gamma))
+SB_EXPORT_ACTIVATION(celu, (float x, float alpha), (x, alpha))
+SB_EXPORT_ACTIVATION(rsqrt_formula, (float x), (x))

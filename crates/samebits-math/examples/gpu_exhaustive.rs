@@ -1,0 +1,220 @@
+//! GPU exhaustive check: evaluates every function of csrc/sb_math.h on the GPU (NVRTC, with
+//! --fmad=false --prec-div=true --prec-sqrt=true) over all 2^32 binary32 inputs and compares
+//! the bits with the CPU build. NaN results match when both are NaN (both are the canonical NaN
+//! by construction, so a differing NaN is reported separately).
+//!
+//! Run (on a machine with CUDA 13 and an sm_90 GPU):
+//!   cargo run --release -p samebits-math --features cuda --example gpu_exhaustive -- [NAMES...]
+//! NAMES are UnaryFn names (`exp`) or activation names (`gelu_erf`); none means all.
+//! Exits 2 when the CUDA driver or NVRTC is missing, 1 on any mismatch.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
+use rayon::prelude::*;
+use samebits_math::{Activation, CUDA_SOURCE, UnaryFn};
+
+const KERNELS: &str = include_str!("../csrc/sb_math_check.cu");
+const CHUNK: u32 = 1 << 26;
+
+/// What one GPU kernel computes: a correctly rounded function or an activation formula.
+#[derive(Clone, Copy)]
+enum Checked {
+    Unary(UnaryFn),
+    Activation(Activation),
+}
+
+impl Checked {
+    fn name(self) -> &'static str {
+        match self {
+            Checked::Unary(f) => f.name(),
+            Checked::Activation(a) => a.name(),
+        }
+    }
+
+    fn kernel_name(self) -> String {
+        match self {
+            Checked::Unary(f) => format!("check_{}", f.name()),
+            Checked::Activation(a) => format!("check_act_{}", a.name()),
+        }
+    }
+
+    /// The activation's parameters in the kernel's (p0, p1) order.
+    fn params(self) -> (f32, f32) {
+        match self {
+            Checked::Activation(Activation::HardSigmoid { alpha, beta }) => (alpha, beta),
+            Checked::Activation(Activation::Elu { alpha } | Activation::Celu { alpha }) => {
+                (alpha, 0.0)
+            }
+            Checked::Activation(Activation::Selu { alpha, gamma }) => (alpha, gamma),
+            _ => (0.0, 0.0),
+        }
+    }
+
+    fn eval_cpu(self, src: &[f32], dst: &mut [f32]) {
+        match self {
+            Checked::Unary(f) => f.eval_slice(src, dst),
+            Checked::Activation(a) => a.eval_slice(src, dst),
+        }
+    }
+}
+
+/// Mismatches (count, canonical-NaN differences, first examples) of one function.
+struct Report {
+    mismatches: u64,
+    nan_bit_differences: u64,
+    examples: Vec<(u32, u32, u32)>,
+}
+
+fn check(
+    stream: &Arc<CudaStream>,
+    func: &CudaFunction,
+    what: Checked,
+) -> Result<Report, Box<dyn std::error::Error>> {
+    let mut out = stream.alloc_zeros::<f32>(CHUNK as usize)?;
+    let (p0, p1) = what.params();
+    let mut report = Report {
+        mismatches: 0,
+        nan_bit_differences: 0,
+        examples: Vec::new(),
+    };
+    for chunk in 0..(1u64 << 32) / CHUNK as u64 {
+        let first = chunk as u32 * CHUNK;
+        let n = CHUNK;
+        let mut launch = stream.launch_builder(func);
+        launch.arg(&first).arg(&n);
+        if matches!(what, Checked::Activation(_)) {
+            launch.arg(&p0).arg(&p1);
+        }
+        launch.arg(&mut out);
+        // SAFETY: the kernel writes n floats into `out`, which holds CHUNK = n floats.
+        unsafe { launch.launch(LaunchConfig::for_num_elems(n))? };
+        let gpu = stream.clone_dtoh(&out)?;
+        let part = gpu
+            .par_chunks(1 << 16)
+            .enumerate()
+            .map(|(i, gpu_part)| {
+                let base = first + (i as u32) * (1 << 16);
+                let src: Vec<f32> = (0..gpu_part.len() as u32)
+                    .map(|k| f32::from_bits(base + k))
+                    .collect();
+                let mut cpu = vec![0.0f32; src.len()];
+                what.eval_cpu(&src, &mut cpu);
+                let mut r = Report {
+                    mismatches: 0,
+                    nan_bit_differences: 0,
+                    examples: Vec::new(),
+                };
+                for ((x, c), g) in src.iter().zip(&cpu).zip(gpu_part) {
+                    if c.is_nan() && g.is_nan() {
+                        if c.to_bits() != g.to_bits() {
+                            r.nan_bit_differences += 1;
+                        }
+                    } else if c.to_bits() != g.to_bits() {
+                        r.mismatches += 1;
+                        if r.examples.len() < 8 {
+                            r.examples.push((x.to_bits(), c.to_bits(), g.to_bits()));
+                        }
+                    }
+                }
+                r
+            })
+            .reduce(
+                || Report {
+                    mismatches: 0,
+                    nan_bit_differences: 0,
+                    examples: Vec::new(),
+                },
+                |mut a, b| {
+                    a.mismatches += b.mismatches;
+                    a.nan_bit_differences += b.nan_bit_differences;
+                    a.examples.extend(b.examples);
+                    a.examples.truncate(8);
+                    a
+                },
+            );
+        report.mismatches += part.mismatches;
+        report.nan_bit_differences += part.nan_bit_differences;
+        report.examples.extend(part.examples);
+        report.examples.truncate(8);
+    }
+    Ok(report)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // SAFETY: these only probe whether the shared libraries can be loaded.
+    let (driver, nvrtc) = unsafe {
+        (
+            cudarc::driver::sys::is_culib_present(),
+            cudarc::nvrtc::sys::is_culib_present(),
+        )
+    };
+    if !driver || !nvrtc {
+        eprintln!(
+            "gpu_exhaustive: CUDA is not available (driver library found: {driver}, NVRTC library found: {nvrtc}); \
+             run this on a machine with the CUDA 13 driver and libnvrtc.so.13"
+        );
+        std::process::exit(2);
+    }
+    let all: Vec<Checked> = UnaryFn::ALL
+        .iter()
+        .map(|&f| Checked::Unary(f))
+        .chain(Activation::ALL.iter().map(|&a| Checked::Activation(a)))
+        .collect();
+    let names: Vec<String> = std::env::args().skip(1).collect();
+    let selected: Vec<Checked> = if names.is_empty() {
+        all
+    } else {
+        names
+            .iter()
+            .map(|n| {
+                *all.iter()
+                    .find(|c| c.name() == n)
+                    .unwrap_or_else(|| panic!("unknown function {n}"))
+            })
+            .collect()
+    };
+
+    let source = format!("{CUDA_SOURCE}\n{KERNELS}");
+    let options = CompileOptions {
+        fmad: Some(false),
+        prec_div: Some(true),
+        prec_sqrt: Some(true),
+        ftz: Some(false),
+        use_fast_math: Some(false),
+        arch: Some("sm_90"),
+        ..Default::default()
+    };
+    let ptx = compile_ptx_with_opts(source, options)?;
+    let ctx = CudaContext::new(0)?;
+    let stream = ctx.default_stream();
+    let module = ctx.load_module(ptx)?;
+
+    let mut failed = Vec::new();
+    for what in selected {
+        let start = std::time::Instant::now();
+        let func = module.load_function(&what.kernel_name())?;
+        let report = check(&stream, &func, what)?;
+        println!(
+            "{}: {} GPU/CPU mismatches of 4294967296, {} NaN bit differences ({:.0} s)",
+            what.name(),
+            report.mismatches,
+            report.nan_bit_differences,
+            start.elapsed().as_secs_f64()
+        );
+        for (x, cpu, gpu) in &report.examples {
+            println!("  x = 0x{x:08x}: cpu 0x{cpu:08x}, gpu 0x{gpu:08x}");
+        }
+        if report.mismatches != 0 || report.nan_bit_differences != 0 {
+            failed.push(what.name());
+        }
+    }
+    if failed.is_empty() {
+        println!("summary: GPU and CPU agree bit for bit on every checked function");
+        Ok(())
+    } else {
+        println!("summary: mismatches in {}", failed.join(", "));
+        std::process::exit(1);
+    }
+}
