@@ -5,6 +5,7 @@ mod cast;
 mod elementwise;
 mod generators;
 mod indexing;
+mod normalization;
 mod numeric;
 mod reduce;
 mod shape;
@@ -19,6 +20,7 @@ pub fn register_all(r: &mut Registry) {
     indexing::register(r);
     generators::register(r);
     reduce::register(r);
+    normalization::register(r);
 }
 
 /// The dtype of input `i`, when known.

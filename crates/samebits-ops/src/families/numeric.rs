@@ -9,7 +9,7 @@
 //!   scalar form of `samebits_kernels::reduce_f32` for the other element types.
 //! - [`permute`]: a row-major transpose, used to bring reduced axes together.
 
-use crate::{Result, bail, unsupported};
+use crate::{OpError, Result, bail, normalize_axis, unsupported};
 use half::{bf16, f16};
 use samebits_ir::{DType, Element, Tensor};
 use samebits_kernels::{REDUCTION_TILE, canonical_max, canonical_min};
@@ -203,15 +203,25 @@ pub trait Real:
     + Div<Output = Self>
     + Neg<Output = Self>
 {
+    fn from_f32(v: f32) -> Self;
     fn sqrt(self) -> Self;
     /// The elements of a float tensor at this precision (f32 widens f16 and bf16 exactly);
     /// `what` names the input in errors.
     fn read<'a>(t: &'a Tensor, what: &str) -> Result<Cow<'a, [Self]>>;
     /// A tensor of `dtype` from values at this precision (one rounding for f16 and bf16).
     fn store(dtype: DType, shape: Vec<usize>, values: Vec<Self>) -> Result<Tensor>;
+    /// Canonical sum (contract: canonical-sum) of `x[k * stride]`, `k < len`.
+    fn sum_strided(x: &[Self], stride: usize, len: usize) -> Self {
+        fold_axis(x, (1, len, stride), Self::ZERO, Num::add, Num::add)[0]
+    }
+    /// Canonical dot product of `a[k * sa]` and `b[k * sb]`, `k < len` (fused steps).
+    fn dot_strided(a: &[Self], sa: usize, b: &[Self], sb: usize, len: usize) -> Self;
 }
 
 impl Real for f32 {
+    fn from_f32(v: f32) -> Self {
+        v
+    }
     fn sqrt(self) -> Self {
         f32::sqrt(self)
     }
@@ -233,9 +243,18 @@ impl Real for f32 {
             other => unsupported!("storing f32 results as {other}"),
         })
     }
+    fn sum_strided(x: &[f32], stride: usize, len: usize) -> f32 {
+        samebits_kernels::canonical_sum_strided(x, stride, len)
+    }
+    fn dot_strided(a: &[f32], sa: usize, b: &[f32], sb: usize, len: usize) -> f32 {
+        samebits_kernels::canonical_dot_strided(a, sa, b, sb, len)
+    }
 }
 
 impl Real for f64 {
+    fn from_f32(v: f32) -> Self {
+        v as f64
+    }
     fn sqrt(self) -> Self {
         f64::sqrt(self)
     }
@@ -250,6 +269,22 @@ impl Real for f64 {
             DType::F64 => Ok(Tensor::from_vec(shape, values)?),
             other => unsupported!("storing f64 results as {other}"),
         }
+    }
+    fn dot_strided(a: &[f64], sa: usize, b: &[f64], sb: usize, len: usize) -> f64 {
+        let mut total = 0.0;
+        let mut tile_start = 0;
+        while tile_start < len {
+            let tile_end = (tile_start + REDUCTION_TILE).min(len);
+            let partial =
+                (tile_start..tile_end).fold(0.0f64, |p, k| a[k * sa].mul_add(b[k * sb], p));
+            total = if tile_start == 0 {
+                partial
+            } else {
+                total + partial
+            };
+            tile_start = tile_end;
+        }
+        total
     }
 }
 
@@ -323,6 +358,67 @@ macro_rules! with_num_type {
 }
 pub(crate) use with_num_type;
 
+/// `(outer, len, inner)`: a tensor viewed as `[outer, len, inner]`, reduced over `len`.
+pub type Dims = (usize, usize, usize);
+
+/// Normalised, sorted, distinct axes, or an error naming the bad axis.
+pub fn normalize_axes(axes: &[i64], rank: usize) -> Result<Vec<usize>> {
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        let n = normalize_axis(a, rank).map_err(|e| OpError::Invalid(format!("axes: {e}")))?;
+        if out.contains(&n) {
+            bail!("axes {axes:?} name axis {n} twice");
+        }
+        out.push(n);
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// How a tensor is reduced over sorted `axes`: the data order (a permutation bringing the
+/// reduced axes last when they are not adjacent) and the `[outer, len, inner]` view.
+pub struct Layout {
+    pub perm: Option<Vec<usize>>,
+    pub dims: Dims,
+}
+
+impl Layout {
+    pub fn new(shape: &[usize], axes: &[usize]) -> Layout {
+        let product = |it: &mut dyn Iterator<Item = usize>| it.product::<usize>();
+        let adjacent = axes.windows(2).all(|w| w[1] == w[0] + 1);
+        match (axes.first(), axes.last()) {
+            (Some(&first), Some(&last)) if adjacent => Layout {
+                perm: None,
+                dims: (
+                    product(&mut shape[..first].iter().copied()),
+                    product(&mut shape[first..=last].iter().copied()),
+                    product(&mut shape[last + 1..].iter().copied()),
+                ),
+            },
+            _ => {
+                let kept: Vec<usize> = (0..shape.len()).filter(|a| !axes.contains(a)).collect();
+                let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
+                Layout {
+                    perm: Some(perm),
+                    dims: (
+                        product(&mut kept.iter().map(|&a| shape[a])),
+                        product(&mut axes.iter().map(|&a| shape[a])),
+                        1,
+                    ),
+                }
+            }
+        }
+    }
+
+    /// `data` in the order of the `[outer, len, inner]` view.
+    pub fn arrange<T: Copy>(&self, data: Vec<T>, shape: &[usize]) -> Vec<T> {
+        match &self.perm {
+            Some(perm) => permute(&data, shape, perm),
+            None => data,
+        }
+    }
+}
+
 /// `data` of row-major `shape` transposed so that output axis `i` is input axis `perm[i]`.
 pub fn permute<T: Copy>(data: &[T], shape: &[usize], perm: &[usize]) -> Vec<T> {
     let rank = shape.len();
@@ -368,5 +464,9 @@ mod tests {
         let x: Vec<f32> = (0..300).map(|i| 1.0 / (i as f32 + 0.37)).collect();
         let ours = fold_axis(&x, (1, 300, 1), 0.0f32, |p, v| p + v, |s, p| s + p);
         assert_eq!(ours[0], samebits_kernels::canonical_sum(&x));
+        let wide: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let dot = f64::dot_strided(&wide, 1, &wide, 1, 300);
+        let expect: f64 = fold_axis(&wide, (1, 300, 1), 0.0, f64::add_square, Num::add)[0];
+        assert_eq!(dot, expect);
     }
 }

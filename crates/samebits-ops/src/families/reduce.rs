@@ -7,7 +7,9 @@
 //! `samebits_kernels` reductions, f64 and integers on the same order in scalar code (integers
 //! wrap), f16 and bf16 compute in f32 and round at the store.
 
-use super::numeric::{Num, Real, fold_axis, permute, with_num_type, with_real_type};
+use super::numeric::{
+    Dims, Layout, Num, Real, fold_axis, normalize_axes, with_num_type, with_real_type,
+};
 use crate::registry::Registry;
 use crate::{
     BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, normalize_axis,
@@ -32,9 +34,6 @@ pub fn register(r: &mut Registry) {
     r.register("", "ArgMin", |ctx| ArgReduce::build(ctx, ArgKind::ArgMin));
     r.register("", "CumSum", CumSum::build);
 }
-
-/// `(outer, len, inner)`: a tensor viewed as `[outer, len, inner]`, reduced over `len`.
-type Dims = (usize, usize, usize);
 
 /// Reductions along the middle axis in the canonical order, per element type: f32 on the
 /// vectorised kernels, the other types on the scalar form of the same order.
@@ -135,64 +134,6 @@ macro_rules! with_reduce_type {
             }, else unsupported!("{dt} tensors")),
         }
     }};
-}
-
-/// Normalised, sorted, distinct axes, or an error naming the bad axis.
-fn normalize_axes(axes: &[i64], rank: usize) -> Result<Vec<usize>> {
-    let mut out = Vec::with_capacity(axes.len());
-    for &a in axes {
-        let n = normalize_axis(a, rank).map_err(|e| OpError::Invalid(format!("axes: {e}")))?;
-        if out.contains(&n) {
-            bail!("axes {axes:?} name axis {n} twice");
-        }
-        out.push(n);
-    }
-    out.sort_unstable();
-    Ok(out)
-}
-
-/// How a tensor is reduced over sorted `axes`: the data order (a permutation bringing the
-/// reduced axes last when they are not adjacent) and the `[outer, len, inner]` view.
-struct Layout {
-    perm: Option<Vec<usize>>,
-    dims: Dims,
-}
-
-impl Layout {
-    fn new(shape: &[usize], axes: &[usize]) -> Layout {
-        let product = |it: &mut dyn Iterator<Item = usize>| it.product::<usize>();
-        let adjacent = axes.windows(2).all(|w| w[1] == w[0] + 1);
-        match (axes.first(), axes.last()) {
-            (Some(&first), Some(&last)) if adjacent => Layout {
-                perm: None,
-                dims: (
-                    product(&mut shape[..first].iter().copied()),
-                    product(&mut shape[first..=last].iter().copied()),
-                    product(&mut shape[last + 1..].iter().copied()),
-                ),
-            },
-            _ => {
-                let kept: Vec<usize> = (0..shape.len()).filter(|a| !axes.contains(a)).collect();
-                let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
-                Layout {
-                    perm: Some(perm),
-                    dims: (
-                        product(&mut kept.iter().map(|&a| shape[a])),
-                        product(&mut axes.iter().map(|&a| shape[a])),
-                        1,
-                    ),
-                }
-            }
-        }
-    }
-
-    /// `data` in the order of the `[outer, len, inner]` view.
-    fn arrange<T: Copy>(&self, data: Vec<T>, shape: &[usize]) -> Vec<T> {
-        match &self.perm {
-            Some(perm) => permute(&data, shape, perm),
-            None => data,
-        }
-    }
 }
 
 /// The output shape of a reduction over sorted `axes`.
