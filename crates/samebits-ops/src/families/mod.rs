@@ -9,6 +9,7 @@ mod normalization;
 mod numeric;
 mod reduce;
 mod shape;
+mod softmax;
 
 use crate::registry::Registry;
 use samebits_ir::{DType, ValueType};
@@ -21,6 +22,7 @@ pub fn register_all(r: &mut Registry) {
     generators::register(r);
     reduce::register(r);
     normalization::register(r);
+    softmax::register(r);
 }
 
 /// The dtype of input `i`, when known.

@@ -368,8 +368,8 @@ impl Op for ChannelNorm {
     }
 }
 
-/// LpNormalization: `y = x / norm` along `axis`, `norm` the canonical L1 sum or the square root
-/// of the canonical sum of squares.
+/// LpNormalization: `y = x / norm` along `axis` (`0` where `norm = 0`), `norm` the canonical L1
+/// sum or the square root of the canonical sum of squares.
 #[derive(Debug)]
 struct LpNorm {
     axis: i64,
@@ -407,7 +407,11 @@ impl LpNorm {
                     R::dot_strided(row, inner, row, inner, len).sqrt()
                 };
                 for k in 0..len {
-                    out[base + k * inner] = row[k * inner] / norm;
+                    out[base + k * inner] = if norm == R::ZERO {
+                        R::ZERO
+                    } else {
+                        row[k * inner] / norm
+                    };
                 }
             }
         }

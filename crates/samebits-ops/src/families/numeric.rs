@@ -205,6 +205,7 @@ pub trait Real:
 {
     fn from_f32(v: f32) -> Self;
     fn sqrt(self) -> Self;
+    fn is_finite(self) -> bool;
     /// The elements of a float tensor at this precision (f32 widens f16 and bf16 exactly);
     /// `what` names the input in errors.
     fn read<'a>(t: &'a Tensor, what: &str) -> Result<Cow<'a, [Self]>>;
@@ -216,6 +217,11 @@ pub trait Real:
     }
     /// Canonical dot product of `a[k * sa]` and `b[k * sb]`, `k < len` (fused steps).
     fn dot_strided(a: &[Self], sa: usize, b: &[Self], sb: usize, len: usize) -> Self;
+    /// `e^self`: correctly rounded (samebits-math) when `correctly_rounded`, else Rust std.
+    /// f64 always uses Rust std (outside the contract).
+    fn exp(self, correctly_rounded: bool) -> Self;
+    /// Natural logarithm, chosen like [`Real::exp`].
+    fn ln(self, correctly_rounded: bool) -> Self;
 }
 
 impl Real for f32 {
@@ -224,6 +230,9 @@ impl Real for f32 {
     }
     fn sqrt(self) -> Self {
         f32::sqrt(self)
+    }
+    fn is_finite(self) -> bool {
+        f32::is_finite(self)
     }
     fn read<'a>(t: &'a Tensor, what: &str) -> Result<Cow<'a, [f32]>> {
         Ok(match t.dtype() {
@@ -243,6 +252,20 @@ impl Real for f32 {
             other => unsupported!("storing f32 results as {other}"),
         })
     }
+    fn exp(self, correctly_rounded: bool) -> f32 {
+        if correctly_rounded {
+            samebits_math::exp(self)
+        } else {
+            f32::exp(self)
+        }
+    }
+    fn ln(self, correctly_rounded: bool) -> f32 {
+        if correctly_rounded {
+            samebits_math::log(self)
+        } else {
+            f32::ln(self)
+        }
+    }
     fn sum_strided(x: &[f32], stride: usize, len: usize) -> f32 {
         samebits_kernels::canonical_sum_strided(x, stride, len)
     }
@@ -258,6 +281,9 @@ impl Real for f64 {
     fn sqrt(self) -> Self {
         f64::sqrt(self)
     }
+    fn is_finite(self) -> bool {
+        f64::is_finite(self)
+    }
     fn read<'a>(t: &'a Tensor, what: &str) -> Result<Cow<'a, [f64]>> {
         match t.dtype() {
             DType::F64 => Ok(Cow::Borrowed(t.as_slice::<f64>()?)),
@@ -269,6 +295,12 @@ impl Real for f64 {
             DType::F64 => Ok(Tensor::from_vec(shape, values)?),
             other => unsupported!("storing f64 results as {other}"),
         }
+    }
+    fn exp(self, _: bool) -> f64 {
+        f64::exp(self)
+    }
+    fn ln(self, _: bool) -> f64 {
+        f64::ln(self)
     }
     fn dot_strided(a: &[f64], sa: usize, b: &[f64], sb: usize, len: usize) -> f64 {
         let mut total = 0.0;

@@ -30,6 +30,12 @@ pub fn register(r: &mut Registry) {
     r.register("", "ReduceSumSquare", |ctx| {
         Reduce::build(ctx, Reduction::SumSquare)
     });
+    r.register("", "ReduceLogSum", |ctx| {
+        Reduce::build(ctx, Reduction::LogSum)
+    });
+    r.register("", "ReduceLogSumExp", |ctx| {
+        Reduce::build(ctx, Reduction::LogSumExp)
+    });
     r.register("", "ArgMax", |ctx| ArgReduce::build(ctx, ArgKind::ArgMax));
     r.register("", "ArgMin", |ctx| ArgReduce::build(ctx, ArgKind::ArgMin));
     r.register("", "CumSum", CumSum::build);
@@ -168,9 +174,19 @@ enum Reduction {
     L1,
     L2,
     SumSquare,
+    LogSum,
+    LogSumExp,
 }
 
 impl Reduction {
+    /// Whether the result ends in a float function (computed at a float precision).
+    fn is_float_only(self) -> bool {
+        matches!(
+            self,
+            Reduction::L2 | Reduction::LogSum | Reduction::LogSumExp
+        )
+    }
+
     /// The first opset where the axes are input 1 instead of an attribute.
     fn axes_input_since(self) -> i64 {
         if self == Reduction::Sum { 13 } else { 18 }
@@ -187,6 +203,8 @@ struct Reduce {
     axes_input: bool,
     keepdims: bool,
     noop_with_empty_axes: bool,
+    /// Whether exp and log are samebits-math's (operation sets other than `default`).
+    correctly_rounded: bool,
 }
 
 impl Reduce {
@@ -198,6 +216,7 @@ impl Reduce {
             axes_input: ctx.opset >= reduction.axes_input_since(),
             keepdims: keepdims(&args)?,
             noop_with_empty_axes: args.int_or("noop_with_empty_axes", 0)? != 0,
+            correctly_rounded: ctx.operation_set.correctly_rounded_math(),
         }))
     }
 
@@ -231,16 +250,44 @@ impl Reduce {
                 T::reduce_axis(ReduceKind::Sum, &magnitudes, dims)
             }
             Reduction::SumSquare => T::reduce_axis(ReduceKind::SumSquares, &data, dims),
-            Reduction::L2 => unreachable!("L2 reduces through reduce_real"),
+            Reduction::L2 | Reduction::LogSum | Reduction::LogSumExp => {
+                unreachable!("float-only reductions go through reduce_real")
+            }
         })
     }
 
-    /// The reductions that end in a float function (L2), at working precision `R`.
+    /// The reductions that end in a float function, at working precision `R`.
     fn reduce_real<R: Real + AxisReduce>(&self, data: Vec<R>, dims: Dims) -> Vec<R> {
-        R::reduce_axis(ReduceKind::SumSquares, &data, dims)
-            .into_iter()
-            .map(Real::sqrt)
-            .collect()
+        let cr = self.correctly_rounded;
+        match self.reduction {
+            Reduction::L2 => R::reduce_axis(ReduceKind::SumSquares, &data, dims)
+                .into_iter()
+                .map(Real::sqrt)
+                .collect(),
+            Reduction::LogSum => R::reduce_axis(ReduceKind::Sum, &data, dims)
+                .into_iter()
+                .map(|s| s.ln(cr))
+                .collect(),
+            _ => {
+                // contract: reduce-log-sum-exp
+                let (_, len, inner) = dims;
+                let max = R::reduce_axis(ReduceKind::Max, &data, dims);
+                let shift = |m: R| if m.is_finite() { m } else { R::ZERO };
+                let exps: Vec<R> = data
+                    .iter()
+                    .enumerate()
+                    .map(|(flat, &x)| {
+                        let (o, i) = (flat / (len * inner), flat % inner);
+                        (x - shift(max[o * inner + i])).exp(cr)
+                    })
+                    .collect();
+                R::reduce_axis(ReduceKind::Sum, &exps, dims)
+                    .into_iter()
+                    .zip(max)
+                    .map(|(s, m)| s.ln(cr) + shift(m))
+                    .collect()
+            }
+        }
     }
 }
 
@@ -289,7 +336,7 @@ impl Op for Reduce {
         if dtype == DType::Bool && !is_extremum {
             unsupported!("{:?} of bool tensors", self.reduction);
         }
-        let out = if self.reduction == Reduction::L2 {
+        let out = if self.reduction.is_float_only() {
             with_real_type!(dtype, R => {
                 let data = layout.arrange(R::read(x, "input 0")?.into_owned(), x.shape());
                 R::store(dtype, out_shape, self.reduce_real(data, layout.dims))?
