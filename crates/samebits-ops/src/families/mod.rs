@@ -1,6 +1,7 @@
 //! Op families, one file each. Adding an op is one `register` line plus its code in the
 //! family's file.
 
+mod activation;
 mod cast;
 mod elementwise;
 mod generators;
@@ -23,6 +24,7 @@ pub fn register_all(r: &mut Registry) {
     reduce::register(r);
     normalization::register(r);
     softmax::register(r);
+    activation::register(r);
 }
 
 /// The dtype of input `i`, when known.
