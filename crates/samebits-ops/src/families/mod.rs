@@ -2,6 +2,7 @@
 //! family's file.
 
 mod activation;
+mod attention;
 mod cast;
 mod elementwise;
 mod generators;
@@ -25,6 +26,7 @@ pub fn register_all(r: &mut Registry) {
     normalization::register(r);
     softmax::register(r);
     activation::register(r);
+    attention::register(r);
 }
 
 /// The dtype of input `i`, when known.
