@@ -1,8 +1,8 @@
 //! [`NodeArgs`]: typed reads of a node's attributes, with defaults and errors that name the
-//! attribute and the kind it was expected to be.
+//! attribute and the kind it was expected to be; [`onnx_dtype`] for dtype-code attributes.
 
-use crate::{OpError, Result};
-use samebits_ir::{Attribute, Graph, Node, Tensor};
+use crate::{OpError, Result, bail, unsupported};
+use samebits_ir::{Attribute, DType, Graph, Node, Tensor};
 
 /// The attributes of one node.
 pub struct NodeArgs<'a> {
@@ -79,4 +79,32 @@ pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize> {
         )));
     }
     Ok(a as usize)
+}
+
+/// The dtype of an ONNX `TensorProto.DataType` code held by attribute `attribute`.
+pub fn onnx_dtype(code: i64, attribute: &str) -> Result<DType> {
+    Ok(match code {
+        1 => DType::F32,
+        2 => DType::U8,
+        3 => DType::I8,
+        4 => DType::U16,
+        5 => DType::I16,
+        6 => DType::I32,
+        7 => DType::I64,
+        8 => DType::String,
+        9 => DType::Bool,
+        10 => DType::F16,
+        11 => DType::F64,
+        12 => DType::U32,
+        13 => DType::U64,
+        16 => DType::BF16,
+        14 | 15 => unsupported!("attribute \"{attribute}\" = {code}: complex dtypes"),
+        17..=20 | 23 | 24 => {
+            unsupported!("attribute \"{attribute}\" = {code}: float8 and float4 dtypes")
+        }
+        21 | 22 | 25 | 26 => {
+            unsupported!("attribute \"{attribute}\" = {code}: 2- and 4-bit integer dtypes")
+        }
+        other => bail!("attribute \"{attribute}\" = {other} is not an ONNX dtype code"),
+    })
 }

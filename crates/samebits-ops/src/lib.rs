@@ -9,6 +9,7 @@
 //! - [`OperationSet`]: which promise the kernels keep (`reproducible`, `deterministic`,
 //!   `default`), as written in docs/contract.md.
 
+mod along_axis;
 mod args;
 pub mod broadcast;
 mod error;
@@ -18,7 +19,7 @@ mod op;
 mod plan;
 pub mod registry;
 
-pub use args::{NodeArgs, normalize_axis};
+pub use args::{NodeArgs, normalize_axis, onnx_dtype};
 pub use error::{OpError, Result};
 pub use op::{BuildContext, Inputs, InputsExt, Op, OperationSet};
 pub use plan::{Plan, RunOptions, StepObserver, free_variables, topological_order};

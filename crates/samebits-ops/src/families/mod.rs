@@ -4,12 +4,16 @@
 mod activation;
 mod attention;
 mod cast;
+mod control_flow;
 mod elementwise;
 mod generators;
 mod indexing;
 mod normalization;
 mod numeric;
+mod optional;
+mod quantize;
 mod reduce;
+mod sequence;
 mod shape;
 mod softmax;
 
@@ -17,6 +21,7 @@ use crate::registry::Registry;
 use samebits_ir::{DType, ValueType};
 
 pub fn register_all(r: &mut Registry) {
+    control_flow::register(r);
     elementwise::register(r);
     cast::register(r);
     shape::register(r);
@@ -27,6 +32,9 @@ pub fn register_all(r: &mut Registry) {
     softmax::register(r);
     activation::register(r);
     attention::register(r);
+    optional::register(r);
+    quantize::register(r);
+    sequence::register(r);
 }
 
 /// The dtype of input `i`, when known.
