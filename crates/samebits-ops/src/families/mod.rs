@@ -1,15 +1,21 @@
 //! Op families, one file each. Adding an op is one `register` line plus its code in the
 //! family's file.
 
+mod activation;
+mod attention;
 mod cast;
 mod control_flow;
 mod elementwise;
 mod generators;
 mod indexing;
+mod normalization;
+mod numeric;
 mod optional;
 mod quantize;
+mod reduce;
 mod sequence;
 mod shape;
+mod softmax;
 mod string;
 
 use crate::registry::Registry;
@@ -26,6 +32,11 @@ pub fn register_all(r: &mut Registry) {
     shape::register(r);
     indexing::register(r);
     generators::register(r);
+    reduce::register(r);
+    normalization::register(r);
+    softmax::register(r);
+    activation::register(r);
+    attention::register(r);
 }
 
 /// The dtype of input `i`, when known.
