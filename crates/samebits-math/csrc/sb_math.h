@@ -940,7 +940,10 @@ SB_FN double sb_log_dd(double hi, double lo)
   double z = (mh * r - 1.0) + ml * r;
   double p = z + (z * z) * sb_horner(sb_log1p_p, 7, z);
   double ed = (double)(e + (sb_i32)(i >> 7));
-  return (ed * SB_LN2_HI + lh) + ((p + (ll + ed * SB_LN2_LO)) + lo / hi);
+  double tail = p + (ll + ed * SB_LN2_LO);
+  /* lo == 0 (binary32 arguments) skips the division; tail is never -0, so the bits are equal */
+  if (lo != 0.0) tail = tail + lo / hi;
+  return (ed * SB_LN2_HI + lh) + tail;
 }
 
 /* log1p(w) for a binary64 w > -1 (1 + w is split exactly into hi + lo). */
@@ -1491,7 +1494,6 @@ SB_FN sb_i32 sb_pow_equals(float x, float y, double m)
   while ((M & 1u) == 0) { M >>= 1; E++; }
   while ((X & 1u) == 0) { X >>= 1; ex++; }
   while ((Y & 1) == 0) { Y >>= 1; ey++; }
-  if (uy >> 31) Y = -Y;
   W = X;
   G = ex;
   if (ey >= 0) {
@@ -1505,6 +1507,7 @@ SB_FN sb_i32 sb_pow_equals(float x, float y, double m)
     }
     N = Y;
   }
+  if (uy >> 31) N = -N;
   if (G * N != E) return 0;
   if (N < 0) return W == 1 && M == 1;
   for (P = 1, j = 0; j < N && P <= M; j++) P *= W;
