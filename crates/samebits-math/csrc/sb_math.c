@@ -37,6 +37,12 @@ SB_EXPORT_CORRECTLY_ROUNDED(erf)
 SB_EXPORT_CORRECTLY_ROUNDED(erfc)
 SB_EXPORT_CORRECTLY_ROUNDED(cbrt)
 
+float samebits_powf(float x, float y) { return sb_powf(x, y); }
+void samebits_powf_slice(const float *x, const float *y, float *dst, size_t n)
+{
+  for (size_t i = 0; i < n; i++) dst[i] = sb_powf(x[i], y[i]);
+}
+
 #define SB_EXPORT_ACTIVATION(name, params, args)                                                   \
   float samebits_##name##f params { return sb_##name##f args; }
 

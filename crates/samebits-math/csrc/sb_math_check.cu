@@ -59,3 +59,10 @@ SB_CHECK_ACTIVATION(elu, sb_eluf(x, p0))
 SB_CHECK_ACTIVATION(selu, sb_seluf(x, p0, p1))
 SB_CHECK_ACTIVATION(celu, sb_celuf(x, p0))
 SB_CHECK_ACTIVATION(rsqrt_formula, sb_rsqrt_formulaf(x))
+
+/* pow on n given pairs (x[i], y[i]). */
+extern "C" __global__ void check_pow(const float *x, const float *y, unsigned int n, float *out)
+{
+  unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = sb_powf(x[i], y[i]);
+}

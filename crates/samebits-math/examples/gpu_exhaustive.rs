@@ -3,8 +3,12 @@
 //! the bits with the CPU build. NaN results match when both are NaN (both are the canonical NaN
 //! by construction, so a differing NaN is reported separately).
 //!
+//! `--pow-samples N` also compares `pow` on N deterministic pairs
+//! (`samebits_math::sampling::pow_sample_pairs`) plus the special-value grid.
+//!
 //! Run (on a machine with CUDA 13 and an sm_90 GPU):
 //!   cargo run --release -p samebits-math --features cuda --example gpu_exhaustive -- [NAMES...]
+//!       [--pow-samples N]
 //! NAMES are UnaryFn names (`exp`) or activation names (`gelu_erf`); none means all.
 //! Exits 2 when the CUDA driver or NVRTC is missing, 1 on any mismatch.
 
@@ -13,6 +17,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 use rayon::prelude::*;
+use samebits_math::sampling::{pow_sample_pairs, pow_special_pairs};
 use samebits_math::{Activation, CUDA_SOURCE, UnaryFn};
 
 const KERNELS: &str = include_str!("../csrc/sb_math_check.cu");
@@ -142,6 +147,47 @@ fn check(
     Ok(report)
 }
 
+/// GPU/CPU mismatches of `pow` on the sampled pairs and the special grid: (mismatches, pairs).
+fn check_pow(
+    stream: &Arc<CudaStream>,
+    func: &CudaFunction,
+    samples: usize,
+) -> Result<(u64, usize), Box<dyn std::error::Error>> {
+    let (mut xs, mut ys) = pow_sample_pairs(samples, 1);
+    let (sx, sy) = pow_special_pairs();
+    xs.extend(sx);
+    ys.extend(sy);
+    let mut mismatches = 0u64;
+    for (x, y) in xs.chunks(CHUNK as usize).zip(ys.chunks(CHUNK as usize)) {
+        let n = x.len() as u32;
+        let dx = stream.clone_htod(x)?;
+        let dy = stream.clone_htod(y)?;
+        let mut out = stream.alloc_zeros::<f32>(x.len())?;
+        let mut launch = stream.launch_builder(func);
+        launch.arg(&dx).arg(&dy).arg(&n).arg(&mut out);
+        // SAFETY: the kernel reads n pairs and writes n floats; all buffers hold n floats.
+        unsafe { launch.launch(LaunchConfig::for_num_elems(n))? };
+        let gpu = stream.clone_dtoh(&out)?;
+        let mut cpu = vec![0.0f32; x.len()];
+        samebits_math::pow_slice(x, y, &mut cpu);
+        for (i, (c, g)) in cpu.iter().zip(&gpu).enumerate() {
+            if c.to_bits() != g.to_bits() {
+                if mismatches < 8 {
+                    println!(
+                        "  pow({:e}, {:e}): cpu 0x{:08x}, gpu 0x{:08x}",
+                        x[i],
+                        y[i],
+                        c.to_bits(),
+                        g.to_bits()
+                    );
+                }
+                mismatches += 1;
+            }
+        }
+    }
+    Ok((mismatches, xs.len()))
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // SAFETY: these only probe whether the shared libraries can be loaded.
     let (driver, nvrtc) = unsafe {
@@ -157,13 +203,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         std::process::exit(2);
     }
-    let all: Vec<Checked> = UnaryFn::ALL
+    let all: Vec<Checked> = UnaryFn::IMPLEMENTED
         .iter()
         .map(|&f| Checked::Unary(f))
         .chain(Activation::ALL.iter().map(|&a| Checked::Activation(a)))
         .collect();
-    let names: Vec<String> = std::env::args().skip(1).collect();
-    let selected: Vec<Checked> = if names.is_empty() {
+    let mut names = Vec::new();
+    let mut pow_samples = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--pow-samples" {
+            pow_samples = Some(
+                args.next()
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .expect("--pow-samples N"),
+            );
+        } else {
+            names.push(arg);
+        }
+    }
+    let selected: Vec<Checked> = if names.is_empty() && pow_samples.is_some() {
+        Vec::new()
+    } else if names.is_empty() {
         all
     } else {
         names
@@ -208,6 +269,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if report.mismatches != 0 || report.nan_bit_differences != 0 {
             failed.push(what.name());
+        }
+    }
+    if let Some(samples) = pow_samples {
+        let start = std::time::Instant::now();
+        let (mismatches, pairs) = check_pow(&stream, &module.load_function("check_pow")?, samples)?;
+        println!(
+            "pow: {mismatches} GPU/CPU mismatches of {pairs} sampled pairs ({:.0} s)",
+            start.elapsed().as_secs_f64()
+        );
+        if mismatches != 0 {
+            failed.push("pow");
         }
     }
     if failed.is_empty() {

@@ -169,6 +169,26 @@ ccb, _ = fit(lambda m: mp.cbrt(m), 1, 2, 3, name="cbrt seed", rel_to=lambda m: 1
 emit_array("sb_cbrt_seed", ccb, 4)
 emit_array("sb_cbrt_2k3", [mp.mpf(1), mp.cbrt(2), mp.cbrt(4)], 3)
 
+# ---- pow accurate path: double-double constants -----------------------------------------
+def emit_dd_array(name, values):
+    emit_array(name, [v for c in values for v in (c, c - mp.mpf(float(c)))])
+
+
+def triple(v, hi_bits):
+    hi = rnd_bits(v, hi_bits)
+    mid = mp.mpf(float(v - hi))
+    return hi, mid, mp.mpf(float(v - hi - mid))
+
+
+for name, v in (("SB_LN2_T", triple(mp.log(2), 43)), ("SB_LN2_64_T", triple(mp.log(2) / 64, 38))):
+    emit_const(name + "0", v[0])
+    emit_const(name + "1", v[1])
+    emit_const(name + "2", v[2])
+out.append("/* 1/k!, k = 0..10, as double-double (hi, lo) */")
+emit_dd_array("sb_exp_taylor_dd", [1 / mp.factorial(k) for k in range(11)])
+out.append("/* (-1)^(k+1)/k, k = 1..13, as double-double (hi, lo): log1p(z) = sum of c_k z^k */")
+emit_dd_array("sb_log1p_taylor_dd", [mp.mpf((-1) ** (k + 1)) / k for k in range(1, 14)])
+
 # ---- write --------------------------------------------------------------------------------
 text = open(HEADER).read()
 i, j = text.index(BEGIN), text.index(END)

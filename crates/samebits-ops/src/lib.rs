@@ -9,6 +9,7 @@
 //! - [`OperationSet`]: which promise the kernels keep (`reproducible`, `deterministic`,
 //!   `default`), as written in docs/contract.md.
 
+mod along_axis;
 mod args;
 pub mod broadcast;
 mod error;

@@ -73,6 +73,18 @@ fn range_counts_with_ceil_and_computes_floats_from_the_index() {
     )
     .unwrap();
     assert_eq!(r.as_slice::<i64>().unwrap(), &[3, 6]);
+    // ONNX node test range_int32_type_negative_delta: ceil((6 - 10) / -3) = 2.
+    let i32s = |v: i32| Tensor::from_vec(vec![], vec![v]).unwrap();
+    let r = run1("Range", &[i32s(10), i32s(6), i32s(-3)], &[]).unwrap();
+    assert_eq!(r.as_slice::<i32>().unwrap(), &[10, 7]);
+    // f16: computed in f32, rounded once at the store.
+    let h = |v: f32| Tensor::scalar(half::f16::from_f32(v));
+    let r = run1("Range", &[h(1.0), h(1.3), h(0.1)], &[]).unwrap();
+    let d = half::f16::from_f32(0.1).to_f32();
+    let want: Vec<half::f16> = (0..3)
+        .map(|i| half::f16::from_f32(1.0 + i as f32 * d))
+        .collect();
+    assert_eq!(r.as_slice::<half::f16>().unwrap(), &want[..]);
     let r = run1(
         "Range",
         &[i64s(&[], &[10]), i64s(&[], &[4]), i64s(&[], &[-2])],

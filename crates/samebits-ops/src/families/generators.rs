@@ -7,7 +7,8 @@ use super::{input_dtype, output_of};
 use crate::layout::{StridedView, move_elements};
 use crate::registry::Registry;
 use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, unsupported};
-use samebits_ir::{DType, Tensor, Value, ValueType, checked_numel};
+use half::{bf16, f16};
+use samebits_ir::{DType, Tensor, Value, ValueType, checked_numel, with_numeric_type};
 
 pub fn register(r: &mut Registry) {
     r.register("", "Constant", constant);
@@ -124,8 +125,9 @@ macro_rules! int_range {
                 if d == 0 {
                     return None;
                 }
-                // Ceiling division; the span and delta have the same sign when positive.
-                let q = (l - s).div_euclid(d) + i128::from((l - s).rem_euclid(d) != 0);
+                // Ceiling of the quotient: truncation rounds a positive inexact quotient down.
+                let span = l - s;
+                let q = span / d + i128::from(span % d != 0 && (span < 0) == (d < 0));
                 Some(q.max(0) as f64)
             }
             fn nth(start: Self, delta: Self, i: usize) -> Self {
@@ -154,7 +156,22 @@ macro_rules! float_range {
 }
 float_range!(f32, f64);
 
-/// Range over int and float types (not f16/bf16, which ONNX does not list).
+macro_rules! half_range {
+    ($($t:ty),*) => {$(
+        impl RangeElem for $t {
+            fn count(start: Self, limit: Self, delta: Self) -> Option<f64> {
+                f32::count(start.to_f32(), limit.to_f32(), delta.to_f32())
+            }
+            /// Computed in f32 and rounded once (docs/contract.md, "Arithmetic").
+            fn nth(start: Self, delta: Self, i: usize) -> Self {
+                <$t>::from_f32(f32::nth(start.to_f32(), delta.to_f32(), i))
+            }
+        }
+    )*};
+}
+half_range!(f16, bf16);
+
+/// Range over every numeric type.
 #[derive(Debug)]
 struct Range;
 
@@ -200,19 +217,8 @@ impl Op for Range {
                 delta.dtype()
             );
         }
-        let out = match start.dtype() {
-            DType::F32 => range::<f32>(start, limit, delta),
-            DType::F64 => range::<f64>(start, limit, delta),
-            DType::I8 => range::<i8>(start, limit, delta),
-            DType::I16 => range::<i16>(start, limit, delta),
-            DType::I32 => range::<i32>(start, limit, delta),
-            DType::I64 => range::<i64>(start, limit, delta),
-            DType::U8 => range::<u8>(start, limit, delta),
-            DType::U16 => range::<u16>(start, limit, delta),
-            DType::U32 => range::<u32>(start, limit, delta),
-            DType::U64 => range::<u64>(start, limit, delta),
-            other => unsupported!("Range on {other}"),
-        };
+        let out = with_numeric_type!(start.dtype(), T => range::<T>(start, limit, delta),
+            else bail!("Range on {}: start, limit and delta must be numbers", start.dtype()));
         Ok(vec![out?.into()])
     }
 }

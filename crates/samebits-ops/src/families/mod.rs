@@ -1,25 +1,46 @@
 //! Op families, one file each. Adding an op is one `register` line plus its code in the
 //! family's file.
 
+mod activation;
+mod attention;
 mod cast;
+mod control_flow;
 mod conv;
 mod elementwise;
 mod generators;
 mod indexing;
 mod linalg;
+mod normalization;
+mod numeric;
+mod optional;
 mod pool;
+mod quantize;
+mod reduce;
 mod resize;
+mod sequence;
 mod shape;
+mod softmax;
+mod string;
 
 use crate::registry::Registry;
 use samebits_ir::{DType, ValueType};
 
 pub fn register_all(r: &mut Registry) {
+    control_flow::register(r);
     elementwise::register(r);
+    optional::register(r);
+    quantize::register(r);
+    sequence::register(r);
+    string::register(r);
     cast::register(r);
     shape::register(r);
     indexing::register(r);
     generators::register(r);
+    reduce::register(r);
+    normalization::register(r);
+    softmax::register(r);
+    activation::register(r);
+    attention::register(r);
     linalg::register(r);
     conv::register(r);
     pool::register(r);

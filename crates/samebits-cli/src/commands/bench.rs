@@ -1,0 +1,107 @@
+//! `samebits bench`: latency of a model over repeated runs after warm-up (median, p95, min).
+
+use super::{ModelOptions, name_value};
+use anyhow::{Context, Result, bail};
+use samebits_ir::{DType, Tensor, Value};
+use samebits_runtime::{compile, tensor_file};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Measure a model's latency: median, p95 and min over --runs runs after --warmup runs.
+///
+/// Inputs come from files (--input NAME=PATH) or are generated with a fixed seed from a shape
+/// (--input-shape NAME=1,3,640,640), needed where the model declares symbolic dims.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The ONNX model.
+    model: PathBuf,
+    /// An input file as NAME=PATH (.npy or .pb).
+    #[arg(long = "input", short = 'i', value_name = "NAME=PATH", value_parser = name_value)]
+    inputs: Vec<(String, String)>,
+    /// A generated input as NAME=D0,D1,... (values in [-1, 1) from a fixed seed).
+    #[arg(long = "input-shape", value_name = "NAME=DIMS", value_parser = name_value)]
+    input_shapes: Vec<(String, String)>,
+    /// Timed runs.
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    #[command(flatten)]
+    options: ModelOptions,
+}
+
+/// Deterministic values in [-1, 1): a 64-bit linear congruential sequence (Knuth's MMIX
+/// constants), top 24 bits scaled.
+fn generated(shape: Vec<usize>, dtype: DType) -> Result<Tensor> {
+    let n: usize = shape.iter().product();
+    let mut state = 0x5eed_u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 40) as f32) / (1u64 << 23) as f32 - 1.0
+    };
+    Ok(match dtype {
+        DType::F32 => Tensor::from_vec(shape, (0..n).map(|_| next()).collect::<Vec<f32>>())?,
+        DType::I64 => Tensor::from_vec(shape, vec![1i64; n])?,
+        other => bail!("cannot generate {other} inputs; pass a file with --input"),
+    })
+}
+
+pub fn main(args: Args) -> Result<ExitCode> {
+    let compiled = compile(args.model.as_path(), &args.options.compile_options())?;
+    let mut inputs = BTreeMap::new();
+    for (name, path) in &args.inputs {
+        let t = tensor_file::read_tensor(&PathBuf::from(path))
+            .with_context(|| format!("input \"{name}\""))?;
+        inputs.insert(name.clone(), Value::Tensor(t));
+    }
+    for (name, dims) in &args.input_shapes {
+        let shape = dims
+            .split(',')
+            .map(|d| d.trim().parse::<usize>())
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("--input-shape {name}={dims}: dims must be integers"))?;
+        let dtype = compiled
+            .model
+            .graph
+            .value_type(name)
+            .and_then(|t| t.dtype())
+            .unwrap_or(DType::F32);
+        inputs.insert(name.clone(), Value::Tensor(generated(shape, dtype)?));
+    }
+    for _ in 0..args.warmup {
+        compiled.run(&inputs)?;
+    }
+    let bar = indicatif::ProgressBar::new(args.runs as u64);
+    let mut times = Vec::with_capacity(args.runs);
+    for _ in 0..args.runs {
+        let t0 = Instant::now();
+        compiled.run(&inputs)?;
+        times.push(t0.elapsed().as_secs_f64() * 1e3);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    times.sort_by(f64::total_cmp);
+    if times.is_empty() {
+        bail!("--runs must be at least 1");
+    }
+    let pick = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "{}  operation set {}  threads {}  runs {}",
+        args.model.display(),
+        compiled.operation_set,
+        rayon::current_num_threads(),
+        times.len()
+    );
+    println!(
+        "median {:.3} ms   p95 {:.3} ms   min {:.3} ms",
+        pick(0.5),
+        pick(0.95),
+        times[0]
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,60 @@
+//! `samebits`: the command line. Each subcommand lives in its own file under `commands/`.
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Run ML models so that the same model and input give the same bits on any supported CPU or
+/// GPU. Outputs are bit-identical across machines, thread counts and batch sizes in the
+/// `reproducible` operation set (the default); a receipt records the hashes of a run so that
+/// anyone can re-run it with `samebits verify` and check every bit.
+#[derive(Parser)]
+#[command(name = "samebits", version, about, long_about = None, after_help = EXAMPLES)]
+struct Cli {
+    /// Worker threads (default: all cores). Results do not depend on it.
+    #[arg(long, global = true, value_name = "N")]
+    threads: Option<usize>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  samebits run model.onnx --input x=x.npy --out out/ --receipt run.json
+  samebits verify run.json
+  samebits compile model.onnx --artifacts-dir build/ 
+  samebits bench model.onnx --input-shape x=1,3,640,640 --runs 20";
+
+#[derive(Subcommand)]
+enum Command {
+    Run(commands::run::Args),
+    Compile(commands::compile::Args),
+    Verify(commands::verify::Args),
+    Bench(commands::bench::Args),
+    Conformance(commands::conformance::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(n) = cli.threads
+        && let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(n).build_global()
+    {
+        eprintln!("error: cannot start {n} threads: {e}");
+        return ExitCode::from(2);
+    }
+    let result = match cli.command {
+        Command::Run(args) => commands::run::main(args),
+        Command::Compile(args) => commands::compile::main(args),
+        Command::Verify(args) => commands::verify::main(args),
+        Command::Bench(args) => commands::bench::main(args),
+        Command::Conformance(args) => commands::conformance::main(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! The error type of the GGUF crate. Every message names the file and the header field, metadata
+//! key or tensor it is about, so that one line in a log says what is wrong where.
+
+/// An error reading a GGUF file, dequantizing its tensors or using its tokenizer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{file}: {source}")]
+    Io {
+        file: String,
+        source: std::io::Error,
+    },
+    /// The bytes do not follow the GGUF format; `at` names the field, key or tensor.
+    #[error("{file}: {at}: {message}")]
+    Malformed {
+        file: String,
+        at: String,
+        message: String,
+    },
+    #[error("{file}: metadata key `{key}` is missing")]
+    MissingKey { file: String, key: String },
+    #[error("{file}: metadata key `{key}` holds {found}, expected {expected}")]
+    WrongType {
+        file: String,
+        key: String,
+        expected: String,
+        found: String,
+    },
+    #[error("{file}: tensor `{tensor}`: {message}")]
+    Tensor {
+        file: String,
+        tensor: String,
+        message: String,
+    },
+    /// A dequantization or dot-product call got buffers that do not fit its ggml type.
+    #[error("{0}")]
+    Quant(String),
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("chat template: {0}")]
+    ChatTemplate(String),
+    #[error(transparent)]
+    Ir(#[from] samebits_ir::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,23 @@
+//! GGUF model files for samebits: the container ([`GgufFile`]), its metadata ([`Metadata`]),
+//! tensors as IR views or raw quantized blocks, ggml dequantization ([`dequantize_row`]) and
+//! canonical quantized dot products ([`dot_q_f32`], [`matvec_q_f32`]) with the bit-exact formulas
+//! of `docs/gguf.md`, the tokenizer ([`GgufTokenizer`]) and chat template ([`ChatTemplate`])
+//! stored in the metadata, and the llama model configuration ([`ModelConfig`]).
+
+mod chat;
+mod config;
+mod dot;
+mod error;
+mod metadata;
+mod quant;
+mod reader;
+mod tokenizer;
+
+pub use chat::{ChatMessage, ChatTemplate};
+pub use config::ModelConfig;
+pub use dot::{canonical_dot, dot_q_f32, matvec_q_f32};
+pub use error::{Error, Result};
+pub use metadata::{Metadata, MetadataValue};
+pub use quant::{GgmlType, dequantize_row};
+pub use reader::{GgufFile, QuantizedTensor, TensorData, TensorInfo};
+pub use tokenizer::{GgufTokenizer, IncrementalDecoder};

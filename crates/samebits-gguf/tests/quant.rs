@@ -1,0 +1,294 @@
+//! Dequantization against an independent f64 reference written after ggml's reference loops
+//! (`dequantize_row_*` in ggml's quantization source) and the exactness argument of `docs/gguf.md`
+//! (every product is exact, so the f64 result rounded once to f32 is the canonical value); and
+//! the quantized dot products against dequantize-then-`canonical_dot`, bit for bit.
+
+#![allow(clippy::needless_range_loop)] // the reference keeps ggml's indexed loops
+
+mod common;
+
+use common::Rng;
+use samebits_gguf::{GgmlType, canonical_dot, dequantize_row, dot_q_f32, matvec_q_f32};
+
+const TYPES: [GgmlType; 11] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4K,
+    GgmlType::Q5K,
+    GgmlType::Q6K,
+];
+
+fn f16(b: &[u8], at: usize) -> f64 {
+    half::f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f64()
+}
+
+/// A random finite f16 (subnormals included), as little-endian bytes.
+fn finite_f16(rng: &mut Rng) -> [u8; 2] {
+    loop {
+        let bits = rng.next_u64() as u16;
+        if (bits >> 10) & 0x1F != 0x1F {
+            return bits.to_le_bytes();
+        }
+    }
+}
+
+/// `blocks` random blocks of `ty` whose f16 scales are finite (F32 values finite too).
+fn random_blocks(ty: GgmlType, blocks: usize, rng: &mut Rng) -> Vec<u8> {
+    let mut out = Vec::new();
+    for _ in 0..blocks {
+        let mut block = rng.bytes(ty.block_bytes());
+        let f16_fields: &[usize] = match ty {
+            GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
+            GgmlType::Q6K => &[208],
+            GgmlType::F32 => {
+                block.copy_from_slice(&(rng.unit() * 4.0).to_le_bytes());
+                &[]
+            }
+            _ => &[],
+        };
+        for &at in f16_fields {
+            block[at..at + 2].copy_from_slice(&finite_f16(rng));
+        }
+        if ty == GgmlType::BF16 {
+            block[1] &= 0xBF; // exponent below all-ones: finite
+        }
+        out.extend(block);
+    }
+    out
+}
+
+/// ggml's scale/min unpacking for Q4_K and Q5_K (`get_scale_min_k4`).
+fn scale_min_k4(j: usize, q: &[u8]) -> (f64, f64) {
+    if j < 4 {
+        ((q[j] & 63) as f64, (q[j + 4] & 63) as f64)
+    } else {
+        (
+            ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4)) as f64,
+            ((q[j + 4] >> 4) | ((q[j] >> 6) << 4)) as f64,
+        )
+    }
+}
+
+/// The reference value of every element, in f64, following ggml's loop structure.
+fn reference(ty: GgmlType, b: &[u8]) -> Vec<f64> {
+    let mut y = Vec::new();
+    match ty {
+        GgmlType::F32 => y.push(f32::from_le_bytes(b[..4].try_into().unwrap()) as f64),
+        GgmlType::F16 => y.push(f16(b, 0)),
+        GgmlType::BF16 => y.push(half::bf16::from_le_bytes([b[0], b[1]]).to_f64()),
+        GgmlType::Q4_0 | GgmlType::Q4_1 => {
+            let d = f16(b, 0);
+            // Q4_0: (q - 8) * d; Q4_1: q * d + m.
+            let value = |q: u8| match ty {
+                GgmlType::Q4_0 => (q as f64 - 8.0) * d,
+                _ => q as f64 * d + f16(b, 2),
+            };
+            let qs = if ty == GgmlType::Q4_1 {
+                &b[4..]
+            } else {
+                &b[2..]
+            };
+            y.resize(32, 0.0);
+            for j in 0..16 {
+                y[j] = value(qs[j] & 0xF);
+                y[j + 16] = value(qs[j] >> 4);
+            }
+        }
+        GgmlType::Q5_0 | GgmlType::Q5_1 => {
+            let d = f16(b, 0);
+            // Q5_0: (q - 16) * d; Q5_1: q * d + m.
+            let value = |q: u32| match ty {
+                GgmlType::Q5_0 => (q as f64 - 16.0) * d,
+                _ => q as f64 * d + f16(b, 2),
+            };
+            let rest = if ty == GgmlType::Q5_1 {
+                &b[4..]
+            } else {
+                &b[2..]
+            };
+            let qh = u32::from_le_bytes(rest[..4].try_into().unwrap());
+            let qs = &rest[4..];
+            y.resize(32, 0.0);
+            for j in 0..16 {
+                let xh0 = ((qh >> j) << 4) & 0x10;
+                let xh1 = (qh >> (j + 12)) & 0x10;
+                y[j] = value((qs[j] & 0xF) as u32 | xh0);
+                y[j + 16] = value((qs[j] >> 4) as u32 | xh1);
+            }
+        }
+        GgmlType::Q8_0 => {
+            let d = f16(b, 0);
+            y.extend(b[2..34].iter().map(|&q| q as i8 as f64 * d));
+        }
+        GgmlType::Q4K | GgmlType::Q5K => {
+            let (d, dmin) = (f16(b, 0), f16(b, 2));
+            let scales = &b[4..16];
+            let (qh, mut ql) = if ty == GgmlType::Q5K {
+                (&b[16..48], &b[48..])
+            } else {
+                (&b[0..0], &b[16..])
+            };
+            let (mut u1, mut u2) = (1u8, 2u8);
+            for is in (0..8).step_by(2) {
+                let (sc, m) = scale_min_k4(is, scales);
+                let (d1, m1) = (d * sc, dmin * m);
+                let (sc, m) = scale_min_k4(is + 1, scales);
+                let (d2, m2) = (d * sc, dmin * m);
+                let high = |l: usize, u: u8| {
+                    if !qh.is_empty() && qh[l] & u != 0 {
+                        16.0
+                    } else {
+                        0.0
+                    }
+                };
+                for l in 0..32 {
+                    y.push(d1 * ((ql[l] & 0xF) as f64 + high(l, u1)) - m1);
+                }
+                for l in 0..32 {
+                    y.push(d2 * ((ql[l] >> 4) as f64 + high(l, u2)) - m2);
+                }
+                ql = &ql[32..];
+                u1 <<= 2;
+                u2 <<= 2;
+            }
+        }
+        GgmlType::Q6K => {
+            let d = f16(b, 208);
+            y.resize(256, 0.0);
+            for n in 0..2 {
+                let (ql, qh, sc) = (&b[64 * n..], &b[128 + 32 * n..], &b[192 + 8 * n..]);
+                let out = &mut y[128 * n..];
+                for l in 0..32 {
+                    let is = l / 16;
+                    let q1 = ((ql[l] & 0xF) | ((qh[l] & 3) << 4)) as i32 - 32;
+                    let q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) as i32 - 32;
+                    let q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i32 - 32;
+                    let q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i32 - 32;
+                    let s = |i: usize| sc[i] as i8 as f64;
+                    out[l] = d * s(is) * q1 as f64;
+                    out[l + 32] = d * s(is + 2) * q2 as f64;
+                    out[l + 64] = d * s(is + 4) * q3 as f64;
+                    out[l + 96] = d * s(is + 6) * q4 as f64;
+                }
+            }
+        }
+        other => panic!("no reference for {other}"),
+    }
+    y
+}
+
+#[test]
+fn dequantization_matches_the_exact_reference_rounded_once() {
+    let mut rng = Rng(1);
+    for ty in TYPES {
+        let blocks = 40;
+        let data = random_blocks(ty, blocks, &mut rng);
+        let mut out = vec![0f32; blocks * ty.block_elems()];
+        dequantize_row(ty, &data, &mut out).unwrap();
+        let expected: Vec<f64> = data
+            .chunks_exact(ty.block_bytes())
+            .flat_map(|b| reference(ty, b))
+            .collect();
+        assert_eq!(expected.len(), out.len(), "{ty}");
+        for (i, (&got, &want)) in out.iter().zip(&expected).enumerate() {
+            assert_eq!(
+                got.to_bits(),
+                (want as f32).to_bits(),
+                "{ty} element {i}: {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn hand_built_q4_1_and_q8_0_blocks() {
+    // Q4_1: d = 0.5, m = -1.0; codes 0..15 then 15..0.
+    let mut q4_1 = vec![0x00, 0x38, 0x00, 0xBC];
+    q4_1.extend((0..16u8).map(|i| i | ((15 - i) << 4)));
+    let mut out = [0f32; 32];
+    dequantize_row(GgmlType::Q4_1, &q4_1, &mut out).unwrap();
+    assert_eq!(out[0], -1.0);
+    assert_eq!(out[3], 0.5);
+    assert_eq!(out[15], 6.5);
+    assert_eq!(out[16], 6.5);
+    assert_eq!(out[31], -1.0);
+    // Q8_0: d = 2.0; codes -128, 127, 0, ...
+    let mut q8 = vec![0x00, 0x40, 0x80, 0x7F];
+    q8.extend([0u8; 30]);
+    dequantize_row(GgmlType::Q8_0, &q8, &mut out).unwrap();
+    assert_eq!(&out[..3], &[-256.0, 254.0, 0.0]);
+    assert!(dequantize_row(GgmlType::Q8_0, &q8[..33], &mut out).is_err());
+    assert!(dequantize_row(GgmlType::Q2K, &[0; 84], &mut [0f32; 256]).is_err());
+}
+
+#[test]
+fn fused_dot_products_equal_dequantize_then_canonical_dot() {
+    let mut rng = Rng(2);
+    for ty in TYPES {
+        let lengths: &[usize] = match ty.block_elems() {
+            1 => &[0, 1, 63, 64, 65, 200],
+            32 => &[32, 64, 96, 576],
+            _ => &[256, 512, 768],
+        };
+        for &k in lengths {
+            let x: Vec<f32> = (0..k).map(|_| rng.unit() * 8.0).collect();
+            for n_rows in [1, 3, 32, 37, 70] {
+                let rows = random_blocks(ty, n_rows * k / ty.block_elems(), &mut rng);
+                let mut fused = vec![f32::NAN; n_rows];
+                matvec_q_f32(ty, &rows, &x, &mut fused).unwrap();
+                let row_bytes = ty.row_bytes(k).unwrap();
+                for r in 0..n_rows {
+                    let row = &rows[r * row_bytes..(r + 1) * row_bytes];
+                    let mut w = vec![0f32; k];
+                    dequantize_row(ty, row, &mut w).unwrap();
+                    let want = canonical_dot(&w, &x);
+                    assert_eq!(
+                        fused[r].to_bits(),
+                        want.to_bits(),
+                        "{ty} K={k} rows={n_rows} row {r}"
+                    );
+                    if n_rows == 3 {
+                        let single = dot_q_f32(ty, row, &x).unwrap();
+                        assert_eq!(single.to_bits(), want.to_bits(), "{ty} K={k} single row");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn canonical_dot_follows_the_tile_order() {
+    // 64 terms of 1.0 then one of 2^24: tile 0 sums to 64, tile 1 to 2^24; 2^24 + 64 is exact.
+    // A plain left-to-right chain gives the same here; the cases below separate the orders.
+    let mut a = vec![1.0f32; 65];
+    a[64] = 16_777_216.0;
+    let b = vec![1.0f32; 65];
+    assert_eq!(canonical_dot(&a, &b), 16_777_280.0);
+    // Tile 0: 2^24 then 63 ones, each lost to rounding (2^24 + 1 rounds to 2^24); tile 1: 64 ones.
+    let mut a = vec![1.0f32; 128];
+    a[0] = 16_777_216.0;
+    let b = vec![1.0f32; 128];
+    assert_eq!(canonical_dot(&a, &b), 16_777_216.0 + 64.0);
+    let sequential = a.iter().fold(0.0f32, |p, &v| v.mul_add(1.0, p));
+    assert_eq!(sequential, 16_777_216.0);
+    assert_eq!(canonical_dot(&[], &[]).to_bits(), 0.0f32.to_bits());
+    // Partials start at +0.0, so a product of -0.0 leaves +0.0.
+    assert_eq!(canonical_dot(&[-0.0], &[1.0]).to_bits(), 0.0f32.to_bits());
+}
+
+#[test]
+fn mismatched_buffers_are_errors() {
+    let x = vec![0f32; 64];
+    assert!(dot_q_f32(GgmlType::Q4_1, &[0; 39], &x).is_err());
+    assert!(dot_q_f32(GgmlType::Q4_1, &[0; 40], &x[..48]).is_err());
+    assert!(matvec_q_f32(GgmlType::Q4_1, &[0; 80], &x, &mut [0f32; 3]).is_err());
+    assert!(dot_q_f32(GgmlType::Iq2Xxs, &[0; 66], &[0f32; 256]).is_err());
+}

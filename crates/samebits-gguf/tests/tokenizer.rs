@@ -1,0 +1,159 @@
+//! The tokenizer and chat template: on the real SmolLM2 file against ids printed by
+//! `tools/reference_tokens.py` (an independent plain-Python BPE and the Hugging Face `tokenizers`
+//! package, both built from the same GGUF metadata), and on a tiny synthetic vocabulary.
+
+mod common;
+
+use common::{GgufWriter, smollm2_path, string, strings};
+use samebits_gguf::{ChatMessage, ChatTemplate, GgufFile, GgufTokenizer, MetadataValue};
+use std::sync::Arc;
+
+const FRANCE: &str = "The capital of France is";
+const MIXED: &str =
+    "Héllo wörld! 🚀 Prices: 12345 €, naïve café — 2024-11-21 😀\n\tTabs  and   spaces";
+const CHAT: &str = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n";
+
+/// Printed by `python3 tools/reference_tokens.py <SmolLM2 GGUF>` (gguf 0.x, tokenizers, regex
+/// from PyPI); the plain-Python BPE and the `tokenizers` package agreed on every string.
+const FRANCE_IDS: [u32; 5] = [504, 3575, 282, 4649, 314];
+const MIXED_IDS: [u32; 45] = [
+    56, 2756, 31394, 267, 29989, 400, 17, 15107, 244, 218, 38573, 42, 216, 33, 34, 35, 36, 37,
+    24927, 28, 15486, 46494, 37366, 1841, 216, 34, 32, 34, 36, 29, 33, 33, 29, 34, 33, 40303, 218,
+    198, 197, 68, 7366, 216, 284, 256, 5600,
+];
+const CHAT_IDS: [u32; 12] = [1, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 2, 198];
+
+fn smollm2() -> Option<(GgufFile, GgufTokenizer)> {
+    let file = GgufFile::open(smollm2_path()?).unwrap();
+    let tokenizer = GgufTokenizer::from_gguf(&file).unwrap();
+    Some((file, tokenizer))
+}
+
+#[test]
+fn smollm2_ids_match_the_python_reference_and_round_trip() {
+    let Some((_, tok)) = smollm2() else { return };
+    assert_eq!(tok.vocab_size(), 49152);
+    assert_eq!(
+        (tok.bos_id(), tok.eos_id(), tok.unk_id(), tok.pad_id()),
+        (Some(1), Some(2), Some(0), Some(2))
+    );
+    for (text, ids) in [
+        (FRANCE, &FRANCE_IDS[..]),
+        (MIXED, &MIXED_IDS),
+        (CHAT, &CHAT_IDS),
+    ] {
+        assert_eq!(tok.encode(text, false).unwrap(), ids, "{text:?}");
+        // add_bos_token is false in this file: add_special adds nothing.
+        assert_eq!(tok.encode(text, true).unwrap(), ids, "{text:?}");
+        assert_eq!(tok.decode(ids).unwrap(), text);
+    }
+    assert_eq!(tok.id_to_token(3575), Some("Ġcapital"));
+    assert_eq!(tok.token_to_id("<|im_end|>"), Some(2));
+    assert!(tok.decode(&[49152]).is_err());
+}
+
+#[test]
+fn incremental_decoding_holds_back_split_characters() {
+    let Some((_, tok)) = smollm2() else { return };
+    let mut decoder = tok.incremental_decoder();
+    let mut pieces = Vec::new();
+    for &id in &MIXED_IDS {
+        pieces.push(decoder.push(id).unwrap());
+    }
+    assert_eq!(decoder.finish(), "");
+    assert_eq!(pieces.concat(), MIXED);
+    // " 🚀" is spread over ids 15107 (the space and the first byte), 244, 218 (positions 7..10):
+    // the space comes out at once, the rocket only with its last byte.
+    assert_eq!(&pieces[7..10], &[" ", "", "🚀"]);
+    assert!(pieces.iter().all(|p| !p.contains('\u{FFFD}')));
+    // A stream cut inside a character flushes it as U+FFFD.
+    let mut cut = tok.incremental_decoder();
+    assert_eq!(cut.push(15107).unwrap(), " ");
+    assert_eq!(cut.finish(), "\u{FFFD}");
+}
+
+#[test]
+fn smollm2_chat_template_renders_the_chatml_prompt() {
+    let Some((file, tok)) = smollm2() else { return };
+    let template = ChatTemplate::from_gguf(&file, &tok).unwrap();
+    let prompt = template
+        .render_chat(&[ChatMessage::new("user", "What is 2+2?")], true)
+        .unwrap();
+    assert_eq!(
+        prompt,
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging \
+         Face<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let with_system = template
+        .render_chat(
+            &[
+                ChatMessage::new("system", "Be brief."),
+                ChatMessage::new("user", "Hi"),
+            ],
+            false,
+        )
+        .unwrap();
+    assert_eq!(
+        with_system,
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+    );
+    let ids = tok.encode(&prompt, false).unwrap();
+    assert_eq!(ids[0], 1);
+    assert_eq!(ids[ids.len() - 4], 1); // <|im_start|>
+    assert_eq!(tok.decode(&ids[ids.len() - 3..]).unwrap(), "assistant\n");
+    assert_eq!(tok.decode(&ids).unwrap(), prompt);
+}
+
+#[test]
+fn template_helpers_behave_like_transformers() {
+    let source = "{% for m in messages %}{% if m.role not in ['user'] %}\
+                  {{ raise_exception('only users: ' + m.role) }}{% endif %}\
+                  {{ loop.index }}:{{ m.content.strip() | upper }}{% if not loop.last %},{% endif %}\
+                  {% endfor %}{{ eos_token }}";
+    let template = ChatTemplate::new(source, "<s>", "</s>").unwrap();
+    let users = [
+        ChatMessage::new("user", "  a "),
+        ChatMessage::new("user", "b"),
+    ];
+    assert_eq!(template.render_chat(&users, false).unwrap(), "1:A,2:B</s>");
+    let err = template
+        .render_chat(&[ChatMessage::new("bot", "x")], false)
+        .unwrap_err();
+    assert!(err.to_string().contains("only users: bot"), "{err}");
+    let clock = ChatTemplate::new("{{ strftime_now('%Y') }}", "", "").unwrap();
+    assert!(clock.render_chat(&[], false).is_err());
+    assert!(ChatTemplate::new("{% if %}", "", "").is_err());
+}
+
+#[test]
+fn synthetic_gpt2_vocabulary_encodes_with_merges_and_control_tokens() {
+    // Byte-level symbols: "Ġ" is the space byte. Merges build "ab" and "Ġab".
+    let tokens = ["<eos>", "a", "b", "Ġ", "ab", "Ġab", "1", "2"];
+    let bytes = GgufWriter::new(3)
+        .kv("tokenizer.ggml.model", string("gpt2"))
+        .kv("tokenizer.ggml.pre", string("smollm"))
+        .kv("tokenizer.ggml.tokens", strings(&tokens))
+        .kv(
+            "tokenizer.ggml.token_type",
+            MetadataValue::Array([3, 1, 1, 1, 1, 1, 1, 1].map(MetadataValue::I32).to_vec()),
+        )
+        .kv("tokenizer.ggml.merges", strings(&["a b", "Ġ ab"]))
+        .kv("tokenizer.ggml.eos_token_id", MetadataValue::U32(0))
+        .kv("tokenizer.ggml.add_eos_token", MetadataValue::Bool(true))
+        .to_bytes();
+    let file = GgufFile::from_source("tiny.gguf", Arc::new(bytes)).unwrap();
+    let tok = GgufTokenizer::from_gguf(&file).unwrap();
+    assert_eq!(tok.encode("ab ab<eos>12", false).unwrap(), [4, 5, 0, 6, 7]);
+    assert_eq!(tok.encode("ab", true).unwrap(), [4, 0]);
+    assert_eq!(tok.decode(&[4, 5, 0, 6]).unwrap(), "ab ab<eos>1");
+
+    let bad_pre = GgufWriter::new(3)
+        .kv("tokenizer.ggml.model", string("gpt2"))
+        .kv("tokenizer.ggml.pre", string("mystery"))
+        .kv("tokenizer.ggml.tokens", strings(&tokens))
+        .kv("tokenizer.ggml.merges", strings(&["a b"]))
+        .to_bytes();
+    let file = GgufFile::from_source("tiny.gguf", Arc::new(bad_pre)).unwrap();
+    let err = GgufTokenizer::from_gguf(&file).err().unwrap();
+    assert!(err.to_string().contains("mystery"), "{err}");
+}

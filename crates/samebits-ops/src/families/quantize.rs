@@ -1,0 +1,458 @@
+//! Linear quantization: QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear, per tensor,
+//! per axis or blocked (`block_size`), to and from int8/uint8/int16/uint16 (and int32 for
+//! DequantizeLinear). The formulas, operation by operation, are in docs/contract.md,
+//! "Quantization"; float8, int4, int2 and float4 types are refused as unsupported.
+
+use crate::registry::Registry;
+use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, unsupported};
+use half::{bf16, f16};
+use samebits_ir::{DType, Element, Shape, Tensor, Value, ValueType};
+
+pub fn register(r: &mut Registry) {
+    r.register("", "QuantizeLinear", quantize_linear);
+    r.register("", "DequantizeLinear", dequantize_linear);
+    r.register("", "DynamicQuantizeLinear", |_| {
+        Ok(Box::new(DynamicQuantizeLinear))
+    });
+}
+
+/// An integer type quantized values are stored in.
+trait QuantInt: Element + Copy {
+    const MIN: i64;
+    const MAX: i64;
+    /// `v`, already within `MIN..=MAX`.
+    fn from_in_range(v: i64) -> Self;
+}
+
+macro_rules! quant_int {
+    ($($t:ty),*) => {$(
+        impl QuantInt for $t {
+            const MIN: i64 = <$t>::MIN as i64;
+            const MAX: i64 = <$t>::MAX as i64;
+            fn from_in_range(v: i64) -> Self {
+                v as $t
+            }
+        }
+    )*};
+}
+quant_int!(i8, u8, i16, u16);
+
+/// Runs `$body` with `$Q` bound to the quantized integer type of `$dtype`.
+macro_rules! with_quant_int {
+    ($dtype:expr, $Q:ident => $body:expr, else $other:expr) => {
+        match $dtype {
+            DType::I8 => {
+                type $Q = i8;
+                $body
+            }
+            DType::U8 => {
+                type $Q = u8;
+                $body
+            }
+            DType::I16 => {
+                type $Q = i16;
+                $body
+            }
+            DType::U16 => {
+                type $Q = u16;
+                $body
+            }
+            _ => $other,
+        }
+    };
+}
+
+/// The quantized dtype of an ONNX dtype code (attribute `output_dtype`).
+fn quantized_dtype(code: i64) -> Result<DType> {
+    Ok(match code {
+        2 => DType::U8,
+        3 => DType::I8,
+        4 => DType::U16,
+        5 => DType::I16,
+        17..=20 => unsupported!("attribute \"output_dtype\" = {code}: float8 quantization"),
+        21 | 22 => unsupported!("attribute \"output_dtype\" = {code}: int4/uint4 quantization"),
+        23 => unsupported!("attribute \"output_dtype\" = {code}: float4 quantization"),
+        25 | 26 => unsupported!("attribute \"output_dtype\" = {code}: int2/uint2 quantization"),
+        other => bail!("attribute \"output_dtype\" = {other} is not a quantized dtype"),
+    })
+}
+
+/// The float format a division or a result is rounded to.
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Precision {
+    F32,
+    F16,
+    BF16,
+}
+
+impl Precision {
+    fn of(dtype: DType, what: &str) -> Result<Precision> {
+        Ok(match dtype {
+            DType::F32 => Precision::F32,
+            DType::F16 => Precision::F16,
+            DType::BF16 => Precision::BF16,
+            other => bail!("{what} must be float32, float16 or bfloat16, got {other}"),
+        })
+    }
+
+    fn from_code(code: i64, attribute: &str) -> Result<Precision> {
+        Ok(match code {
+            1 => Precision::F32,
+            10 => Precision::F16,
+            16 => Precision::BF16,
+            other => bail!(
+                "attribute \"{attribute}\" = {other}: expected 1 (float), 10 (float16) or 16 \
+                 (bfloat16)"
+            ),
+        })
+    }
+
+    fn dtype(self) -> DType {
+        match self {
+            Precision::F32 => DType::F32,
+            Precision::F16 => DType::F16,
+            Precision::BF16 => DType::BF16,
+        }
+    }
+
+    /// `v` rounded to this format (nearest, ties to even), widened back exactly.
+    fn round(self, v: f64) -> f64 {
+        match self {
+            Precision::F32 => v as f32 as f64,
+            Precision::F16 => f16::from_f64(v).to_f64(),
+            Precision::BF16 => bf16::from_f64(v).to_f64(),
+        }
+    }
+
+    /// The correctly rounded quotient in this format of two values of this format: an f32
+    /// division, then (f16, bf16) one rounding, which equals a direct division in the narrow
+    /// format because f32 has more than twice its precision plus two bits.
+    fn divide(self, a: f64, b: f64) -> f64 {
+        self.round(((a as f32) / (b as f32)) as f64)
+    }
+
+    /// An f32 result stored in this format.
+    fn store(self, shape: Vec<usize>, values: Vec<f32>) -> Result<Tensor> {
+        Ok(match self {
+            Precision::F32 => Tensor::from_vec(shape, values)?,
+            Precision::F16 => {
+                Tensor::from_vec(shape, values.into_iter().map(f16::from_f32).collect())?
+            }
+            Precision::BF16 => {
+                Tensor::from_vec(shape, values.into_iter().map(bf16::from_f32).collect())?
+            }
+        })
+    }
+}
+
+/// `saturate(round_half_even(q) + zero_point)` for a quotient `q`; NaN rounds to 0
+/// (contract: quantize-linear).
+fn saturate_round<Q: QuantInt>(q: f64, zero_point: i64) -> Q {
+    let r = q.round_ties_even();
+    let r = if r.is_nan() { 0.0 } else { r };
+    Q::from_in_range((r + zero_point as f64).clamp(Q::MIN as f64, Q::MAX as f64) as i64)
+}
+
+/// Which scale / zero-point element each element of `x` uses.
+#[derive(Debug)]
+enum ParamLayout {
+    PerTensor,
+    PerAxis {
+        dim: usize,
+        inner: usize,
+    },
+    Blocked {
+        dim: usize,
+        inner: usize,
+        block: usize,
+        blocks: usize,
+    },
+}
+
+impl ParamLayout {
+    fn new(x: &[usize], scale: &[usize], axis: i64, block_size: i64) -> Result<ParamLayout> {
+        if scale.iter().product::<usize>() == 1 {
+            return Ok(ParamLayout::PerTensor);
+        }
+        let axis = crate::normalize_axis(axis, x.len())
+            .map_err(|e| OpError::Invalid(format!("attribute \"axis\": {e}")))?;
+        let (dim, inner) = (x[axis], x[axis + 1..].iter().product());
+        if block_size < 0 {
+            bail!("attribute \"block_size\" is {block_size}, it must be >= 0");
+        }
+        if block_size == 0 {
+            if scale != [dim] {
+                bail!(
+                    "scale of shape {scale:?} is neither a scalar nor a vector of the {dim} \
+                     elements of axis {axis} of x {x:?}"
+                );
+            }
+            return Ok(ParamLayout::PerAxis { dim, inner });
+        }
+        let block = block_size as usize;
+        let blocks = dim.div_ceil(block);
+        let mut expected = x.to_vec();
+        expected[axis] = blocks;
+        if scale != expected {
+            bail!(
+                "blocked scale must have shape {expected:?} (x {x:?} with axis {axis} in blocks \
+                 of {block}), got {scale:?}"
+            );
+        }
+        Ok(ParamLayout::Blocked {
+            dim,
+            inner,
+            block,
+            blocks,
+        })
+    }
+
+    /// The scale index of element `i` (row-major) of x.
+    fn index(&self, i: usize) -> usize {
+        match *self {
+            ParamLayout::PerTensor => 0,
+            ParamLayout::PerAxis { dim, inner } => (i / inner) % dim,
+            ParamLayout::Blocked {
+                dim,
+                inner,
+                block,
+                blocks,
+            } => {
+                let (outer, along, within) = (i / (dim * inner), (i / inner) % dim, i % inner);
+                (outer * blocks + along / block) * inner + within
+            }
+        }
+    }
+}
+
+/// Checks that the zero point (when given) matches the scale's shape and returns its values.
+fn zero_points(zp: Option<&Tensor>, scale: &Tensor, count: usize) -> Result<Vec<i64>> {
+    match zp {
+        None => Ok(vec![0; count]),
+        Some(z) if z.shape() != scale.shape() => bail!(
+            "zero point of shape {:?} does not match the scale's shape {:?}",
+            z.shape(),
+            scale.shape()
+        ),
+        Some(z) => Ok(z.to_i64_vec()?),
+    }
+}
+
+/// The `axis` and `block_size` attributes shared by QuantizeLinear and DequantizeLinear.
+fn axis_and_block(ctx: &BuildContext) -> Result<(i64, i64)> {
+    let args = NodeArgs::new(ctx.node);
+    Ok((args.int_or("axis", 1)?, args.int_or("block_size", 0)?))
+}
+
+#[derive(Debug)]
+struct QuantizeLinear {
+    axis: i64,
+    block_size: i64,
+    output_dtype: Option<DType>,
+    precision: Option<Precision>,
+}
+
+fn quantize_linear(ctx: &BuildContext) -> Result<Box<dyn Op>> {
+    let args = NodeArgs::new(ctx.node);
+    let (axis, block_size) = axis_and_block(ctx)?;
+    let output_dtype = match args.int_or("output_dtype", 0)? {
+        0 => None,
+        code => Some(quantized_dtype(code)?),
+    };
+    let precision = match args.int_or("precision", 0)? {
+        0 => None,
+        code => Some(Precision::from_code(code, "precision")?),
+    };
+    Ok(Box::new(QuantizeLinear {
+        axis,
+        block_size,
+        output_dtype,
+        precision,
+    }))
+}
+
+impl QuantizeLinear {
+    /// The output dtype: the zero point's, else `output_dtype`, else uint8.
+    fn output(&self, zero_point: Option<DType>) -> Result<DType> {
+        let dtype = match (zero_point, self.output_dtype) {
+            (Some(z), Some(o)) if z != o => {
+                bail!("zero point has dtype {z}, attribute \"output_dtype\" says {o}")
+            }
+            (Some(z), _) => z,
+            (None, Some(o)) => o,
+            (None, None) => DType::U8,
+        };
+        with_quant_int!(dtype, Q => Ok(Q::DTYPE), else {
+            bail!("cannot quantize to {dtype}: int8, uint8, int16 or uint16 expected")
+        })
+    }
+}
+
+impl Op for QuantizeLinear {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let zp = inputs.get(2).cloned().flatten().and_then(|t| t.dtype());
+        let shape = inputs
+            .first()
+            .cloned()
+            .flatten()
+            .and_then(|t| t.shape().cloned());
+        Ok(vec![Some(ValueType::tensor(self.output(zp)?, shape))])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let (x, scale, zp) = (inputs.tensor(0)?, inputs.tensor(1)?, inputs.opt_tensor(2)?);
+        if !matches!(
+            x.dtype(),
+            DType::F32 | DType::F16 | DType::BF16 | DType::I32
+        ) {
+            bail!(
+                "input 0 (x) must be float32, float16, bfloat16 or int32, got {}",
+                x.dtype()
+            );
+        }
+        let precision = match self.precision {
+            Some(p) => p,
+            None => Precision::of(scale.dtype(), "input 1 (y_scale)")?,
+        };
+        let out = self.output(zp.map(Tensor::dtype))?;
+        let layout = ParamLayout::new(x.shape(), scale.shape(), self.axis, self.block_size)?;
+        let scales: Vec<f64> = scale
+            .to_f64_vec()?
+            .into_iter()
+            .map(|s| precision.round(s))
+            .collect();
+        let zero_points = zero_points(zp, scale, scales.len())?;
+        let xs = x.to_f64_vec()?;
+        with_quant_int!(out, Q => {
+            let q: Vec<Q> = xs
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    // contract: quantize-linear
+                    let p = layout.index(i);
+                    saturate_round(precision.divide(precision.round(v), scales[p]), zero_points[p])
+                })
+                .collect();
+            Ok(vec![Tensor::from_vec(x.shape().to_vec(), q)?.into()])
+        }, else unreachable!("output dtype checked by QuantizeLinear::output"))
+    }
+}
+
+#[derive(Debug)]
+struct DequantizeLinear {
+    axis: i64,
+    block_size: i64,
+    output_dtype: Option<Precision>,
+}
+
+fn dequantize_linear(ctx: &BuildContext) -> Result<Box<dyn Op>> {
+    let (axis, block_size) = axis_and_block(ctx)?;
+    let output_dtype = match NodeArgs::new(ctx.node).int_or("output_dtype", 0)? {
+        0 => None,
+        code => Some(Precision::from_code(code, "output_dtype")?),
+    };
+    Ok(Box::new(DequantizeLinear {
+        axis,
+        block_size,
+        output_dtype,
+    }))
+}
+
+impl Op for DequantizeLinear {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let dtype = match self.output_dtype {
+            Some(p) => Some(p.dtype()),
+            None => inputs.get(1).cloned().flatten().and_then(|t| t.dtype()),
+        };
+        let shape = inputs
+            .first()
+            .cloned()
+            .flatten()
+            .and_then(|t| t.shape().cloned());
+        Ok(vec![dtype.map(|d| ValueType::tensor(d, shape))])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let (x, scale, zp) = (inputs.tensor(0)?, inputs.tensor(1)?, inputs.opt_tensor(2)?);
+        if !matches!(
+            x.dtype(),
+            DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::I32
+        ) {
+            unsupported!(
+                "DequantizeLinear of {}: int8, uint8, int16, uint16 or int32 expected",
+                x.dtype()
+            );
+        }
+        if let Some(z) = zp
+            && z.dtype() != x.dtype()
+        {
+            bail!(
+                "input 2 (x_zero_point) has dtype {}, x has {}",
+                z.dtype(),
+                x.dtype()
+            );
+        }
+        let out = match self.output_dtype {
+            Some(p) => p,
+            None => Precision::of(scale.dtype(), "input 1 (x_scale)")?,
+        };
+        let layout = ParamLayout::new(x.shape(), scale.shape(), self.axis, self.block_size)?;
+        let scales: Vec<f32> = scale.to_f64_vec()?.into_iter().map(|s| s as f32).collect();
+        let zero_points = zero_points(zp, scale, scales.len())?;
+        let y: Vec<f32> = x
+            .to_i64_vec()?
+            .into_iter()
+            .enumerate()
+            .map(|(i, q)| {
+                // contract: dequantize-linear
+                let p = layout.index(i);
+                (q - zero_points[p]) as f32 * scales[p]
+            })
+            .collect();
+        Ok(vec![out.store(x.shape().to_vec(), y)?.into()])
+    }
+}
+
+/// DynamicQuantizeLinear: uint8 quantization with a scale and zero point taken from the range
+/// of x (widened to include 0).
+#[derive(Debug)]
+struct DynamicQuantizeLinear;
+
+impl Op for DynamicQuantizeLinear {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let shape = inputs
+            .first()
+            .cloned()
+            .flatten()
+            .and_then(|t| t.shape().cloned());
+        let scalar = Some(Shape::known(&[]));
+        Ok(vec![
+            Some(ValueType::tensor(DType::U8, shape)),
+            Some(ValueType::tensor(DType::F32, scalar.clone())),
+            Some(ValueType::tensor(DType::U8, scalar)),
+        ])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        let xs = x.as_slice::<f32>().map_err(|_| {
+            OpError::Invalid(format!("input 0 (x) must be float32, got {}", x.dtype()))
+        })?;
+        // contract: dynamic-quantize-linear. f32::max / f32::min skip NaN; starting from 0
+        // includes 0 in the range.
+        let max = xs.iter().fold(0f32, |m, &v| m.max(v));
+        let min = xs.iter().fold(0f32, |m, &v| m.min(v));
+        let scale = if max == min { 1.0 } else { max - min } / 255.0;
+        let zero_point = (0.0 - min / scale).clamp(0.0, 255.0).round_ties_even();
+        let zero_point = zero_point as i64;
+        let y: Vec<u8> = xs
+            .iter()
+            .map(|&v| saturate_round(Precision::F32.divide(v as f64, scale as f64), zero_point))
+            .collect();
+        Ok(vec![
+            Tensor::from_vec(x.shape().to_vec(), y)?.into(),
+            Tensor::scalar(scale).into(),
+            Tensor::scalar(zero_point as u8).into(),
+        ])
+    }
+}

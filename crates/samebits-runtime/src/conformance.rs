@@ -1,0 +1,283 @@
+//! The ONNX conformance runner: runs ONNX's backend test cases (a folder per case holding
+//! `model.onnx` and `test_data_set_N/{input,output}_K.pb`, as in the node/, pytorch-converted/,
+//! pytorch-operator/ and simple/ layouts) and compares every output with the reference: floats
+//! with `|actual - expected| <= atol + rtol * |expected|` (rtol 1e-3, atol 1e-7, NaN equal to
+//! NaN, infinities equal when their signs are), integers, bools and strings exactly.
+//!
+//! Each case ends as passed, failed or skipped, with a reason category. Skipped means samebits
+//! lacks the feature (an op or a dtype); failed means it ran and disagreed, or broke.
+
+use crate::{CompileOptions, ModelSource, compile};
+use samebits_ir::{DType, Model, Tensor, Value, ValueType};
+use samebits_ops::OperationSet;
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+
+pub const RTOL: f64 = 1e-3;
+pub const ATOL: f64 = 1e-7;
+
+/// Why a case did not pass.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reason {
+    UnsupportedOp(String),
+    UnsupportedDtype(String),
+    LoadError(String),
+    ShapeMismatch(String),
+    NumericMismatch { output: String, max_abs_error: f64 },
+    RuntimeError(String),
+}
+
+impl Reason {
+    /// The category name used in tables and allowlists.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Reason::UnsupportedOp(_) => "unsupported op",
+            Reason::UnsupportedDtype(_) => "unsupported dtype",
+            Reason::LoadError(_) => "load error",
+            Reason::ShapeMismatch(_) => "shape mismatch",
+            Reason::NumericMismatch { .. } => "numeric mismatch",
+            Reason::RuntimeError(_) => "runtime error",
+        }
+    }
+
+    /// Skips are missing features; everything else is a failure.
+    pub fn is_skip(&self) -> bool {
+        matches!(self, Reason::UnsupportedOp(_) | Reason::UnsupportedDtype(_))
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reason::NumericMismatch { output, max_abs_error } => write!(
+                f,
+                "numeric mismatch: output \"{output}\" max abs error {max_abs_error:.3e}"
+            ),
+            Reason::UnsupportedOp(m)
+            | Reason::UnsupportedDtype(m)
+            | Reason::LoadError(m)
+            | Reason::ShapeMismatch(m)
+            | Reason::RuntimeError(m) => write!(f, "{}: {m}", self.category()),
+        }
+    }
+}
+
+/// The outcome of one case.
+#[derive(Clone, Debug)]
+pub struct CaseResult {
+    pub name: String,
+    /// The op types the case's model uses (its main subject first).
+    pub ops: Vec<String>,
+    pub outcome: Result<(), Reason>,
+}
+
+/// Every case folder under `dir` (folders holding a `model.onnx`), sorted by name.
+pub fn case_dirs(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut cases = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.join("model.onnx").is_file() {
+            cases.push(path);
+        }
+    }
+    cases.sort();
+    Ok(cases)
+}
+
+/// Sorts an error into a category: unsupported ops are named "op X is not implemented" by the
+/// registry; other unsupported forms are a dtype or attribute form the op lacks.
+fn classify_error(message: String, unsupported: bool) -> Reason {
+    match (unsupported, message.contains("is not implemented")) {
+        (false, _) => Reason::RuntimeError(message),
+        (true, true) => Reason::UnsupportedOp(message),
+        (true, false) => Reason::UnsupportedDtype(message),
+    }
+}
+
+/// Runs one case folder in `operation_set`.
+pub fn run_case(case: &Path, operation_set: OperationSet) -> CaseResult {
+    let name = case
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut ops = Vec::new();
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        run_case_inner(case, operation_set, &mut ops)
+    }))
+    .unwrap_or_else(|panic| {
+        let msg = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        Err(Reason::RuntimeError(format!("panic: {msg}")))
+    });
+    CaseResult { name, ops, outcome }
+}
+
+fn run_case_inner(case: &Path, set: OperationSet, ops: &mut Vec<String>) -> Result<(), Reason> {
+    let model_path = case.join("model.onnx");
+    let model: Model = samebits_onnx::load_model(&model_path).map_err(|e| {
+        if e.is_unsupported() {
+            Reason::UnsupportedDtype(e.to_string())
+        } else {
+            Reason::LoadError(e.to_string())
+        }
+    })?;
+    for node in &model.graph.nodes {
+        if !ops.contains(&node.op_type) {
+            ops.push(node.op_type.clone());
+        }
+    }
+    let input_types: Vec<(String, Option<ValueType>)> = model
+        .graph
+        .runtime_inputs()
+        .map(|v| (v.name.clone(), v.ty.clone()))
+        .collect();
+    let output_types: Vec<(String, Option<ValueType>)> = model
+        .graph
+        .outputs
+        .iter()
+        .map(|v| (v.name.clone(), v.ty.clone()))
+        .collect();
+    let options = CompileOptions {
+        requires_reproducibility: set == OperationSet::Reproducible,
+        operation_set: Some(set),
+        ..Default::default()
+    };
+    let compiled = compile(ModelSource::from(model), &options).map_err(|e| {
+        let unsupported = matches!(&e, crate::RuntimeError::Op(o) if o.is_unsupported())
+            || matches!(&e, crate::RuntimeError::Pass(samebits_passes::PassError::Op { source, .. }) if source.is_unsupported());
+        classify_error(e.to_string(), unsupported)
+    })?;
+    let mut sets: Vec<PathBuf> = std::fs::read_dir(case)
+        .map_err(|e| Reason::LoadError(e.to_string()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("test_data_set_"))
+        })
+        .collect();
+    sets.sort();
+    for set_dir in sets {
+        let mut inputs = BTreeMap::new();
+        for (i, (name, ty)) in input_types.iter().enumerate() {
+            let file = set_dir.join(format!("input_{i}.pb"));
+            if !file.exists() {
+                continue;
+            }
+            let v = samebits_onnx::read_value_pb(&file, ty.as_ref()).map_err(|e| {
+                if e.is_unsupported() {
+                    Reason::UnsupportedDtype(e.to_string())
+                } else {
+                    Reason::LoadError(e.to_string())
+                }
+            })?;
+            inputs.insert(name.clone(), v);
+        }
+        let outputs = compiled.run(&inputs).map_err(|e| {
+            let unsupported = matches!(&e, crate::RuntimeError::Op(o) if o.is_unsupported());
+            classify_error(e.to_string(), unsupported)
+        })?;
+        for (i, ((name, ty), (_, actual))) in output_types.iter().zip(&outputs).enumerate() {
+            let file = set_dir.join(format!("output_{i}.pb"));
+            let expected = samebits_onnx::read_value_pb(&file, ty.as_ref())
+                .map_err(|e| Reason::LoadError(e.to_string()))?;
+            compare_values(name, actual, &expected)?;
+        }
+    }
+    Ok(())
+}
+
+/// Compares an output with its reference under the runner's tolerance.
+pub fn compare_values(name: &str, actual: &Value, expected: &Value) -> Result<(), Reason> {
+    match (actual, expected) {
+        (Value::Tensor(a), Value::Tensor(e)) => compare_tensors(name, a, e),
+        (Value::Sequence(a), Value::Sequence(e)) => {
+            if a.len() != e.len() {
+                return Err(Reason::ShapeMismatch(format!(
+                    "output \"{name}\": sequence of {} tensors, expected {}",
+                    a.len(),
+                    e.len()
+                )));
+            }
+            a.iter().zip(e).try_for_each(|(a, e)| compare_tensors(name, a, e))
+        }
+        (Value::Optional(a), Value::Optional(e)) => match (a, e) {
+            (None, None) => Ok(()),
+            (Some(a), Some(e)) => compare_values(name, a, e),
+            _ => Err(Reason::ShapeMismatch(format!(
+                "output \"{name}\": optional presence differs from the reference"
+            ))),
+        },
+        (Value::Optional(Some(a)), e) => compare_values(name, a, e),
+        (a, Value::Optional(Some(e))) => compare_values(name, a, e),
+        (a, e) => Err(Reason::ShapeMismatch(format!(
+            "output \"{name}\" is a {}, expected a {}",
+            a.kind(),
+            e.kind()
+        ))),
+    }
+}
+
+fn compare_tensors(name: &str, a: &Tensor, e: &Tensor) -> Result<(), Reason> {
+    if a.shape() != e.shape() {
+        return Err(Reason::ShapeMismatch(format!(
+            "output \"{name}\" has shape {:?}, expected {:?}",
+            a.shape(),
+            e.shape()
+        )));
+    }
+    if a.dtype() != e.dtype() {
+        return Err(Reason::ShapeMismatch(format!(
+            "output \"{name}\" has dtype {}, expected {}",
+            a.dtype(),
+            e.dtype()
+        )));
+    }
+    if a.dtype() == DType::String {
+        return if a.as_strings().ok() == e.as_strings().ok() {
+            Ok(())
+        } else {
+            Err(Reason::NumericMismatch {
+                output: name.to_string(),
+                max_abs_error: f64::NAN,
+            })
+        };
+    }
+    let (av, ev) = (
+        a.to_f64_vec().map_err(|m| Reason::RuntimeError(m.to_string()))?,
+        e.to_f64_vec().map_err(|m| Reason::RuntimeError(m.to_string()))?,
+    );
+    let float = a.dtype().is_float();
+    let mut worst = 0.0f64;
+    let mut bad = false;
+    for (&x, &y) in av.iter().zip(&ev) {
+        let ok = if !float {
+            x == y
+        } else if x.is_nan() || y.is_nan() {
+            x.is_nan() && y.is_nan()
+        } else if x.is_infinite() || y.is_infinite() {
+            x == y
+        } else {
+            (x - y).abs() <= ATOL + RTOL * y.abs()
+        };
+        if !ok {
+            bad = true;
+            let err = (x - y).abs();
+            if err.is_nan() || err > worst {
+                worst = if err.is_nan() { f64::INFINITY } else { err };
+            }
+        }
+    }
+    if bad {
+        Err(Reason::NumericMismatch {
+            output: name.to_string(),
+            max_abs_error: worst,
+        })
+    } else {
+        Ok(())
+    }
+}
