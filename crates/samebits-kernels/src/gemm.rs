@@ -154,6 +154,8 @@ const NC_MAX: usize = 512;
 const NC_MIN: usize = 64;
 /// Output columns per task of the row-vector path.
 const GEMV_COLUMNS_PER_TASK: usize = 128;
+/// Most floats of A packed once for all column blocks; a larger A is packed per task.
+const PREPACK_A_MAX: usize = 1 << 22;
 
 /// `out[b, i, j] = sum_k a[b, i, k] * b[b, k, j]` in the canonical order, `out` dense row-major
 /// `[batch, m, n]`.
@@ -205,7 +207,18 @@ pub fn gemm<T: GemmInput>(
         nc /= 2;
     }
     let col_blocks = n.div_ceil(nc);
-    let out_ptr = OutPtr(out.as_mut_ptr());
+    // With several column blocks, A is packed once instead of once per block.
+    let packed = (col_blocks > 1 && batch * m * k <= PREPACK_A_MAX)
+        .then(|| PackedA::new(kernel, batch, m, k, &a));
+    let a_source = match &packed {
+        Some(packed) => ASource::Packed(packed),
+        None => ASource::Strided(&a),
+    };
+    let layout = OutLayout {
+        ptr: out.as_mut_ptr(),
+        batch_stride: m * n,
+        row_stride: n,
+    };
     (0..batch * row_blocks * col_blocks)
         .into_par_iter()
         .for_each(|task| {
@@ -220,18 +233,33 @@ pub fn gemm<T: GemmInput>(
                 cols: nc.min(n - col0),
             };
             // SAFETY: tasks own disjoint (batch, row range, column range) blocks of `out`, which
-            // holds `batch * m * n` floats and outlives the parallel loop.
-            unsafe { gemm_block(&kernel, &block, m, n, k, &a, &b, &epilogue, out_ptr) };
+            // holds `batch * m * n` floats laid out as `layout` says and outlives the loop.
+            unsafe { gemm_block(&kernel, &block, k, &a_source, &b, &epilogue, layout) };
         });
 }
 
-/// Raw output pointer shared by the tasks, each of which writes only its own block.
+/// Where a product is written: element `(b, i, j)` at `ptr + b * batch_stride + i * row_stride
+/// + j`, shared by the tasks, each of which writes only its own block.
 #[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: used only for the disjoint per-task blocks described in `gemm`.
-unsafe impl Send for OutPtr {}
+pub(crate) struct OutLayout {
+    pub ptr: *mut f32,
+    pub batch_stride: usize,
+    pub row_stride: usize,
+}
+impl OutLayout {
+    /// The same layout with column 0 moved to column `col0`.
+    pub(crate) fn shifted_to_column(self, col0: usize) -> OutLayout {
+        OutLayout {
+            ptr: self.ptr.wrapping_add(col0),
+            ..self
+        }
+    }
+}
+
+// SAFETY: used only for disjoint per-task blocks (see `gemm` and `gemm_serial`).
+unsafe impl Send for OutLayout {}
 // SAFETY: as above.
-unsafe impl Sync for OutPtr {}
+unsafe impl Sync for OutLayout {}
 
 /// One task's block of the output.
 struct OutBlock {
@@ -242,6 +270,112 @@ struct OutBlock {
     cols: usize,
 }
 
+/// A `[batch, m, k]` operand packed once into the microkernel panels of one ISA (packing only
+/// copies and converts, contract section `gemm`). For batch `b` and the k-block starting at `k0`
+/// (width `kc`), the panels of all rows (`[panel][kc][mr]`, zero rows past `m`) start at
+/// `b * m_pad * k + k0 * m_pad`.
+pub(crate) struct PackedA {
+    kernel: Microkernel,
+    data: Vec<f32>,
+    batch: usize,
+    m: usize,
+    m_pad: usize,
+    k: usize,
+}
+
+impl PackedA {
+    /// Packs `a` for `kernel`, in parallel over (batch, k-block).
+    fn new<T: GemmInput>(
+        kernel: Microkernel,
+        batch: usize,
+        m: usize,
+        k: usize,
+        a: &MatRef<'_, T>,
+    ) -> PackedA {
+        let m_pad = m.div_ceil(kernel.mr) * kernel.mr;
+        let mut data = vec![0.0f32; batch * m_pad * k];
+        let mut pieces = Vec::new();
+        let mut rest = &mut data[..];
+        for bi in 0..batch {
+            for k0 in (0..k).step_by(KC) {
+                let kc = KC.min(k - k0);
+                let (piece, tail) = rest.split_at_mut(m_pad * kc);
+                pieces.push((bi, k0, kc, piece));
+                rest = tail;
+            }
+        }
+        pieces.into_par_iter().for_each(|(bi, k0, kc, piece)| {
+            pack::pack_a(a, bi, 0, m, k0, kc, kernel.mr, piece);
+        });
+        PackedA {
+            kernel,
+            data,
+            batch,
+            m,
+            m_pad,
+            k,
+        }
+    }
+
+    /// Packs a `[batch, m, k]` operand for the ISA active on this thread.
+    pub(crate) fn for_active_isa<T: GemmInput>(
+        batch: usize,
+        m: usize,
+        k: usize,
+        a: &MatRef<'_, T>,
+    ) -> PackedA {
+        a.check_bounds(batch, m, k, "gemm operand A");
+        PackedA::new(Microkernel::for_isa(Isa::active()), batch, m, k, a)
+    }
+
+    /// The panels of rows `row0 .. row0 + rows` (`row0` a multiple of `mr`) of one k-block.
+    fn panels(&self, batch: usize, k0: usize, kc: usize, row0: usize, rows: usize) -> &[f32] {
+        let mr = self.kernel.mr;
+        let start = batch * self.m_pad * self.k + k0 * self.m_pad + row0 / mr * kc * mr;
+        &self.data[start..start + rows.div_ceil(mr) * kc * mr]
+    }
+}
+
+/// Where a task's A panels come from.
+enum ASource<'s, 'a, T> {
+    /// Packed by the task, block by block.
+    Strided(&'s MatRef<'a, T>),
+    /// Packed once for the whole product.
+    Packed(&'s PackedA),
+}
+
+/// `out[b, i, j] = packed[b, i, :] . b[b, :, j]` then the epilogue, for `j < n`, on the calling
+/// thread: the building block of callers that run their own parallel tasks (conv). The epilogue
+/// is indexed with the local column `j`.
+///
+/// # Safety
+/// `out` is valid for writes of elements `(b, i, j)`, `b < packed.batch`, `i < packed.m`,
+/// `j < n`, and nothing else accesses them during the call.
+pub(crate) unsafe fn gemm_serial(
+    packed: &PackedA,
+    n: usize,
+    b: &MatRef<'_, f32>,
+    epilogue: &Epilogue<'_>,
+    out: OutLayout,
+) {
+    b.check_bounds(packed.batch, packed.k, n, "gemm operand B");
+    epilogue.check_bounds(packed.batch, packed.m, n);
+    let source = ASource::<f32>::Packed(packed);
+    for bi in 0..packed.batch {
+        for col0 in (0..n).step_by(NC_MAX) {
+            let block = OutBlock {
+                batch: bi,
+                row0: 0,
+                rows: packed.m,
+                col0,
+                cols: NC_MAX.min(n - col0),
+            };
+            // SAFETY: the block lies inside the region the caller hands over.
+            unsafe { gemm_block(&packed.kernel, &block, packed.k, &source, b, epilogue, out) };
+        }
+    }
+}
+
 thread_local! {
     /// Per-thread packing buffer, reused across calls.
     static PACK_BUFFER: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
@@ -250,24 +384,23 @@ thread_local! {
 /// Computes one output block over the whole reduction, then applies the epilogue.
 ///
 /// # Safety
-/// `out` points to a dense `[batch, m, n]` buffer of which this call is the only writer of
-/// `block`'s elements; the operands were bounds-checked for `[batch, m, k]` and `[batch, k, n]`.
-#[allow(clippy::too_many_arguments)]
+/// `out` is valid for writes of `block`'s elements and this call is their only accessor; the
+/// operands were bounds-checked for `[batch, m, k]` and `[batch, k, n]`; `kernel` is the
+/// microkernel of an available ISA (and the one a packed A was packed for).
 unsafe fn gemm_block<T: GemmInput>(
     kernel: &Microkernel,
     block: &OutBlock,
-    m: usize,
-    n: usize,
     k: usize,
-    a: &MatRef<'_, T>,
+    a: &ASource<'_, '_, T>,
     b: &MatRef<'_, T>,
     epilogue: &Epilogue<'_>,
-    out: OutPtr,
+    out: OutLayout,
 ) {
     let (mr, nr) = (kernel.mr, kernel.nr);
-    let c_base = block.batch * m * n + block.row0 * n + block.col0;
-    // SAFETY: the block's element (i, j) is at `c_base + i * n + j < batch * m * n`.
-    let c_at = |i: usize, j: usize| unsafe { out.0.add(c_base + i * n + j) };
+    let c_base = block.batch * out.batch_stride + block.row0 * out.row_stride + block.col0;
+    let ldc = out.row_stride;
+    // SAFETY: the block's element (i, j) lies in the region the caller hands over.
+    let c_at = |i: usize, j: usize| unsafe { out.ptr.add(c_base + i * ldc + j) };
     if k == 0 {
         for i in 0..block.rows {
             for j in 0..block.cols {
@@ -277,17 +410,26 @@ unsafe fn gemm_block<T: GemmInput>(
         }
     }
 
-    let a_len = block.rows.div_ceil(mr) * mr * KC;
+    let a_len = match a {
+        ASource::Strided(_) => block.rows.div_ceil(mr) * mr * KC,
+        ASource::Packed(_) => 0,
+    };
     let b_len = block.cols.div_ceil(nr) * nr * KC;
     let mut buffer = PACK_BUFFER.take();
     buffer.resize(a_len + b_len, 0.0);
-    let (a_packed, b_packed) = buffer.split_at_mut(a_len);
+    let (a_buffer, b_packed) = buffer.split_at_mut(a_len);
     let mut edge = [0.0f32; MAX_TILE];
 
     for k0 in (0..k).step_by(KC) {
         let kc = KC.min(k - k0);
         let first = k0 == 0;
-        pack::pack_a(a, block.batch, block.row0, block.rows, k0, kc, mr, a_packed);
+        let a_packed: &[f32] = match a {
+            ASource::Strided(a) => {
+                pack::pack_a(a, block.batch, block.row0, block.rows, k0, kc, mr, a_buffer);
+                a_buffer
+            }
+            ASource::Packed(packed) => packed.panels(block.batch, k0, kc, block.row0, block.rows),
+        };
         pack::pack_b(b, block.batch, k0, kc, block.col0, block.cols, nr, b_packed);
         for (jp, b_panel) in b_packed
             .chunks_exact(kc * nr)
@@ -306,10 +448,16 @@ unsafe fn gemm_block<T: GemmInput>(
                 let tile_fn = kernel.by_rows[rows - 1];
                 if width == nr {
                     // SAFETY: the panels hold `kc * mr` and `kc * nr` floats, the C tile is
-                    // `rows x nr` inside this task's block, and `kernel` matches `Isa::active()`,
-                    // which only returns available ISAs.
+                    // `rows x nr` inside this task's block, and `kernel` is of an available ISA.
                     unsafe {
-                        tile_fn(kc, a_panel.as_ptr(), b_panel.as_ptr(), c_at(i, j), n, first)
+                        tile_fn(
+                            kc,
+                            a_panel.as_ptr(),
+                            b_panel.as_ptr(),
+                            c_at(i, j),
+                            ldc,
+                            first,
+                        )
                     };
                 } else {
                     // Right edge: run the full-width kernel on a local copy of the valid columns.
