@@ -1,9 +1,13 @@
 //! GEMM / GEMV throughput of the reproducible kernels against `matrixmultiply::sgemm`, measured
-//! in the same run. Prints a markdown table; one child process per thread count so that both
-//! libraries run with exactly that many threads (rayon pool / `MATMUL_NUM_THREADS`).
+//! in the same run. Prints a markdown table of GFLOP/s from median wall time, with the ratio
+//! also from median CPU time (`common/timing.rs`); one child process per thread count so that
+//! both libraries run with exactly that many threads (rayon pool / `MATMUL_NUM_THREADS`).
+
+#[path = "common/timing.rs"]
+mod timing;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use samebits_kernels::{Isa, MatRef, gemm_f32};
 
@@ -12,7 +16,7 @@ const CHILD_ENV: &str = "SAMEBITS_BENCH_THREADS";
 
 /// `(label, m, n, k, b_transposed)`: B is `[k, n]` row-major, or `[n, k]` row-major when
 /// transposed (the layout of weights stored per output row).
-const SHAPES: [(&str, usize, usize, usize, bool); 9] = [
+const SHAPES: [(&str, usize, usize, usize, bool); 12] = [
     ("512x512x512", 512, 512, 512, false),
     ("1024x1024x1024", 1024, 1024, 1024, false),
     ("2048x2048x512", 2048, 2048, 512, false),
@@ -22,22 +26,10 @@ const SHAPES: [(&str, usize, usize, usize, bool); 9] = [
     ("gemv 1x576->1536, W[n,k]", 1, 1536, 576, true),
     ("gemv 1x1536->576, W[n,k]", 1, 576, 1536, true),
     ("gemv 1x576->49152, W[n,k]", 1, 49152, 576, true),
+    ("4x576->1536, W[n,k]", 4, 1536, 576, true),
+    ("8x1536->576, W[n,k]", 8, 576, 1536, true),
+    ("64x1536->576, W[n,k]", 64, 576, 1536, true),
 ];
-
-/// Best time per call over repeated runs lasting at least `budget`.
-fn best_time(budget: Duration, mut f: impl FnMut()) -> Duration {
-    f();
-    let start = Instant::now();
-    let mut best = Duration::MAX;
-    let mut runs = 0;
-    while runs < 3 || start.elapsed() < budget {
-        let t = Instant::now();
-        f();
-        best = best.min(t.elapsed());
-        runs += 1;
-    }
-    best
-}
 
 fn run_child(threads: usize) {
     let pool = rayon::ThreadPoolBuilder::new()
@@ -59,12 +51,12 @@ fn run_child(threads: usize) {
             MatRef::row_major(&b, k, n)
         };
         let ours = pool.install(|| {
-            best_time(Duration::from_millis(400), || {
+            timing::measure(Duration::from_millis(400), || {
                 gemm_f32(1, m, n, k, a_view, b_view, &mut c)
             })
         });
         let (rsb, csb) = (b_view.row_stride as isize, b_view.col_stride as isize);
-        let theirs = best_time(Duration::from_millis(400), || unsafe {
+        let theirs = timing::measure(Duration::from_millis(400), || unsafe {
             // SAFETY: the pointers and strides describe the live buffers a, b and c.
             matrixmultiply::sgemm(
                 m,
@@ -84,11 +76,15 @@ fn run_child(threads: usize) {
             )
         });
         let gflops = |t: Duration| 2.0 * (m * n * k) as f64 / t.as_secs_f64() / 1e9;
+        let cpu_ratio = match (ours.1, theirs.1) {
+            (Some(o), Some(t)) => format!("{:.2}", t.as_secs_f64() / o.as_secs_f64()),
+            _ => "n/a".to_string(),
+        };
         println!(
-            "| {label} | {threads} | {:.1} | {:.1} | {:.2} |",
-            gflops(ours),
-            gflops(theirs),
-            gflops(ours) / gflops(theirs)
+            "| {label} | {threads} | {:.1} | {:.1} | {:.2} | {cpu_ratio} |",
+            gflops(ours.0),
+            gflops(theirs.0),
+            gflops(ours.0) / gflops(theirs.0),
         );
     }
 }
@@ -98,9 +94,16 @@ fn main() {
         run_child(threads.parse().expect("thread count"));
         return;
     }
-    println!("ISA: {}\n", Isa::active());
-    println!("| shape (M x N x K) | threads | samebits GFLOP/s | matrixmultiply GFLOP/s | ratio |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "ISA: {}, load average {}\n",
+        Isa::active(),
+        timing::load_average()
+    );
+    println!(
+        "| shape (M x N x K) | threads | samebits GFLOP/s | matrixmultiply GFLOP/s | ratio (wall) \
+         | ratio (cpu) |"
+    );
+    println!("|---|---|---|---|---|---|");
     let exe = std::env::current_exe().expect("bench executable");
     for threads in THREAD_COUNTS {
         let output = Command::new(&exe)

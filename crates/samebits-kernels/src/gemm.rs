@@ -6,7 +6,8 @@
 //! (rayon), each of which walks K in blocks of `KC` (a multiple of 64), packs its A and B blocks
 //! and runs the ISA microkernel over `MR x NR` register tiles. Hardware picks only the tiling,
 //! never the order, so every ISA, thread count and M gives the same bits. Row vectors (M = 1)
-//! times a matrix with unit column stride take a path without packing (`gemv.rs`), same order.
+//! times a matrix with unit column stride, and up to 8 rows times a matrix stored transposed
+//! (weights `[N, K]`), take paths without packing (`gemv.rs`), same order.
 
 mod gemv;
 mod microkernel;
@@ -197,6 +198,11 @@ pub fn gemm<T: GemmInput>(
     }
     let isa = Isa::active();
     if m == 1 && gemv::try_row_times_matrix(isa, n, k, &a, &b, &epilogue, out) {
+        return;
+    }
+    if m <= gemv::TRANSPOSED_MAX_ROWS
+        && gemv::try_rows_times_transposed(isa, m, n, k, &a, &b, &epilogue, out)
+    {
         return;
     }
     let kernel = Microkernel::for_isa(isa);

@@ -115,6 +115,84 @@ fn row_vector_shapes_match_oracle() {
     }
 }
 
+/// B stored transposed (`[n, k]` row-major, the layout of weights stored per output row).
+fn transposed_b(data: &[f32], n: usize, k: usize) -> MatRef<'_, f32> {
+    MatRef::row_major(data, n, k).transposed()
+}
+
+#[test]
+fn few_rows_times_transposed_b_match_oracle() {
+    let mut rng = Rng::new(10);
+    for (m, n, k) in [
+        (1, 1, 1),
+        (1, 7, 15),
+        (1, 16, 16),
+        (2, 17, 17),
+        (3, 33, 63),
+        (4, 64, 64),
+        (5, 100, 65),
+        (6, 31, 130),
+        (7, 48, 200),
+        (8, 300, 129),
+        (8, 20, 1000),
+        (9, 40, 70),
+    ] {
+        let a = rng.vec(m * k);
+        let b = rng.vec(n * k);
+        check_all_isas(
+            1,
+            m,
+            n,
+            k,
+            MatRef::row_major(&a, m, k),
+            transposed_b(&b, n, k),
+        );
+        // Batch of 2: A read with column stride 2, B shared with a padded row (ldb = k + 3).
+        let a2 = rng.vec(2 * m * 2 * k);
+        let a_view = MatRef {
+            data: &a2[..],
+            offset: 0,
+            batch_stride: m * 2 * k,
+            row_stride: 2 * k,
+            col_stride: 2,
+        };
+        let b_pad = rng.vec(n * (k + 3));
+        let b_view = MatRef {
+            data: &b_pad[..],
+            offset: 0,
+            batch_stride: 0,
+            row_stride: 1,
+            col_stride: k + 3,
+        };
+        check_all_isas(2, m, n, k, a_view, b_view);
+    }
+}
+
+#[test]
+fn transposed_b_bits_do_not_depend_on_m_or_threads() {
+    let mut rng = Rng::new(11);
+    let (n, k) = (333, 520);
+    let a = rng.vec(9 * k);
+    let b = rng.vec(n * k);
+    let b_view = transposed_b(&b, n, k);
+    for isa in Isa::available() {
+        // M = 9 takes the packed path; M <= 8 the transposed-B path.
+        let nine = on_threads(2, isa, || {
+            run_gemm(1, 9, n, k, MatRef::row_major(&a, 9, k), b_view)
+        });
+        for (m, threads) in [(1, 1), (3, 4), (8, 2)] {
+            let got = on_threads(threads, isa, || {
+                run_gemm(1, m, n, k, MatRef::row_major(&a[..m * k], m, k), b_view)
+            });
+            assert_bits_eq(
+                &got,
+                &nine[..m * n],
+                &format!("{isa}: M={m} on {threads} threads vs M=9"),
+            );
+        }
+    }
+}
+
 #[test]
 fn strided_and_transposed_operands_match_oracle() {
     let mut rng = Rng::new(2);
@@ -272,16 +350,23 @@ fn half_precision_inputs_convert_exactly() {
 #[test]
 fn epilogues_follow_their_formulas() {
     let mut rng = Rng::new(7);
-    for m in [1, 9] {
-        check_epilogues(&mut rng, m);
+    for m in [1, 3, 9] {
+        for b_transposed in [false, true] {
+            check_epilogues(&mut rng, m, b_transposed);
+        }
     }
 }
 
-fn check_epilogues(rng: &mut Rng, m: usize) {
+fn check_epilogues(rng: &mut Rng, m: usize, b_transposed: bool) {
     let (batch, n, k) = (2, 140, 70);
     let a = rng.vec(batch * m * k);
     let b = rng.vec(batch * k * n);
-    let (a, b) = (MatRef::row_major(&a, m, k), MatRef::row_major(&b, k, n));
+    let a = MatRef::row_major(&a, m, k);
+    let b = if b_transposed {
+        MatRef::row_major(&b, n, k).transposed()
+    } else {
+        MatRef::row_major(&b, k, n)
+    };
     let acc = oracle(batch, m, n, k, a, b);
     let bias = rng.vec(n);
     let bias_view = MatRef {
