@@ -266,7 +266,7 @@ impl BandJob<'_> {
 
 /// Up to `L` outputs (`out.len()` of them, at most `L` stored) whose term `j` for lane `l` is
 /// `x[offsets[j] + l] * weights[j]`, each the canonical chain over `j` (contract:
-/// canonical-sum), then `+ bias` when there is one.
+/// canonical-sum), then `+ bias` when there is one. `offsets` is not empty.
 #[inline(always)]
 fn chain_lanes<const L: usize>(
     x: &[f32],
@@ -275,25 +275,15 @@ fn chain_lanes<const L: usize>(
     bias: Option<f32>,
     out: &mut [f32],
 ) {
-    let mut total = [0.0f32; L];
-    for (tile, (offsets, weights)) in offsets
+    let mut tiles = offsets
         .chunks(REDUCTION_TILE)
-        .zip(weights.chunks(REDUCTION_TILE))
-        .enumerate()
-    {
-        let mut partial = [0.0f32; L];
-        for (&offset, &w) in offsets.iter().zip(weights) {
-            let xs = &x[offset..offset + L];
-            for (p, &xv) in partial.iter_mut().zip(xs) {
-                *p = w.mul_add(xv, *p);
-            }
-        }
-        if tile == 0 {
-            total = partial;
-        } else {
-            for (s, p) in total.iter_mut().zip(partial) {
-                *s += p;
-            }
+        .zip(weights.chunks(REDUCTION_TILE));
+    let (offsets0, weights0) = tiles.next().expect("at least one term");
+    let mut total = tile_chain::<L>(x, offsets0, weights0);
+    for (offsets, weights) in tiles {
+        let partial = tile_chain::<L>(x, offsets, weights);
+        for (s, p) in total.iter_mut().zip(partial) {
+            *s += p;
         }
     }
     if let Some(bias) = bias {
@@ -301,8 +291,27 @@ fn chain_lanes<const L: usize>(
             *s += bias;
         }
     }
-    let stored = out.len().min(L);
-    out[..stored].copy_from_slice(&total[..stored]);
+    match out.get_mut(..L) {
+        Some(full) => full.copy_from_slice(&total),
+        None => {
+            for (o, s) in out.iter_mut().zip(total) {
+                *o = s;
+            }
+        }
+    }
+}
+
+/// One reduction tile's partials: per lane `p = fma(w, x, p)` from `+0.0` over the tile's terms.
+#[inline(always)]
+fn tile_chain<const L: usize>(x: &[f32], offsets: &[usize], weights: &[f32]) -> [f32; L] {
+    let mut partial = [0.0f32; L];
+    for (&offset, &w) in offsets.iter().zip(weights) {
+        let xs: &[f32; L] = x[offset..offset + L].try_into().expect("L lanes");
+        for (p, &xv) in partial.iter_mut().zip(xs) {
+            *p = w.mul_add(xv, *p);
+        }
+    }
+    partial
 }
 
 #[cfg(target_arch = "x86_64")]
