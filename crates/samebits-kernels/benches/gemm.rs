@@ -9,26 +9,66 @@ mod timing;
 use std::process::Command;
 use std::time::Duration;
 
-use samebits_kernels::{Isa, MatRef, gemm_f32};
+use samebits_kernels::{Epilogue, Isa, MatRef, PackedB, gemm_f32, gemm_packed_b};
 
 const THREAD_COUNTS: [usize; 2] = [1, 2];
 const CHILD_ENV: &str = "SAMEBITS_BENCH_THREADS";
 
-/// `(label, m, n, k, b_transposed)`: B is `[k, n]` row-major, or `[n, k]` row-major when
-/// transposed (the layout of weights stored per output row).
-const SHAPES: [(&str, usize, usize, usize, bool); 12] = [
-    ("512x512x512", 512, 512, 512, false),
-    ("1024x1024x1024", 1024, 1024, 1024, false),
-    ("2048x2048x512", 2048, 2048, 512, false),
-    ("gemv 1x576->1536", 1, 1536, 576, false),
-    ("gemv 1x1536->576", 1, 576, 1536, false),
-    ("gemv 1x576->49152", 1, 49152, 576, false),
-    ("gemv 1x576->1536, W[n,k]", 1, 1536, 576, true),
-    ("gemv 1x1536->576, W[n,k]", 1, 576, 1536, true),
-    ("gemv 1x576->49152, W[n,k]", 1, 49152, 576, true),
-    ("4x576->1536, W[n,k]", 4, 1536, 576, true),
-    ("8x1536->576, W[n,k]", 8, 576, 1536, true),
-    ("64x1536->576, W[n,k]", 64, 576, 1536, true),
+/// How B is stored and passed.
+#[derive(Clone, Copy, PartialEq)]
+enum BLayout {
+    /// `[k, n]` row-major, through `gemm_f32`.
+    RowMajor,
+    /// `[n, k]` row-major (weights stored per output row), through `gemm_f32`.
+    Transposed,
+    /// `[n, k]` row-major packed once (outside the timing) into a `PackedB`, through
+    /// `gemm_packed_b`.
+    TransposedPacked,
+}
+use BLayout::{RowMajor, Transposed, TransposedPacked};
+
+/// `(label, m, n, k, B layout)`.
+const SHAPES: [(&str, usize, usize, usize, BLayout); 16] = [
+    ("512x512x512", 512, 512, 512, RowMajor),
+    ("1024x1024x1024", 1024, 1024, 1024, RowMajor),
+    ("2048x2048x512", 2048, 2048, 512, RowMajor),
+    ("gemv 1x576->1536", 1, 1536, 576, RowMajor),
+    ("gemv 1x1536->576", 1, 576, 1536, RowMajor),
+    ("gemv 1x576->49152", 1, 49152, 576, RowMajor),
+    ("gemv 1x576->1536, W[n,k]", 1, 1536, 576, Transposed),
+    ("gemv 1x1536->576, W[n,k]", 1, 576, 1536, Transposed),
+    ("gemv 1x576->49152, W[n,k]", 1, 49152, 576, Transposed),
+    ("4x576->1536, W[n,k]", 4, 1536, 576, Transposed),
+    ("8x1536->576, W[n,k]", 8, 576, 1536, Transposed),
+    ("64x1536->576, W[n,k]", 64, 576, 1536, Transposed),
+    (
+        "64x1536->576, W[n,k], PackedB",
+        64,
+        576,
+        1536,
+        TransposedPacked,
+    ),
+    (
+        "8x1536->576, W[n,k], PackedB",
+        8,
+        576,
+        1536,
+        TransposedPacked,
+    ),
+    (
+        "512x512x512, W[n,k], PackedB",
+        512,
+        512,
+        512,
+        TransposedPacked,
+    ),
+    (
+        "gemv 1x576->1536, W[n,k], PackedB",
+        1,
+        1536,
+        576,
+        TransposedPacked,
+    ),
 ];
 
 fn run_child(threads: usize) {
@@ -36,7 +76,7 @@ fn run_child(threads: usize) {
         .num_threads(threads)
         .build()
         .expect("thread pool");
-    for (label, m, n, k, b_transposed) in SHAPES {
+    for (label, m, n, k, layout) in SHAPES {
         let a: Vec<f32> = (0..m * k)
             .map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0)
             .collect();
@@ -45,14 +85,20 @@ fn run_child(threads: usize) {
             .collect();
         let mut c = vec![0.0f32; m * n];
         let a_view = MatRef::row_major(&a, m, k);
-        let b_view = if b_transposed {
+        let b_view = if layout != RowMajor {
             MatRef::row_major(&b, n, k).transposed()
         } else {
             MatRef::row_major(&b, k, n)
         };
+        let packed =
+            (layout == TransposedPacked).then(|| pool.install(|| PackedB::new(k, n, b_view)));
         let ours = pool.install(|| {
             timing::measure(Duration::from_millis(400), || {
-                gemm_f32(1, m, n, k, a_view, b_view, &mut c)
+                if let Some(packed) = &packed {
+                    gemm_packed_b(1, m, a_view, packed, Epilogue::None, &mut c)
+                } else {
+                    gemm_f32(1, m, n, k, a_view, b_view, &mut c)
+                }
             })
         });
         let (rsb, csb) = (b_view.row_stride as isize, b_view.col_stride as isize);
