@@ -36,7 +36,9 @@ thread_local! {
 pub(super) struct DirectConv<'a> {
     pub taps: &'a Taps,
     pub groups: usize,
+    /// Input channels per group.
     pub cg: usize,
+    /// Output channels per group.
     pub mg: usize,
     pub input: &'a [f32],
     pub weight: &'a [f32],
@@ -178,7 +180,7 @@ impl DirectConv<'_> {
         offsets
     }
 
-    /// Computes the band `band` (output lines `lo .. hi`) of image `image`, group `g`;
+    /// Computes output lines `lo .. hi` (along the band axis) of image `image`, group `g`;
     /// `outs[mm]` is that band of output channel `g * mg + mm`.
     fn run_band(&self, isa: Isa, image: usize, g: usize, lo: usize, hi: usize, outs: Band<'_>) {
         let shape = self.box_shape(lo, hi);
