@@ -54,28 +54,36 @@ fn geometry(shape: Shape) -> ConvGeometry {
     }
 }
 
-/// Whole-image im2col of a 2D convolution: `[C * k * k, out_h * out_w]`, zeros in the padding.
+/// Whole-image im2col of a 2D convolution, `[C * k * k, out_h * out_w]` with zeros in the
+/// padding, written as the previous `conv_f32` wrote it (parallel over rows, line by line).
 fn im2col_full(g: &ConvGeometry, x: &[f32]) -> Vec<f32> {
-    let (h, w) = (g.in_spatial[0], g.in_spatial[1]);
-    let (k, s, p) = (g.kernel[0], g.strides[0], g.pads_begin[0]);
+    let (in_h, in_w) = (g.in_spatial[0] as isize, g.in_spatial[1] as isize);
+    let (k, s, p) = (g.kernel[0], g.strides[0], g.pads_begin[0] as isize);
     let out = g.out_spatial();
-    let (oh, ow) = (out[0], out[1]);
-    let mut columns = vec![0.0f32; g.in_channels * k * k * oh * ow];
+    let (out_h, out_w) = (out[0], out[1]);
+    let in_len = (in_h * in_w) as usize;
+    let mut columns = vec![0.0f32; g.in_channels * k * k * out_h * out_w];
     columns
-        .par_chunks_mut(oh * ow)
+        .par_chunks_mut(out_h * out_w)
         .enumerate()
-        .for_each(|(row, dst)| {
+        .for_each(|(row, column_row)| {
             let (c, kh, kw) = (row / (k * k), row / k % k, row % k);
-            for (o, v) in dst.iter_mut().enumerate() {
-                let (y, x_) = (
-                    (o / ow * s + kh) as isize - p as isize,
-                    (o % ow * s + kw) as isize - p as isize,
-                );
-                *v = if (0..h as isize).contains(&y) && (0..w as isize).contains(&x_) {
-                    x[(c * h + y as usize) * w + x_ as usize]
-                } else {
-                    0.0
-                };
+            let plane = &x[c * in_len..(c + 1) * in_len];
+            for (oh, dst) in column_row.chunks_exact_mut(out_w).enumerate() {
+                let h = (oh * s + kh) as isize - p;
+                if !(0..in_h).contains(&h) {
+                    dst.fill(0.0);
+                    continue;
+                }
+                let src = &plane[(h * in_w) as usize..][..in_w as usize];
+                for (ow, v) in dst.iter_mut().enumerate() {
+                    let w = (ow * s + kw) as isize - p;
+                    *v = if (0..in_w).contains(&w) {
+                        src[w as usize]
+                    } else {
+                        0.0
+                    };
+                }
             }
         });
     columns
