@@ -68,7 +68,7 @@ pub fn free_variables(graph: &Graph) -> BTreeSet<String> {
 }
 
 /// Outer values read by the subgraphs of `node`.
-fn node_captures(node: &Node) -> BTreeSet<String> {
+pub fn node_captures(node: &Node) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for attr in node.attributes.values() {
         match attr {
