@@ -719,8 +719,9 @@ SB_CONST sb_u32 sb_exp2_exceptions[][2] = {
 SB_CONST sb_u32 sb_exp10_exceptions[][2] = {
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* expm1: 0 inputs fail the rounding test, 0 need an entry */
+/* expm1: 19 inputs fail the rounding test, 1 need an entry */
 SB_CONST sb_u32 sb_expm1_exceptions[][2] = {
+    {0x3a254e7au, 0x3a255bd3u},
     {0xffffffffu, 0u}, /* sentinel */
 };
 /* log: 47 inputs fail the rounding test, 5 need an entry */
@@ -732,16 +733,29 @@ SB_CONST sb_u32 sb_log_exceptions[][2] = {
     {0x6f31a8ecu, 0x42845a89u},
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* log2: 0 inputs fail the rounding test, 0 need an entry */
+/* log2: 136 inputs fail the rounding test, 0 need an entry */
 SB_CONST sb_u32 sb_log2_exceptions[][2] = {
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* log10: 0 inputs fail the rounding test, 0 need an entry */
+/* log10: 43 inputs fail the rounding test, 3 need an entry */
 SB_CONST sb_u32 sb_log10_exceptions[][2] = {
+    {0x0a4d4ce8u, 0xc2000527u},
+    {0x0efeee7au, 0xc1e99d23u},
+    {0x2f149212u, 0xc11de885u},
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* log1p: 0 inputs fail the rounding test, 0 need an entry */
+/* log1p: 36 inputs fail the rounding test, 10 need an entry */
 SB_CONST sb_u32 sb_log1p_exceptions[][2] = {
+    {0x35400003u, 0x353fffffu},
+    {0x3710001bu, 0x370ffff3u},
+    {0x3efd81adu, 0x3ecdeee1u},
+    {0x41078febu, 0x400fe5e7u},
+    {0x5ee8984eu, 0x422e4a21u},
+    {0x65d890d3u, 0x4254d1f9u},
+    {0x6f31a8ecu, 0x42845a89u},
+    {0xb53ffffdu, 0xb5400001u},
+    {0xb70fffe5u, 0xb710000du},
+    {0xbb0ec8c4u, 0xbb0ef0a5u},
     {0xffffffffu, 0u}, /* sentinel */
 };
 /* sin: 134 inputs fail the rounding test, 2 need an entry */
