@@ -474,7 +474,6 @@ SB_CONST double sb_erf_e[12] = {
     -0x1.5f629a47e1656p-23, 0x1.f9d3dea464774p-27, -0x1.2d3aacffc2004p-30,
 };
 #define SB_ERFC_DEG 13
-#define SB_ERFC_INTERVALS 39
 /* coefficients of g(c_k + t), lowest degree first, c_k = 0.625 + k/4 */
 SB_CONST double sb_erfc_g[546] = {
     0x1.1d16b5809eaf6p-1, -0x1.babd0e4f1a24dp-2, 0x1.2577420fcd07dp-2,
@@ -772,16 +771,18 @@ SB_CONST sb_u32 sb_cos_exceptions[][2] = {
     {0xe115cb11u, 0x3f78142fu},
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* tan: 0 inputs fail the rounding test, 0 need an entry */
+/* tan: 66 inputs fail the rounding test, 0 need an entry */
 SB_CONST sb_u32 sb_tan_exceptions[][2] = {
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* asin: 0 inputs fail the rounding test, 0 need an entry */
+/* asin: 14 inputs fail the rounding test, 0 need an entry */
 SB_CONST sb_u32 sb_asin_exceptions[][2] = {
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* acos: 0 inputs fail the rounding test, 0 need an entry */
+/* acos: 16 inputs fail the rounding test, 2 need an entry */
 SB_CONST sb_u32 sb_acos_exceptions[][2] = {
+    {0x328885a3u, 0x3fc90fdbu},
+    {0x39826222u, 0x3fc907b5u},
     {0xffffffffu, 0u}, /* sentinel */
 };
 /* atan: 0 inputs fail the rounding test, 0 need an entry */
