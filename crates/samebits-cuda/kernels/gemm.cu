@@ -5,7 +5,9 @@
 // (canonical-sum: tiles of 64 k-steps, each `p = fma(a, b, p)` from +0.0, folded s = p_0,
 // s = s + p_j) followed by the epilogue, whatever kernel or launch shape computes it:
 // - sb_gemm_tiled_<config>: each output is owned by exactly one thread, which keeps its tile
-//   chain `p` and its running sum `s` in registers; shared-memory K steps (BK = 8 or 16)
+//   chain `p` in registers and its running sum `s` in registers or, for the widest
+//   configuration (SUMS_IN_SHARED), in its own slots of dynamic shared memory (THREADS * TM * TN
+//   floats, touched only by that thread, so no barrier is needed); shared-memory K steps (BK = 8 or 16)
 //   divide the 64-term tile, so the fold happens at k = 64, 128, ... and at k = K. K is never
 //   padded: the last partial step runs only over the valid k.
 // - sb_gemv_tile_partials + sb_gemv_fold: the 64-term tiles of an output are computed by
@@ -52,7 +54,7 @@ __device__ __forceinline__ void sb_load_shared(const float* src, float* dst)
 
 // Register-tiled GEMM: a BM x BN block of C per thread block, TM x TN outputs per thread
 // (two TM/2 x TN/2 quadrants BM/2 and BN/2 apart, so shared-memory reads are conflict free).
-template <int BM, int BN, int TM, int TN, int BK>
+template <int BM, int BN, int TM, int TN, int BK, bool SUMS_IN_SHARED>
 __device__ __forceinline__ void sb_gemm_tiled(int M, int N, int K, const float* A, SbMat a,
                                               const float* B, SbMat b, float* C, SbEpilogue ep,
                                               const float* c_in)
@@ -115,11 +117,17 @@ __device__ __forceinline__ void sb_gemm_tiled(int M, int N, int K, const float* 
     }
   };
 
-  float p[TM][TN], s[TM][TN];
+  // Running sums: s[i][j] in registers, or sums[(i * TN + j) * THREADS + tid] in shared memory.
+  extern __shared__ float sums[];
+  float p[TM][TN], s[SUMS_IN_SHARED ? 1 : TM][SUMS_IN_SHARED ? 1 : TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
-    for (int j = 0; j < TN; ++j) { p[i][j] = 0.0f; s[i][j] = 0.0f; }
+    for (int j = 0; j < TN; ++j) {
+      p[i][j] = 0.0f;
+      if constexpr (SUMS_IN_SHARED) sums[(i * TN + j) * THREADS + tid] = 0.0f;
+      else s[i][j] = 0.0f;
+    }
 
   // One k-step of every chain of this thread: p = fma(A[i, k], B[k, j], p).
   auto step = [&](int buf, int kk) {
@@ -159,7 +167,12 @@ __device__ __forceinline__ void sb_gemm_tiled(int M, int N, int K, const float* 
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          s[i][j] = sb_fold_sum(s[i][j], p[i][j], first_tile);
+          if constexpr (SUMS_IN_SHARED) {
+            float& sum = sums[(i * TN + j) * THREADS + tid];
+            sum = sb_fold_sum(sum, p[i][j], first_tile);
+          } else {
+            s[i][j] = sb_fold_sum(s[i][j], p[i][j], first_tile);
+          }
           p[i][j] = 0.0f;
         }
       first_tile = false;
@@ -176,29 +189,34 @@ __device__ __forceinline__ void sb_gemm_tiled(int M, int N, int K, const float* 
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const int gj = col0 + (j / (TN / 2)) * (BN / 2) + tx * TN / 2 + j % (TN / 2);
-      if (gj < N) Cb[(long long)gi * N + gj] = sb_apply_epilogue(ep, c_in, s[i][j], batch, gi, gj);
+      float acc;
+      if constexpr (SUMS_IN_SHARED) acc = sums[(i * TN + j) * THREADS + tid];
+      else acc = s[i][j];
+      if (gj < N) Cb[(long long)gi * N + gj] = sb_apply_epilogue(ep, c_in, acc, batch, gi, gj);
     }
   }
 }
 
-// The launch configurations (name, BM, BN, TM, TN, BK, blocks per SM); each uses 256 threads.
-// They differ only in how outputs are spread over threads, never in any output's order, so
-// they give equal bits.
-#define SB_GEMM_CONFIG(name, BM, BN, TM, TN, BK, MIN_BLOCKS)                                    \
+// The launch configurations (name, BM, BN, TM, TN, BK, blocks per SM, running sums in shared
+// memory); each uses 256 threads. They differ only in how outputs are spread over threads and
+// where a running sum is kept, never in any output's order, so they give equal bits.
+#define SB_GEMM_CONFIG(name, BM, BN, TM, TN, BK, MIN_BLOCKS, SUMS_IN_SHARED)                    \
   extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) sb_gemm_tiled_##name(          \
       int M, int N, int K, const float* A, SbMat a, const float* B, SbMat b, float* C,          \
       SbEpilogue ep, const float* c_in)                                                          \
   {                                                                                              \
-    sb_gemm_tiled<BM, BN, TM, TN, BK>(M, N, K, A, a, B, b, C, ep, c_in);                        \
+    sb_gemm_tiled<BM, BN, TM, TN, BK, SUMS_IN_SHARED>(M, N, K, A, a, B, b, C, ep, c_in);        \
   }
-SB_GEMM_CONFIG(128x128, 128, 128, 8, 8, 8, 1)
-SB_GEMM_CONFIG(128x64, 128, 64, 8, 4, 16, 2)
-SB_GEMM_CONFIG(64x64, 64, 64, 4, 4, 16, 2)
+SB_GEMM_CONFIG(128x128, 128, 128, 8, 8, 8, 1, true)
+SB_GEMM_CONFIG(128x64, 128, 64, 8, 4, 16, 1, false)
+SB_GEMM_CONFIG(64x64, 64, 64, 4, 4, 16, 2, false)
 
 // Split-K pass 1: thread (column group g, tile t) computes the tile-t partials of outputs
 // (b, i, g*VEC .. g*VEC+VEC-1) for every row i < M (M <= SB_GEMV_MAX_M) into
-// partials[((t * batch + b) * M + i) * N + j]. B is read in chunks of SB_GEMV_CHUNK k-steps
-// staged in registers (many independent loads in flight), then the chains run in k order.
+// partials[((t * batch + b) * M + i) * N + j]. The kernel is instantiated for MT = 1, 2, 4, 8
+// rows (MT >= M; rows past M - 1 recompute row M - 1 and are not stored), so the loops carry
+// no run-time row guard. A and B are read in chunks of CHUNK k-steps staged in registers (many
+// independent loads in flight), then the chains run in k order.
 // LAYOUT selects how B(k, j) is read, never the order:
 //   SB_B_N_VEC4: unit stride along j, 16-byte aligned, N % 4 == 0: one float4 per k, VEC = 4;
 //   SB_B_K_VEC4: unit stride along k, 16-byte aligned rows: one float4 per 4 k-steps, VEC = 1;
@@ -207,15 +225,15 @@ SB_GEMM_CONFIG(64x64, 64, 64, 4, 4, 16, 2)
 #define SB_B_N_VEC4 0
 #define SB_B_K_VEC4 1
 #define SB_B_STRIDED 2
-#define SB_GEMV_CHUNK 16
 
-template <int LAYOUT>
+template <int LAYOUT, int MT>
 __device__ __forceinline__ void sb_gemv_tile_partials(int M, int N, int K, int batch_count,
                                                       const float* __restrict__ A, SbMat a,
                                                       const float* __restrict__ B, SbMat b,
                                                       float* __restrict__ partials)
 {
   constexpr int VEC = LAYOUT == SB_B_N_VEC4 ? 4 : 1;
+  constexpr int CHUNK = MT <= 2 ? 16 : 8;
   const int tiles = (K + SB_TILE - 1) / SB_TILE;
   const int groups = (N + VEC - 1) / VEC;
   const long long g_lin = blockIdx.x * (long long)blockDim.x + threadIdx.x;
@@ -229,35 +247,18 @@ __device__ __forceinline__ void sb_gemv_tile_partials(int M, int N, int K, int b
   const int j0 = g * VEC;
   const int k0 = t * SB_TILE, k_end = min(k0 + SB_TILE, K);
 
-  float p[SB_GEMV_MAX_M][VEC];
+  float p[MT][VEC];
 #pragma unroll
-  for (int i = 0; i < SB_GEMV_MAX_M; ++i)
+  for (int i = 0; i < MT; ++i)
 #pragma unroll
     for (int v = 0; v < VEC; ++v) p[i][v] = 0.0f;
 
-  // p[i][v] = fma(A[i, k], B(k, j0 + v), p[i][v]) for k = kc .. kc + count - 1.
-  auto chain = [&](const float (&bv)[SB_GEMV_CHUNK][VEC], int kc, int count) {
-#pragma unroll
-    for (int c = 0; c < SB_GEMV_CHUNK; ++c) {
-      if (c < count) {
-#pragma unroll
-        for (int i = 0; i < SB_GEMV_MAX_M; ++i) {
-          if (i < M) {
-            const float av = Ab[i * a.row_stride + (kc + c) * a.col_stride];
-#pragma unroll
-            for (int v = 0; v < VEC; ++v) p[i][v] = __fmaf_rn(av, bv[c][v], p[i][v]);
-          }
-        }
-      }
-    }
-  };
-
-  for (int kc = k0; kc < k_end; kc += SB_GEMV_CHUNK) {
-    const int count = min(SB_GEMV_CHUNK, k_end - kc);
-    float bv[SB_GEMV_CHUNK][VEC];
+  for (int kc = k0; kc < k_end; kc += CHUNK) {
+    const int count = min(CHUNK, k_end - kc);
+    float bv[CHUNK][VEC], av[MT][CHUNK];
     if constexpr (LAYOUT == SB_B_N_VEC4) {
 #pragma unroll
-      for (int c = 0; c < SB_GEMV_CHUNK; ++c) {
+      for (int c = 0; c < CHUNK; ++c) {
         float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (c < count) q = *reinterpret_cast<const float4*>(Bb + (kc + c) * b.row_stride + j0);
         bv[c][0] = q.x; bv[c][1] = q.y; bv[c][2] = q.z; bv[c][3] = q.w;
@@ -265,22 +266,37 @@ __device__ __forceinline__ void sb_gemv_tile_partials(int M, int N, int K, int b
     } else if constexpr (LAYOUT == SB_B_K_VEC4) {
       const float* col = Bb + (long long)j0 * b.col_stride;
 #pragma unroll
-      for (int c = 0; c < SB_GEMV_CHUNK; c += 4) {
+      for (int c = 0; c < CHUNK; c += 4) {
         float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (c < count) q = *reinterpret_cast<const float4*>(col + kc + c);
         bv[c][0] = q.x; bv[c + 1][0] = q.y; bv[c + 2][0] = q.z; bv[c + 3][0] = q.w;
       }
     } else {
 #pragma unroll
-      for (int c = 0; c < SB_GEMV_CHUNK; ++c)
+      for (int c = 0; c < CHUNK; ++c)
         bv[c][0] = (c < count) ? Bb[(kc + c) * b.row_stride + j0 * b.col_stride] : 0.0f;
     }
-    chain(bv, kc, count);
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const float* a_row = Ab + min(i, M - 1) * a.row_stride;
+#pragma unroll
+      for (int c = 0; c < CHUNK; ++c) av[i][c] = (c < count) ? a_row[(kc + c) * a.col_stride] : 0.0f;
+    }
+    // p = fma(A[i, k], B(k, j), p) for k = kc .. kc + count - 1, in order.
+#pragma unroll
+    for (int c = 0; c < CHUNK; ++c) {
+      if (c < count) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) p[i][v] = __fmaf_rn(av[i][c], bv[c][v], p[i][v]);
+      }
+    }
   }
 
   float* out = partials + ((long long)t * batch_count + batch) * M * (long long)N;
 #pragma unroll
-  for (int i = 0; i < SB_GEMV_MAX_M; ++i) {
+  for (int i = 0; i < MT; ++i) {
     if (i >= M) continue;
 #pragma unroll
     for (int v = 0; v < VEC; ++v)
@@ -288,16 +304,21 @@ __device__ __forceinline__ void sb_gemv_tile_partials(int M, int N, int K, int b
   }
 }
 
-#define SB_GEMV_KERNEL(name, LAYOUT)                                                              \
-  extern "C" __global__ void sb_gemv_tile_partials_##name(                                        \
+#define SB_GEMV_KERNEL(name, LAYOUT, MT)                                                          \
+  extern "C" __global__ void sb_gemv_tile_partials_##name##_m##MT(                                \
       int M, int N, int K, int batch_count, const float* A, SbMat a, const float* B, SbMat b,     \
       float* partials)                                                                             \
   {                                                                                                \
-    sb_gemv_tile_partials<LAYOUT>(M, N, K, batch_count, A, a, B, b, partials);                    \
+    sb_gemv_tile_partials<LAYOUT, MT>(M, N, K, batch_count, A, a, B, b, partials);                \
   }
-SB_GEMV_KERNEL(n_vec4, SB_B_N_VEC4)
-SB_GEMV_KERNEL(k_vec4, SB_B_K_VEC4)
-SB_GEMV_KERNEL(strided, SB_B_STRIDED)
+#define SB_GEMV_KERNELS(name, LAYOUT) \
+  SB_GEMV_KERNEL(name, LAYOUT, 1)     \
+  SB_GEMV_KERNEL(name, LAYOUT, 2)     \
+  SB_GEMV_KERNEL(name, LAYOUT, 4)     \
+  SB_GEMV_KERNEL(name, LAYOUT, 8)
+SB_GEMV_KERNELS(n_vec4, SB_B_N_VEC4)
+SB_GEMV_KERNELS(k_vec4, SB_B_K_VEC4)
+SB_GEMV_KERNELS(strided, SB_B_STRIDED)
 
 // Split-K pass 2: one thread per output folds its tile partials left to right, then applies
 // the epilogue. K == 0 (no tiles) gives +0.0.

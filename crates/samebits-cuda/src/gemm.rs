@@ -4,6 +4,7 @@
 //! Every [`GemmLaunch`] computes each output in the canonical order (kernels/gemm.cu), so they
 //! all give the bits of `samebits_kernels::gemm` on the CPU; the choice is only about speed.
 
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
 use crate::backend::{BLOCK, CudaBackend, launch_1d};
@@ -115,11 +116,18 @@ pub enum GemmLaunch {
 }
 
 impl GemmLaunch {
-    /// The tiled configurations: kernel name, block rows, block columns.
-    const TILED: [(GemmLaunch, &'static str, usize, usize); 3] = [
-        (GemmLaunch::Tiled128x128, "sb_gemm_tiled_128x128", 128, 128),
-        (GemmLaunch::Tiled128x64, "sb_gemm_tiled_128x64", 128, 64),
-        (GemmLaunch::Tiled64x64, "sb_gemm_tiled_64x64", 64, 64),
+    /// The tiled configurations: kernel name, block rows, block columns, dynamic shared bytes
+    /// (the running sums of `SUMS_IN_SHARED` configurations: 256 threads x 64 floats).
+    const TILED: [(GemmLaunch, &'static str, usize, usize, u32); 3] = [
+        (
+            GemmLaunch::Tiled128x128,
+            "sb_gemm_tiled_128x128",
+            128,
+            128,
+            256 * 64 * 4,
+        ),
+        (GemmLaunch::Tiled128x64, "sb_gemm_tiled_128x64", 128, 64, 0),
+        (GemmLaunch::Tiled64x64, "sb_gemm_tiled_64x64", 64, 64, 0),
     ];
 
     /// Every explicit launch shape.
@@ -131,28 +139,64 @@ impl GemmLaunch {
     ];
 }
 
-/// How the split-K pass reads B (`SB_B_*` in kernels/gemm.cu).
-fn split_k_kernel(b: &DeviceMat<'_>, n: usize, k: usize, tiles: usize) -> &'static str {
+/// The split-K partial kernels (`sb_gemv_tile_partials_<layout>_m<MT>` in kernels/gemm.cu) by
+/// B layout, then by row count MT = 1, 2, 4, 8.
+const SPLIT_K_KERNELS: [[&str; 4]; 3] = [
+    [
+        "sb_gemv_tile_partials_n_vec4_m1",
+        "sb_gemv_tile_partials_n_vec4_m2",
+        "sb_gemv_tile_partials_n_vec4_m4",
+        "sb_gemv_tile_partials_n_vec4_m8",
+    ],
+    [
+        "sb_gemv_tile_partials_k_vec4_m1",
+        "sb_gemv_tile_partials_k_vec4_m2",
+        "sb_gemv_tile_partials_k_vec4_m4",
+        "sb_gemv_tile_partials_k_vec4_m8",
+    ],
+    [
+        "sb_gemv_tile_partials_strided_m1",
+        "sb_gemv_tile_partials_strided_m2",
+        "sb_gemv_tile_partials_strided_m4",
+        "sb_gemv_tile_partials_strided_m8",
+    ],
+];
+
+/// The split-K partial kernel for `m` rows and B's layout, and its columns per thread.
+fn split_k_kernel(
+    b: &DeviceMat<'_>,
+    m: usize,
+    n: usize,
+    k: usize,
+    tiles: usize,
+) -> (&'static str, usize) {
     let aligned = |x: usize| x.is_multiple_of(4);
     let base_aligned = aligned(b.offset) && aligned(b.batch_stride);
     // Four columns per thread only when that still leaves many threads.
-    if b.col_stride == 1
+    let (layout, columns) = if b.col_stride == 1
         && aligned(n)
         && aligned(b.row_stride)
         && base_aligned
         && tiles * n / 4 >= 65_536
     {
-        "sb_gemv_tile_partials_n_vec4"
+        (0, 4)
     } else if b.row_stride == 1
         && b.col_stride != 1
         && aligned(k)
         && aligned(b.col_stride)
         && base_aligned
     {
-        "sb_gemv_tile_partials_k_vec4"
+        (1, 1)
     } else {
-        "sb_gemv_tile_partials_strided"
-    }
+        (2, 1)
+    };
+    let rows = match m {
+        1 => 0,
+        2 => 1,
+        3 | 4 => 2,
+        _ => 3,
+    };
+    (SPLIT_K_KERNELS[layout][rows], columns)
 }
 
 /// `SbMat` of kernels/gemm.cu.
@@ -248,8 +292,15 @@ impl CudaBackend {
         let c_buffer = c_view.map_or(a.buffer, |c| c.buffer);
         let (mi, ni, ki, bi) = (m as i32, n as i32, k as i32, batch as i32);
         let (ra, rb) = (a.raw(), b.raw());
-        if let Some(&(_, name, rows, cols)) = GemmLaunch::TILED.iter().find(|t| t.0 == how) {
+        if let Some(&(_, name, rows, cols, shared)) = GemmLaunch::TILED.iter().find(|t| t.0 == how)
+        {
             let f = self.function(name)?;
+            if shared > 0 {
+                f.set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared as i32,
+                )?;
+            }
             let config = LaunchConfig {
                 grid_dim: (
                     n.div_ceil(cols) as u32,
@@ -257,7 +308,7 @@ impl CudaBackend {
                     batch as u32,
                 ),
                 block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
+                shared_mem_bytes: shared,
             };
             let mut launch = self.stream().launch_builder(&f);
             launch
@@ -283,8 +334,8 @@ impl CudaBackend {
         let tiles = k.div_ceil(samebits_kernels::REDUCTION_TILE);
         let mut partials = self.alloc((tiles * batch * m * n).max(1))?;
         if tiles > 0 {
-            let name = split_k_kernel(&b, n, k, tiles);
-            let groups = if name.ends_with("n_vec4") { n / 4 } else { n };
+            let (name, columns) = split_k_kernel(&b, m, n, k, tiles);
+            let groups = n.div_ceil(columns);
             let config = LaunchConfig {
                 grid_dim: (
                     (tiles * groups).div_ceil(BLOCK as usize) as u32,
