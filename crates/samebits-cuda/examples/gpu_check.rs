@@ -172,7 +172,12 @@ fn median_ms(backend: &CudaBackend, warmup: usize, runs: usize, mut f: impl FnMu
 
 /// Times a GEMV `[1, k] x W -> [1, n]`, W stored `[k, n]` (or `[n, k]` when `transposed`),
 /// rotating among enough weight copies to exceed the L2 cache; checks the bits once.
-fn bench_gemv(backend: &CudaBackend, k: usize, n: usize, transposed: bool) -> (f64, f64, bool) {
+fn bench_gemv(
+    backend: &CudaBackend,
+    k: usize,
+    n: usize,
+    transposed: bool,
+) -> (f64, f64, f64, f64, bool) {
     let mut rng = Rng::new(99);
     let x = rng.values(k, 1.0);
     let w = rng.values(k * n, 1.0);
@@ -218,8 +223,20 @@ fn bench_gemv(backend: &CudaBackend, k: usize, n: usize, transposed: bool) -> (f
     };
     let same = first_difference(&got, &Device::Cpu.gemm(&case, GemmLaunch::Auto)).is_none();
     let ms = median_ms(backend, 5, 51, |i| drop(run(i)));
+    // Back to back: 20 calls queued between two events, so host launch time overlaps.
+    let queued_ms = median_ms(backend, 1, 11, |i| {
+        for q in 0..20 {
+            drop(run(i * 20 + q));
+        }
+    }) / 20.0;
     let bytes = ((k * n + k + n) * 4) as f64;
-    (ms, bytes / ms / 1e6, same)
+    (
+        ms,
+        bytes / ms / 1e6,
+        queued_ms,
+        bytes / queued_ms / 1e6,
+        same,
+    )
 }
 
 fn main() {
@@ -315,10 +332,13 @@ fn main() {
         (1536, 576, true),
         (576, 49152, true),
     ] {
-        let (ms, gbs, same) = bench_gemv(backend, k, n, transposed);
+        let (ms, gbs, queued_ms, queued_gbs, same) = bench_gemv(backend, k, n, transposed);
         failed |= !same;
         let layout = if transposed { "W [n, k]" } else { "W [k, n]" };
-        println!("| GEMV 1x{k} -> {n}, {layout} | {ms:.4} | {gbs:.0} GB/s | {same} |");
+        println!("| GEMV 1x{k} -> {n}, {layout}, one call | {ms:.4} | {gbs:.0} GB/s | {same} |");
+        println!(
+            "| GEMV 1x{k} -> {n}, {layout}, 20 queued calls | {queued_ms:.4} | {queued_gbs:.0} GB/s | {same} |"
+        );
     }
 
     let len = 64usize << 20;
