@@ -208,8 +208,6 @@ __device__ __forceinline__ void sb_gemm_tiled(int M, int N, int K, const float* 
     sb_gemm_tiled<BM, BN, TM, TN, BK, SUMS_IN_SHARED>(M, N, K, A, a, B, b, C, ep, c_in);        \
   }
 SB_GEMM_CONFIG(128x128, 128, 128, 8, 8, 8, 1, true)
-SB_GEMM_CONFIG(128x128_occ2, 128, 128, 8, 8, 8, 2, true)
-SB_GEMM_CONFIG(128x128_k16, 128, 128, 8, 8, 16, 1, true)
 SB_GEMM_CONFIG(128x64, 128, 64, 8, 4, 16, 1, false)
 SB_GEMM_CONFIG(64x64, 64, 64, 4, 4, 16, 2, false)
 
@@ -235,9 +233,8 @@ __device__ __forceinline__ void sb_gemv_tile_partials(int M, int N, int K, int b
                                                       float* __restrict__ partials)
 {
   constexpr int VEC = LAYOUT == SB_B_N_VEC4 ? 4 : 1;
-  // k-steps staged per chunk: the whole 64-term tile (16 float4 loads) for one row read along
-  // k, else fewer as the rows' registers grow.
-  constexpr int CHUNK = (LAYOUT == SB_B_K_VEC4 && MT == 1) ? 64 : (MT <= 2 ? 16 : 8);
+  // k-steps staged per chunk: fewer as the rows' registers grow.
+  constexpr int CHUNK = MT <= 2 ? 16 : 8;
   const int tiles = (K + SB_TILE - 1) / SB_TILE;
   const int groups = (N + VEC - 1) / VEC;
   const long long g_lin = blockIdx.x * (long long)blockDim.x + threadIdx.x;
