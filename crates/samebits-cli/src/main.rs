@@ -38,7 +38,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(n) = cli.threads
-        && let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(n).build_global()
+        && let Err(e) = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
     {
         eprintln!("error: cannot start {n} threads: {e}");
         return ExitCode::from(2);

@@ -1,17 +1,26 @@
-//! N-d convolution (1D/2D/3D) and transposed convolution through im2col and the canonical GEMM.
+//! N-d convolution (1D/2D/3D) and transposed convolution: direct for depthwise-like groups,
+//! otherwise through im2col and the canonical GEMM.
 //!
 //! Implements contract sections `conv` and `conv-transpose` (docs/contract.md). Tensors are
 //! dense NC(D)(H)W row-major; weights are `[M, C/g, k...]` (conv) or `[C, M/g, k...]`
-//! (transposed conv). For each image and group, the taps of every output are written as one
-//! column of an im2col matrix, rows ordered (input channel in group, kernel taps row-major), with
-//! `0.0` for taps that fall in the padding (or, transposed, that no input reaches); the GEMM then
-//! reduces each column against a filter row in the canonical order. Images are independent, so
-//! an image's bits do not depend on the batch size. 1x1 convolutions with unit stride and no
-//! padding read the input in place (the same order, no copy).
+//! (transposed conv). Groups of at most `direct::MAX_GROUP_CHANNELS` input channels (depthwise)
+//! take the direct kernel of `conv/direct.rs`. Otherwise the taps of every output are written as
+//! one column of an im2col matrix, rows ordered (input channel in group, kernel taps row-major),
+//! with `0.0` for taps that fall in the padding (or, transposed, that no input reaches); the GEMM
+//! then reduces each column against a filter row in the canonical order. Convolution builds the
+//! im2col matrix in column blocks of bounded size, one block per parallel task in thread-local
+//! scratch, against weights packed once per call. Images are independent, so an image's bits do
+//! not depend on the batch size. 1x1 convolutions with unit stride and no padding read the input
+//! in place (the same order, no copy).
+
+mod direct;
+
+use std::cell::Cell;
 
 use rayon::prelude::*;
 
-use crate::gemm::{Epilogue, MatRef, gemm};
+use crate::gemm::{Epilogue, MatRef, OutLayout, PackedA, gemm, gemm_serial};
+use direct::DirectConv;
 
 /// Geometry of a convolution. Spatial vectors have one entry per spatial axis (1 to 3).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -173,42 +182,60 @@ impl Taps {
     }
 }
 
-/// Writes the im2col rows of `channels` input planes: row `c * kernel_len + t`, column = output
-/// position (row-major), value = the input under tap `t`, or `0.0` in the padding.
-fn im2col(taps: &Taps, planes: &[f32], columns: &mut [f32]) {
-    let (kernel_len, out_len, in_len) = (taps.kernel_len(), taps.output_len(), taps.input_len());
-    let [in_d, in_h, in_w] = taps.input.map(|v| v as isize);
+/// Writes columns `col0 .. col0 + cols` of the im2col matrix of `planes` into `columns`
+/// (`[rows, cols]` row-major): row `c * kernel_len + t`, column = output position (row-major),
+/// value = the input under tap `t`, or `0.0` in the padding.
+fn im2col(taps: &Taps, planes: &[f32], col0: usize, cols: usize, columns: &mut [f32]) {
+    let (kernel_len, in_len) = (taps.kernel_len(), taps.input_len());
+    let [_, in_h, in_w] = taps.input;
     let [_, out_h, out_w] = taps.output;
-    columns
-        .par_chunks_mut(out_len)
-        .enumerate()
-        .for_each(|(row, column_row)| {
-            let (c, t) = (row / kernel_len, row % kernel_len);
-            let plane = &planes[c * in_len..(c + 1) * in_len];
-            let tap = taps.tap(t);
-            // Input coordinate of output `o` on `axis`: o * s + t * d - pad.
-            let at = |axis: usize, o: usize| {
-                (o * taps.strides[axis] + tap[axis] * taps.dilations[axis]) as isize
-                    - taps.pads_begin[axis] as isize
-            };
-            for (line, dst) in column_row.chunks_exact_mut(out_w).enumerate() {
-                let (od, oh) = (line / out_h, line % out_h);
-                let (d, h) = (at(0, od), at(1, oh));
-                if !(0..in_d).contains(&d) || !(0..in_h).contains(&h) {
-                    dst.fill(0.0);
-                    continue;
-                }
-                let src = &plane[((d * in_h + h) * in_w) as usize..][..in_w as usize];
-                for (ow, v) in dst.iter_mut().enumerate() {
-                    let w = at(2, ow);
-                    *v = if (0..in_w).contains(&w) {
-                        src[w as usize]
+    let (stride_w, pad_w) = (taps.strides[2], taps.pads_begin[2]);
+    for (row, column_row) in columns.chunks_exact_mut(cols).enumerate() {
+        let (c, t) = (row / kernel_len, row % kernel_len);
+        let plane = &planes[c * in_len..(c + 1) * in_len];
+        let tap = taps.tap(t);
+        // Input coordinate of output `o` on `axis`: o * s + t * d - pad, when inside the input.
+        let at = |axis: usize, o: usize| {
+            (o * taps.strides[axis] + tap[axis] * taps.dilations[axis])
+                .checked_sub(taps.pads_begin[axis])
+                .filter(|&v| v < taps.input[axis])
+        };
+        // Output columns `ow_lo .. ow_hi` read input column `ow * s + shift - pad` in the input.
+        let shift = tap[2] * taps.dilations[2];
+        let ow_hi = (in_w + pad_w)
+            .saturating_sub(shift)
+            .div_ceil(stride_w)
+            .min(out_w);
+        let ow_lo = pad_w.saturating_sub(shift).div_ceil(stride_w).min(ow_hi);
+        let mut pos = col0;
+        let mut dst = column_row;
+        while !dst.is_empty() {
+            let (line, ow0) = (pos / out_w, pos % out_w);
+            let seg = (out_w - ow0).min(dst.len());
+            let (now, rest) = std::mem::take(&mut dst).split_at_mut(seg);
+            let (lo, hi) = (ow_lo.clamp(ow0, ow0 + seg), ow_hi.clamp(ow0, ow0 + seg));
+            match (at(0, line / out_h), at(1, line % out_h)) {
+                (Some(d), Some(h)) if lo < hi => {
+                    let src = &plane[(d * in_h + h) * in_w..][..in_w];
+                    now[..lo - ow0].fill(0.0);
+                    now[hi - ow0..].fill(0.0);
+                    let inside = &mut now[lo - ow0..hi - ow0];
+                    let first = lo * stride_w + shift - pad_w;
+                    if stride_w == 1 {
+                        inside.copy_from_slice(&src[first..first + inside.len()]);
                     } else {
-                        0.0
-                    };
+                        let src = &src[first..=first + (inside.len() - 1) * stride_w];
+                        for (ow, v) in inside.iter_mut().enumerate() {
+                            *v = src[ow * stride_w];
+                        }
+                    }
                 }
+                _ => now.fill(0.0),
             }
-        });
+            pos += seg;
+            dst = rest;
+        }
+    }
 }
 
 /// Bias broadcast over the output positions: element `(group, m, p)` is `bias[group * mg + m]`.
@@ -248,6 +275,19 @@ pub fn conv_f32(
         geometry.in_channels / groups,
         geometry.out_channels / groups,
     );
+    if cg <= direct::MAX_GROUP_CHANNELS {
+        let conv = DirectConv {
+            taps: &taps,
+            groups,
+            cg,
+            mg,
+            input,
+            weight,
+            bias,
+        };
+        direct::conv_direct(&conv, geometry.batch, out);
+        return;
+    }
     let (in_len, out_len) = (taps.input_len(), taps.output_len());
     let reduction = cg * taps.kernel_len();
     let weights = MatRef::row_major(weight, mg, reduction);
@@ -256,24 +296,71 @@ pub fn conv_f32(
         && taps.strides == [1; 3]
         && taps.pads_begin == [0; 3]
         && geometry.pads_end.iter().all(|&p| p == 0);
-    let mut columns = Vec::new();
-    for (image, out_image) in out
+    let images = out
         .chunks_exact_mut(geometry.out_channels * out_len)
-        .enumerate()
-    {
-        let planes =
-            &input[image * geometry.in_channels * in_len..][..geometry.in_channels * in_len];
-        let col_view = if pointwise {
-            MatRef::row_major(planes, cg, in_len)
-        } else {
-            columns.resize(geometry.in_channels * taps.kernel_len() * out_len, 0.0);
-            im2col(&taps, planes, &mut columns);
-            MatRef::row_major(&columns[..], reduction, out_len)
-        };
-        gemm(
-            groups, mg, out_len, reduction, weights, col_view, epilogue, out_image,
-        );
+        .zip(input.chunks_exact(geometry.in_channels * in_len));
+    if pointwise {
+        for (out_image, planes) in images {
+            let col_view = MatRef::row_major(planes, cg, in_len);
+            gemm(
+                groups, mg, out_len, reduction, weights, col_view, epilogue, out_image,
+            );
+        }
+        return;
     }
+    let packed = PackedA::for_active_isa(groups, mg, reduction, &weights);
+    let rows = groups * reduction;
+    let block = im2col_block_columns(rows, out_len);
+    for (out_image, planes) in images {
+        let layout = OutLayout {
+            ptr: out_image.as_mut_ptr(),
+            batch_stride: mg * out_len,
+            row_stride: out_len,
+        };
+        (0..out_len.div_ceil(block))
+            .into_par_iter()
+            .for_each(|task| {
+                let col0 = task * block;
+                let cols = block.min(out_len - col0);
+                let mut columns = COLUMNS.take();
+                columns.resize(rows * cols, 0.0);
+                im2col(&taps, planes, col0, cols, &mut columns);
+                let col_view = MatRef {
+                    data: &columns[..],
+                    offset: 0,
+                    batch_stride: reduction * cols,
+                    row_stride: cols,
+                    col_stride: 1,
+                };
+                let out_block = layout.shifted_to_column(col0);
+                // SAFETY: task `task` is the only writer of output columns `col0 .. col0 + cols`
+                // of every (group, channel) row of this image, which `out_block` addresses
+                // inside `out_image`. The bias epilogue broadcasts over columns (column stride
+                // 0), so the local column index it gets is immaterial.
+                unsafe { gemm_serial(&packed, cols, &col_view, &epilogue, out_block) };
+                COLUMNS.set(columns);
+            });
+    }
+}
+
+thread_local! {
+    /// Per-thread im2col column block, reused across calls.
+    static COLUMNS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+}
+
+/// Floats of im2col scratch per task that column blocks aim for.
+const IM2COL_BLOCK_FLOATS: usize = 1 << 16;
+/// Column blocks are whole multiples of this many output positions.
+const IM2COL_BLOCK_STEP: usize = 64;
+
+/// Output positions per im2col column block of `rows` rows: near `IM2COL_BLOCK_FLOATS`, and
+/// small enough that every thread gets a few blocks (tiling only, never order).
+fn im2col_block_columns(rows: usize, out_len: usize) -> usize {
+    let by_budget = IM2COL_BLOCK_FLOATS / rows.max(1) / IM2COL_BLOCK_STEP * IM2COL_BLOCK_STEP;
+    let by_threads = out_len
+        .div_ceil(4 * rayon::current_num_threads())
+        .next_multiple_of(IM2COL_BLOCK_STEP);
+    by_budget.min(by_threads).max(IM2COL_BLOCK_STEP)
 }
 
 /// Geometry of a transposed convolution. Spatial vectors have one entry per spatial axis.

@@ -5,8 +5,11 @@
 //! epilogue. Structure (BLIS / Goto): the output is cut into `MC x NC` blocks, the parallel tasks
 //! (rayon), each of which walks K in blocks of `KC` (a multiple of 64), packs its A and B blocks
 //! and runs the ISA microkernel over `MR x NR` register tiles. Hardware picks only the tiling,
-//! never the order, so every ISA, thread count and M gives the same bits. Row vectors (M = 1)
-//! times a matrix with unit column stride take a path without packing (`gemv.rs`), same order.
+//! never the order, so every ISA, thread count and M gives the same bits. An operand that several
+//! tasks would each pack again is packed once up front (`PackedA`, `PackedB`); [`PackedB`] is
+//! also public, so that a constant weight is packed once and reused by [`gemm_packed_b`]. Row
+//! vectors (M = 1) times a matrix with unit column stride, and up to 8 rows times a matrix
+//! stored transposed (weights `[N, K]`), take paths without packing (`gemv.rs`), same order.
 
 mod gemv;
 mod microkernel;
@@ -154,6 +157,9 @@ const NC_MAX: usize = 512;
 const NC_MIN: usize = 64;
 /// Output columns per task of the row-vector path.
 const GEMV_COLUMNS_PER_TASK: usize = 128;
+/// Most floats of A (or B) packed once for all column (row) blocks; a larger operand is packed
+/// per task.
+const PREPACK_MAX: usize = 1 << 22;
 
 /// `out[b, i, j] = sum_k a[b, i, k] * b[b, k, j]` in the canonical order, `out` dense row-major
 /// `[batch, m, n]`.
@@ -197,15 +203,128 @@ pub fn gemm<T: GemmInput>(
     if m == 1 && gemv::try_row_times_matrix(isa, n, k, &a, &b, &epilogue, out) {
         return;
     }
-    let kernel = Microkernel::for_isa(isa);
-    let row_blocks = m.div_ceil(MC);
-    // Narrower column blocks until every thread has a few tasks (tiling only, never order).
-    let mut nc = NC_MAX;
-    while nc > NC_MIN && batch * row_blocks * n.div_ceil(nc) < 4 * rayon::current_num_threads() {
-        nc /= 2;
+    if m <= gemv::TRANSPOSED_MAX_ROWS
+        && gemv::try_rows_times_transposed(isa, m, n, k, &a, &b, &epilogue, out)
+    {
+        return;
     }
-    let col_blocks = n.div_ceil(nc);
-    let out_ptr = OutPtr(out.as_mut_ptr());
+    let kernel = Microkernel::for_isa(isa);
+    let tiling = Tiling::new(batch, m, n);
+    // Several row blocks would each pack the same B columns: pack them once when B is one
+    // matrix for the whole batch.
+    let packed_b =
+        (tiling.row_blocks > 1 && (batch == 1 || b.batch_stride == 0) && k * n <= PREPACK_MAX)
+            .then(|| PackedB::pack(kernel, isa, k, n, &b));
+    let b_source = match &packed_b {
+        Some(packed) => BSource::Packed(packed),
+        None => BSource::Strided(&b),
+    };
+    run_tasks(&kernel, &tiling, k, &a, &b_source, &epilogue, out);
+}
+
+/// `out[b, i, j] = sum_k a[b, i, k] * packed[k, j]` (the same B for every batch entry) in the
+/// canonical order, then the epilogue: [`gemm`] with B packed once by [`PackedB::new`] and
+/// reused across calls. The same bits as [`gemm`]. When the active ISA is not the one `b` was
+/// packed for, a copy is repacked for this call.
+pub fn gemm_packed_b<T: GemmInput>(
+    batch: usize,
+    m: usize,
+    a: MatRef<'_, T>,
+    b: &PackedB,
+    epilogue: Epilogue<'_>,
+    out: &mut [f32],
+) {
+    let (n, k) = (b.n, b.k);
+    assert_eq!(
+        out.len(),
+        batch * m * n,
+        "gemm_packed_b: output length must be batch * m * n"
+    );
+    a.check_bounds(batch, m, k, "gemm operand A");
+    epilogue.check_bounds(batch, m, n);
+    if out.is_empty() {
+        return;
+    }
+    let isa = Isa::active();
+    let repacked;
+    let b = if b.isa == isa {
+        b
+    } else {
+        repacked = b.repacked_for(isa);
+        &repacked
+    };
+    let tiling = Tiling::new(batch, m, n);
+    run_tasks(
+        &b.kernel,
+        &tiling,
+        k,
+        &a,
+        &BSource::Packed(b),
+        &epilogue,
+        out,
+    );
+}
+
+/// How a product's output is cut into parallel tasks (tiling only, never order).
+struct Tiling {
+    batch: usize,
+    m: usize,
+    n: usize,
+    row_blocks: usize,
+    nc: usize,
+    col_blocks: usize,
+}
+
+impl Tiling {
+    fn new(batch: usize, m: usize, n: usize) -> Tiling {
+        let row_blocks = m.div_ceil(MC);
+        // Narrower column blocks until every thread has a few tasks.
+        let mut nc = NC_MAX;
+        while nc > NC_MIN && batch * row_blocks * n.div_ceil(nc) < 4 * rayon::current_num_threads()
+        {
+            nc /= 2;
+        }
+        Tiling {
+            batch,
+            m,
+            n,
+            row_blocks,
+            nc,
+            col_blocks: n.div_ceil(nc),
+        }
+    }
+}
+
+/// Runs the tasks of a bounds-checked product into the dense `[batch, m, n]` output. With
+/// several column blocks, A is packed once instead of once per block.
+fn run_tasks<T: GemmInput>(
+    kernel: &Microkernel,
+    tiling: &Tiling,
+    k: usize,
+    a: &MatRef<'_, T>,
+    b: &BSource<'_, '_, T>,
+    epilogue: &Epilogue<'_>,
+    out: &mut [f32],
+) {
+    let Tiling {
+        batch,
+        m,
+        n,
+        row_blocks,
+        nc,
+        col_blocks,
+    } = *tiling;
+    let packed_a = (col_blocks > 1 && batch * m * k <= PREPACK_MAX)
+        .then(|| PackedA::new(*kernel, batch, m, k, a));
+    let a_source = match &packed_a {
+        Some(packed) => ASource::Packed(packed),
+        None => ASource::Strided(a),
+    };
+    let layout = OutLayout {
+        ptr: out.as_mut_ptr(),
+        batch_stride: m * n,
+        row_stride: n,
+    };
     (0..batch * row_blocks * col_blocks)
         .into_par_iter()
         .for_each(|task| {
@@ -220,18 +339,33 @@ pub fn gemm<T: GemmInput>(
                 cols: nc.min(n - col0),
             };
             // SAFETY: tasks own disjoint (batch, row range, column range) blocks of `out`, which
-            // holds `batch * m * n` floats and outlives the parallel loop.
-            unsafe { gemm_block(&kernel, &block, m, n, k, &a, &b, &epilogue, out_ptr) };
+            // holds `batch * m * n` floats laid out as `layout` says and outlives the loop.
+            unsafe { gemm_block(kernel, &block, k, &a_source, b, epilogue, layout) };
         });
 }
 
-/// Raw output pointer shared by the tasks, each of which writes only its own block.
+/// Where a product is written: element `(b, i, j)` at `ptr + b * batch_stride + i * row_stride
+/// + j`, shared by the tasks, each of which writes only its own block.
 #[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: used only for the disjoint per-task blocks described in `gemm`.
-unsafe impl Send for OutPtr {}
+pub(crate) struct OutLayout {
+    pub ptr: *mut f32,
+    pub batch_stride: usize,
+    pub row_stride: usize,
+}
+impl OutLayout {
+    /// The same layout with column 0 moved to column `col0`.
+    pub(crate) fn shifted_to_column(self, col0: usize) -> OutLayout {
+        OutLayout {
+            ptr: self.ptr.wrapping_add(col0),
+            ..self
+        }
+    }
+}
+
+// SAFETY: used only for disjoint per-task blocks (see `gemm` and `gemm_serial`).
+unsafe impl Send for OutLayout {}
 // SAFETY: as above.
-unsafe impl Sync for OutPtr {}
+unsafe impl Sync for OutLayout {}
 
 /// One task's block of the output.
 struct OutBlock {
@@ -242,6 +376,217 @@ struct OutBlock {
     cols: usize,
 }
 
+/// A `[batch, m, k]` operand packed once into the microkernel panels of one ISA (packing only
+/// copies and converts, contract section `gemm`). For batch `b` and the k-block starting at `k0`
+/// (width `kc`), the panels of all rows (`[panel][kc][mr]`, zero rows past `m`) start at
+/// `b * m_pad * k + k0 * m_pad`.
+pub(crate) struct PackedA {
+    kernel: Microkernel,
+    data: Vec<f32>,
+    batch: usize,
+    m: usize,
+    m_pad: usize,
+    k: usize,
+}
+
+impl PackedA {
+    /// Packs `a` for `kernel`, in parallel over (batch, k-block).
+    fn new<T: GemmInput>(
+        kernel: Microkernel,
+        batch: usize,
+        m: usize,
+        k: usize,
+        a: &MatRef<'_, T>,
+    ) -> PackedA {
+        let m_pad = m.div_ceil(kernel.mr) * kernel.mr;
+        let mut data = vec![0.0f32; batch * m_pad * k];
+        let mut pieces = Vec::new();
+        let mut rest = &mut data[..];
+        for bi in 0..batch {
+            for k0 in (0..k).step_by(KC) {
+                let kc = KC.min(k - k0);
+                let (piece, tail) = rest.split_at_mut(m_pad * kc);
+                pieces.push((bi, k0, kc, piece));
+                rest = tail;
+            }
+        }
+        pieces.into_par_iter().for_each(|(bi, k0, kc, piece)| {
+            pack::pack_a(a, bi, 0, m, k0, kc, kernel.mr, piece);
+        });
+        PackedA {
+            kernel,
+            data,
+            batch,
+            m,
+            m_pad,
+            k,
+        }
+    }
+
+    /// Packs a `[batch, m, k]` operand for the ISA active on this thread.
+    pub(crate) fn for_active_isa<T: GemmInput>(
+        batch: usize,
+        m: usize,
+        k: usize,
+        a: &MatRef<'_, T>,
+    ) -> PackedA {
+        a.check_bounds(batch, m, k, "gemm operand A");
+        PackedA::new(Microkernel::for_isa(Isa::active()), batch, m, k, a)
+    }
+
+    /// The panels of rows `row0 .. row0 + rows` (`row0` a multiple of `mr`) of one k-block.
+    fn panels(&self, batch: usize, k0: usize, kc: usize, row0: usize, rows: usize) -> &[f32] {
+        let mr = self.kernel.mr;
+        let start = batch * self.m_pad * self.k + k0 * self.m_pad + row0 / mr * kc * mr;
+        &self.data[start..start + rows.div_ceil(mr) * kc * mr]
+    }
+}
+
+/// Where a task's A panels come from.
+enum ASource<'s, 'a, T> {
+    /// Packed by the task, block by block.
+    Strided(&'s MatRef<'a, T>),
+    /// Packed once for the whole product.
+    Packed(&'s PackedA),
+}
+
+/// A `[k, n]` matrix packed once into the microkernel panels of one ISA, for [`gemm_packed_b`]
+/// (a constant weight packed when a model is loaded). Packing only copies and converts to f32
+/// exactly (contract section `gemm`). For the k-block starting at `k0` (width `kc`), panel `p`
+/// (columns `p * nr ..`, zero columns past `n`) is `[kc][nr]` at `k0 * n_pad + p * kc * nr`.
+pub struct PackedB {
+    kernel: Microkernel,
+    isa: Isa,
+    data: Vec<f32>,
+    k: usize,
+    n: usize,
+    n_pad: usize,
+}
+
+impl PackedB {
+    /// Packs batch entry 0 of `b` (a `[k, n]` view, any strides) for the ISA active on this
+    /// thread.
+    pub fn new<T: GemmInput>(k: usize, n: usize, b: MatRef<'_, T>) -> PackedB {
+        b.check_bounds(1, k, n, "PackedB operand");
+        let isa = Isa::active();
+        PackedB::pack(Microkernel::for_isa(isa), isa, k, n, &b)
+    }
+
+    /// Reduction length (rows of B).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Output columns (columns of B).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// The ISA whose panels this holds.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Packs batch entry 0 of a bounds-checked `b`, in parallel over (k-block, column block).
+    fn pack<T: GemmInput>(
+        kernel: Microkernel,
+        isa: Isa,
+        k: usize,
+        n: usize,
+        b: &MatRef<'_, T>,
+    ) -> PackedB {
+        let nr = kernel.nr;
+        let n_pad = n.div_ceil(nr) * nr;
+        let mut data = vec![0.0f32; k * n_pad];
+        let mut pieces = Vec::new();
+        let mut rest = &mut data[..];
+        for k0 in (0..k).step_by(KC) {
+            let kc = KC.min(k - k0);
+            for col0 in (0..n).step_by(NC_MAX) {
+                let cols = NC_MAX.min(n - col0);
+                let (piece, tail) = rest.split_at_mut(cols.div_ceil(nr) * nr * kc);
+                pieces.push((k0, kc, col0, cols, piece));
+                rest = tail;
+            }
+        }
+        pieces
+            .into_par_iter()
+            .for_each(|(k0, kc, col0, cols, piece)| {
+                pack::pack_b(b, 0, k0, kc, col0, cols, nr, piece);
+            });
+        PackedB {
+            kernel,
+            isa,
+            data,
+            k,
+            n,
+            n_pad,
+        }
+    }
+
+    /// The same matrix packed for `isa`.
+    fn repacked_for(&self, isa: Isa) -> PackedB {
+        let nr = self.kernel.nr;
+        let mut dense = vec![0.0f32; self.k * self.n];
+        for (kk, row) in dense.chunks_exact_mut(self.n.max(1)).enumerate() {
+            let (k0, kc) = (kk / KC * KC, KC.min(self.k - kk / KC * KC));
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = self.data[k0 * self.n_pad + j / nr * kc * nr + (kk - k0) * nr + j % nr];
+            }
+        }
+        let view = MatRef::row_major(&dense[..], self.k, self.n);
+        PackedB::pack(Microkernel::for_isa(isa), isa, self.k, self.n, &view)
+    }
+
+    /// The panels of columns `col0 .. col0 + cols` (`col0` a multiple of `nr`) of one k-block.
+    fn panels(&self, k0: usize, kc: usize, col0: usize, cols: usize) -> &[f32] {
+        let nr = self.kernel.nr;
+        let start = k0 * self.n_pad + col0 / nr * kc * nr;
+        &self.data[start..start + cols.div_ceil(nr) * kc * nr]
+    }
+}
+
+/// Where a task's B panels come from.
+enum BSource<'s, 'a, T> {
+    /// Packed by the task, block by block.
+    Strided(&'s MatRef<'a, T>),
+    /// Packed once for the whole product (shared by every batch entry).
+    Packed(&'s PackedB),
+}
+
+/// `out[b, i, j] = packed[b, i, :] . b[b, :, j]` then the epilogue, for `j < n`, on the calling
+/// thread: the building block of callers that run their own parallel tasks (conv). The epilogue
+/// is indexed with the local column `j`.
+///
+/// # Safety
+/// `out` is valid for writes of elements `(b, i, j)`, `b < packed.batch`, `i < packed.m`,
+/// `j < n`, and nothing else accesses them during the call.
+pub(crate) unsafe fn gemm_serial(
+    packed: &PackedA,
+    n: usize,
+    b: &MatRef<'_, f32>,
+    epilogue: &Epilogue<'_>,
+    out: OutLayout,
+) {
+    b.check_bounds(packed.batch, packed.k, n, "gemm operand B");
+    epilogue.check_bounds(packed.batch, packed.m, n);
+    let source = ASource::<f32>::Packed(packed);
+    let b = BSource::Strided(b);
+    for bi in 0..packed.batch {
+        for col0 in (0..n).step_by(NC_MAX) {
+            let block = OutBlock {
+                batch: bi,
+                row0: 0,
+                rows: packed.m,
+                col0,
+                cols: NC_MAX.min(n - col0),
+            };
+            // SAFETY: the block lies inside the region the caller hands over.
+            unsafe { gemm_block(&packed.kernel, &block, packed.k, &source, &b, epilogue, out) };
+        }
+    }
+}
+
 thread_local! {
     /// Per-thread packing buffer, reused across calls.
     static PACK_BUFFER: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
@@ -250,24 +595,23 @@ thread_local! {
 /// Computes one output block over the whole reduction, then applies the epilogue.
 ///
 /// # Safety
-/// `out` points to a dense `[batch, m, n]` buffer of which this call is the only writer of
-/// `block`'s elements; the operands were bounds-checked for `[batch, m, k]` and `[batch, k, n]`.
-#[allow(clippy::too_many_arguments)]
+/// `out` is valid for writes of `block`'s elements and this call is their only accessor; the
+/// operands were bounds-checked for `[batch, m, k]` and `[batch, k, n]`; `kernel` is the
+/// microkernel of an available ISA (and the one packed operands were packed for).
 unsafe fn gemm_block<T: GemmInput>(
     kernel: &Microkernel,
     block: &OutBlock,
-    m: usize,
-    n: usize,
     k: usize,
-    a: &MatRef<'_, T>,
-    b: &MatRef<'_, T>,
+    a: &ASource<'_, '_, T>,
+    b: &BSource<'_, '_, T>,
     epilogue: &Epilogue<'_>,
-    out: OutPtr,
+    out: OutLayout,
 ) {
     let (mr, nr) = (kernel.mr, kernel.nr);
-    let c_base = block.batch * m * n + block.row0 * n + block.col0;
-    // SAFETY: the block's element (i, j) is at `c_base + i * n + j < batch * m * n`.
-    let c_at = |i: usize, j: usize| unsafe { out.0.add(c_base + i * n + j) };
+    let c_base = block.batch * out.batch_stride + block.row0 * out.row_stride + block.col0;
+    let ldc = out.row_stride;
+    // SAFETY: the block's element (i, j) lies in the region the caller hands over.
+    let c_at = |i: usize, j: usize| unsafe { out.ptr.add(c_base + i * ldc + j) };
     if k == 0 {
         for i in 0..block.rows {
             for j in 0..block.cols {
@@ -277,18 +621,36 @@ unsafe fn gemm_block<T: GemmInput>(
         }
     }
 
-    let a_len = block.rows.div_ceil(mr) * mr * KC;
-    let b_len = block.cols.div_ceil(nr) * nr * KC;
+    let a_len = match a {
+        ASource::Strided(_) => block.rows.div_ceil(mr) * mr * KC,
+        ASource::Packed(_) => 0,
+    };
+    let b_len = match b {
+        BSource::Strided(_) => block.cols.div_ceil(nr) * nr * KC,
+        BSource::Packed(_) => 0,
+    };
     let mut buffer = PACK_BUFFER.take();
     buffer.resize(a_len + b_len, 0.0);
-    let (a_packed, b_packed) = buffer.split_at_mut(a_len);
+    let (a_buffer, b_buffer) = buffer.split_at_mut(a_len);
     let mut edge = [0.0f32; MAX_TILE];
 
     for k0 in (0..k).step_by(KC) {
         let kc = KC.min(k - k0);
         let first = k0 == 0;
-        pack::pack_a(a, block.batch, block.row0, block.rows, k0, kc, mr, a_packed);
-        pack::pack_b(b, block.batch, k0, kc, block.col0, block.cols, nr, b_packed);
+        let a_packed: &[f32] = match a {
+            ASource::Strided(a) => {
+                pack::pack_a(a, block.batch, block.row0, block.rows, k0, kc, mr, a_buffer);
+                a_buffer
+            }
+            ASource::Packed(packed) => packed.panels(block.batch, k0, kc, block.row0, block.rows),
+        };
+        let b_packed: &[f32] = match b {
+            BSource::Strided(b) => {
+                pack::pack_b(b, block.batch, k0, kc, block.col0, block.cols, nr, b_buffer);
+                b_buffer
+            }
+            BSource::Packed(packed) => packed.panels(k0, kc, block.col0, block.cols),
+        };
         for (jp, b_panel) in b_packed
             .chunks_exact(kc * nr)
             .take(block.cols.div_ceil(nr))
@@ -306,10 +668,16 @@ unsafe fn gemm_block<T: GemmInput>(
                 let tile_fn = kernel.by_rows[rows - 1];
                 if width == nr {
                     // SAFETY: the panels hold `kc * mr` and `kc * nr` floats, the C tile is
-                    // `rows x nr` inside this task's block, and `kernel` matches `Isa::active()`,
-                    // which only returns available ISAs.
+                    // `rows x nr` inside this task's block, and `kernel` is of an available ISA.
                     unsafe {
-                        tile_fn(kc, a_panel.as_ptr(), b_panel.as_ptr(), c_at(i, j), n, first)
+                        tile_fn(
+                            kc,
+                            a_panel.as_ptr(),
+                            b_panel.as_ptr(),
+                            c_at(i, j),
+                            ldc,
+                            first,
+                        )
                     };
                 } else {
                     // Right edge: run the full-width kernel on a local copy of the valid columns.

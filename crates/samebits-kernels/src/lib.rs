@@ -10,7 +10,7 @@
 //! - [`isa`]: [`Isa::detect`], [`Isa::available`], [`set_forced_isa`], [`with_isa`] and the
 //!   `SAMEBITS_ISA` environment variable.
 //! - [`gemm`]: [`gemm_f32`] / [`gemm()`] (f32, f16, bf16 inputs, [`Epilogue`]) over [`MatRef`]
-//!   strided views.
+//!   strided views; [`PackedB`] and [`gemm_packed_b`] for a B packed once and reused.
 //! - [`conv`]: [`conv_f32`] and [`conv_transpose_f32`] (1D/2D/3D, groups, strides, dilations,
 //!   pads, output padding) described by [`ConvGeometry`] / [`ConvTransposeGeometry`].
 //! - [`pool`]: [`pool_f32`] (max / average, N-d, ceil mode, count_include_pad) described by
@@ -30,7 +30,7 @@ pub use canonical::{
     canonical_sum, canonical_sum_squares_strided, canonical_sum_strided,
 };
 pub use conv::{ConvGeometry, ConvTransposeGeometry, conv_f32, conv_transpose_f32};
-pub use gemm::{Epilogue, GemmInput, MatRef, gemm, gemm_f32};
+pub use gemm::{Epilogue, GemmInput, MatRef, PackedB, gemm, gemm_f32, gemm_packed_b};
 pub use isa::{Isa, IsaError, set_forced_isa, with_isa};
 pub use pool::{PoolGeometry, PoolKind, global_pool_f32, pool_f32};
 pub use reduce::{ArgKind, ReduceKind, argreduce_f32, canonical_max, canonical_min, reduce_f32};

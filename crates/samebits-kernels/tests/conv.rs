@@ -144,10 +144,97 @@ fn conv_cases() -> Vec<ConvGeometry> {
     ]
 }
 
+/// Geometries of the direct path (at most 4 input channels per group).
+fn direct_cases() -> Vec<ConvGeometry> {
+    let pad = |p: usize| (vec![p, p], vec![p, p]);
+    let d2 = |batch, cmg, sp: [usize; 2], k: [usize; 2], s: [usize; 2], d: [usize; 2], p: usize| {
+        let (pb, pe) = pad(p);
+        geometry(batch, cmg, &sp, &k, &s, &d, (&pb, &pe))
+    };
+    vec![
+        // Depthwise 3x3 stride 2 pad 1, odd sizes.
+        d2(2, (16, 16, 16), [17, 19], [3, 3], [2, 2], [1, 1], 1),
+        // Depthwise 5x5 pad 2, width 70 (a 64-lane block then 16-lane blocks).
+        d2(1, (3, 3, 3), [9, 70], [5, 5], [1, 1], [1, 1], 2),
+        // Channel multiplier 2, dilation 2.
+        d2(1, (4, 8, 4), [11, 13], [3, 3], [1, 1], [2, 2], 2),
+        // 9x9 depthwise: 81 terms, two reduction tiles.
+        d2(1, (2, 2, 2), [12, 12], [9, 9], [1, 1], [1, 1], 4),
+        // Two input channels per group, 8x3 taps: 48 x 2 = 96 terms; stride 3 columns.
+        d2(1, (4, 6, 2), [14, 20], [8, 3], [1, 3], [1, 1], 3),
+        // Several bands per plane (few planes, many lines), no padding.
+        d2(1, (3, 3, 3), [40, 37], [3, 3], [1, 1], [1, 1], 0),
+        // 1D depthwise with asymmetric pads.
+        geometry(2, (6, 6, 6), &[33], &[5], &[2], &[1], (&[3], &[1])),
+        // 3D depthwise with strides and padding (bands over depth).
+        geometry(
+            1,
+            (2, 4, 2),
+            &[7, 6, 9],
+            &[3, 2, 3],
+            &[2, 1, 2],
+            &[1, 2, 1],
+            (&[1, 0, 1], &[1, 1, 2]),
+        ),
+    ]
+}
+
+/// Geometries of the blocked im2col path (more than 4 input channels per group).
+fn im2col_cases() -> Vec<ConvGeometry> {
+    vec![
+        // Grouped, 5 channels per group, dilation 2 and stride 2.
+        geometry(
+            1,
+            (10, 4, 2),
+            &[12, 10],
+            &[3, 2],
+            &[2, 1],
+            &[2, 2],
+            (&[2, 0], &[1, 1]),
+        ),
+        // 600 outputs: several column blocks, the last one partial.
+        geometry(
+            2,
+            (6, 10, 1),
+            &[24, 25],
+            &[3, 3],
+            &[1, 1],
+            &[1, 1],
+            (&[1, 1], &[1, 1]),
+        ),
+        // 3D with padding.
+        geometry(
+            1,
+            (5, 3, 1),
+            &[4, 5, 6],
+            &[2, 3, 3],
+            &[1, 2, 1],
+            &[1, 1, 2],
+            (&[1, 1, 2], &[0, 1, 2]),
+        ),
+        // 1D stride 2, taps reaching past both ends.
+        geometry(1, (5, 3, 1), &[50], &[4], &[2], &[3], (&[5], &[4])),
+        // 100 output channels (more than one row block of the GEMM).
+        geometry(
+            1,
+            (7, 100, 1),
+            &[9, 9],
+            &[3, 3],
+            &[2, 2],
+            &[1, 1],
+            (&[1, 1], &[1, 1]),
+        ),
+    ]
+}
+
 #[test]
 fn conv_matches_oracle_on_every_isa() {
     let mut rng = Rng::new(21);
-    for g in conv_cases() {
+    for g in conv_cases()
+        .into_iter()
+        .chain(direct_cases())
+        .chain(im2col_cases())
+    {
         let (xl, wl, _) = g.sizes();
         let (x, w, bias) = (rng.vec(xl), rng.vec(wl), rng.vec(g.out_channels));
         for bias in [None, Some(&bias[..])] {
@@ -166,32 +253,82 @@ fn conv_matches_oracle_on_every_isa() {
 #[test]
 fn conv_image_bits_do_not_depend_on_batch_or_threads() {
     let mut rng = Rng::new(22);
-    let g8 = geometry(
-        8,
-        (4, 8, 1),
-        &[13, 13],
-        &[3, 3],
-        &[2, 2],
-        &[1, 1],
-        (&[1, 1], &[1, 1]),
-    );
-    let g1 = ConvGeometry {
-        batch: 1,
-        ..g8.clone()
-    };
-    let (xl, wl, ol) = g8.sizes();
-    let (x, w) = (rng.vec(xl), rng.vec(wl));
-    let per_image = ol / 8;
-    for isa in Isa::available() {
-        let batched = on_threads(2, isa, || run_conv(&g8, &x, &w, None));
-        let single = on_threads(1, isa, || run_conv(&g1, &x[..xl / 8], &w, None));
-        assert_bits_eq(
-            &single,
-            &batched[..per_image],
-            &format!("{isa}: image 0, batch 1 vs 8"),
+    let cases = [
+        // im2col + GEMM.
+        geometry(
+            8,
+            (6, 8, 1),
+            &[13, 13],
+            &[3, 3],
+            &[2, 2],
+            &[1, 1],
+            (&[1, 1], &[1, 1]),
+        ),
+        // Direct depthwise, planes cut into bands by thread count.
+        geometry(
+            8,
+            (3, 3, 3),
+            &[29, 21],
+            &[3, 3],
+            &[1, 1],
+            &[1, 1],
+            (&[1, 1], &[1, 1]),
+        ),
+    ];
+    for g8 in cases {
+        let g1 = ConvGeometry {
+            batch: 1,
+            ..g8.clone()
+        };
+        let (xl, wl, ol) = g8.sizes();
+        let (x, w) = (rng.vec(xl), rng.vec(wl));
+        let per_image = ol / 8;
+        let want = conv_oracle(&g1, &x[..xl / 8], &w, None);
+        for isa in Isa::available() {
+            let batched = on_threads(2, isa, || run_conv(&g8, &x, &w, None));
+            let single = on_threads(1, isa, || run_conv(&g1, &x[..xl / 8], &w, None));
+            assert_bits_eq(&single, &want, &format!("{isa}: image 0 vs oracle"));
+            assert_bits_eq(
+                &single,
+                &batched[..per_image],
+                &format!("{isa}: image 0, batch 1 vs 8"),
+            );
+            let four = on_threads(4, isa, || run_conv(&g8, &x, &w, None));
+            assert_bits_eq(&four, &batched, &format!("{isa}: 4 vs 2 threads"));
+        }
+    }
+}
+
+#[test]
+fn padding_taps_are_terms_of_the_chain() {
+    // Depthwise 3x3, pad 1. Every product underflows to -0.0; a padded tap
+    // `fma(w, 0.0, -0.0)` gives +0.0, so an output whose last tap lies in the padding (bottom
+    // right corner) is +0.0 and one whose last tap is inside (top left, centre) is -0.0.
+    // An infinite weight on tap 0 turns a padded first tap into NaN (0 * inf).
+    let cases = [
+        (1e-30f32, -0.0f32, 0.0f32),
+        (f32::INFINITY, f32::NAN, f32::NEG_INFINITY),
+    ];
+    for (w0, top_left, bottom_right) in cases {
+        let g = geometry(
+            1,
+            (1, 1, 1),
+            &[5, 6],
+            &[3, 3],
+            &[1, 1],
+            &[1, 1],
+            (&[1, 1], &[1, 1]),
         );
-        let four = on_threads(4, isa, || run_conv(&g8, &x, &w, None));
-        assert_bits_eq(&four, &batched, &format!("{isa}: 4 vs 2 threads"));
+        let x = vec![-1e-30f32; 30];
+        let mut w = vec![1e-30f32; 9];
+        w[0] = w0;
+        let want = conv_oracle(&g, &x, &w, None);
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        assert!(same(want[0], top_left), "top left");
+        assert_eq!(want[29].to_bits(), bottom_right.to_bits(), "bottom right");
+        for (isa, got) in on_every_isa(|| run_conv(&g, &x, &w, None)) {
+            assert_bits_eq(&got, &want, &format!("w0 = {w0} on {isa}"));
+        }
     }
 }
 

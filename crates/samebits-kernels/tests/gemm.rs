@@ -4,7 +4,9 @@ mod common;
 
 use common::{Rng, assert_bits_eq, on_every_isa, on_threads};
 use half::{bf16, f16};
-use samebits_kernels::{Epilogue, Isa, MatRef, canonical_dot_strided, gemm, gemm_f32};
+use samebits_kernels::{
+    Epilogue, Isa, MatRef, PackedB, canonical_dot_strided, gemm, gemm_f32, gemm_packed_b, with_isa,
+};
 
 /// Oracle: each output is `canonical_dot_strided` of a row of A and a column of B.
 fn oracle(batch: usize, m: usize, n: usize, k: usize, a: MatRef<f32>, b: MatRef<f32>) -> Vec<f32> {
@@ -112,6 +114,178 @@ fn row_vector_shapes_match_oracle() {
             col_stride: 1,
         };
         check_all_isas(2, 1, n, k, a_view, b_view);
+    }
+}
+
+/// B stored transposed (`[n, k]` row-major, the layout of weights stored per output row).
+fn transposed_b(data: &[f32], n: usize, k: usize) -> MatRef<'_, f32> {
+    MatRef::row_major(data, n, k).transposed()
+}
+
+#[test]
+fn few_rows_times_transposed_b_match_oracle() {
+    let mut rng = Rng::new(10);
+    for (m, n, k) in [
+        (1, 1, 1),
+        (1, 7, 15),
+        (1, 16, 16),
+        (2, 17, 17),
+        (3, 33, 63),
+        (4, 64, 64),
+        (5, 100, 65),
+        (6, 31, 130),
+        (7, 48, 200),
+        (8, 300, 129),
+        (8, 20, 1000),
+        (9, 40, 70),
+    ] {
+        let a = rng.vec(m * k);
+        let b = rng.vec(n * k);
+        check_all_isas(
+            1,
+            m,
+            n,
+            k,
+            MatRef::row_major(&a, m, k),
+            transposed_b(&b, n, k),
+        );
+        // Batch of 2: A read with column stride 2, B shared with a padded row (ldb = k + 3).
+        let a2 = rng.vec(2 * m * 2 * k);
+        let a_view = MatRef {
+            data: &a2[..],
+            offset: 0,
+            batch_stride: m * 2 * k,
+            row_stride: 2 * k,
+            col_stride: 2,
+        };
+        let b_pad = rng.vec(n * (k + 3));
+        let b_view = MatRef {
+            data: &b_pad[..],
+            offset: 0,
+            batch_stride: 0,
+            row_stride: 1,
+            col_stride: k + 3,
+        };
+        check_all_isas(2, m, n, k, a_view, b_view);
+    }
+}
+
+#[test]
+fn transposed_b_bits_do_not_depend_on_m_or_threads() {
+    let mut rng = Rng::new(11);
+    let (n, k) = (333, 520);
+    let a = rng.vec(9 * k);
+    let b = rng.vec(n * k);
+    let b_view = transposed_b(&b, n, k);
+    for isa in Isa::available() {
+        // M = 9 takes the packed path; M <= 8 the transposed-B path.
+        let nine = on_threads(2, isa, || {
+            run_gemm(1, 9, n, k, MatRef::row_major(&a, 9, k), b_view)
+        });
+        for (m, threads) in [(1, 1), (3, 4), (8, 2)] {
+            let got = on_threads(threads, isa, || {
+                run_gemm(1, m, n, k, MatRef::row_major(&a[..m * k], m, k), b_view)
+            });
+            assert_bits_eq(
+                &got,
+                &nine[..m * n],
+                &format!("{isa}: M={m} on {threads} threads vs M=9"),
+            );
+        }
+    }
+}
+
+#[test]
+fn packed_b_matches_oracle_on_every_isa() {
+    let mut rng = Rng::new(12);
+    for (batch, m, n, k, b_transposed) in [
+        (1, 1, 70, 65, false),
+        (2, 9, 100, 300, true),
+        (1, 200, 33, 129, false),
+        (3, 5, 1, 1, true),
+    ] {
+        let a = rng.vec(batch * m * k);
+        let b = rng.vec(k * n);
+        let a_view = MatRef::row_major(&a, m, k);
+        let b_view = if b_transposed {
+            transposed_b(&b, n, k)
+        } else {
+            MatRef::row_major(&b, k, n)
+        };
+        let want = oracle(batch, m, n, k, a_view, b_view.with_batch_stride(0));
+        let packed_default = PackedB::new(k, n, b_view);
+        assert_eq!((packed_default.k(), packed_default.n()), (k, n));
+        for isa in Isa::available() {
+            // Packed for this ISA, and packed for another one (repacked per call).
+            let packed_here = with_isa(isa, || PackedB::new(k, n, b_view));
+            assert_eq!(packed_here.isa(), isa);
+            for packed in [&packed_here, &packed_default] {
+                for threads in [1, 3] {
+                    let got = on_threads(threads, isa, || {
+                        let mut out = vec![f32::NAN; batch * m * n];
+                        gemm_packed_b(batch, m, a_view, packed, Epilogue::None, &mut out);
+                        out
+                    });
+                    assert_bits_eq(
+                        &got,
+                        &want,
+                        &format!(
+                            "packed B ({}) {batch}x{m}x{n}x{k} on {isa}, {threads} threads",
+                            packed.isa()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn packed_b_converts_half_inputs_and_applies_epilogues() {
+    let mut rng = Rng::new(13);
+    let (m, n, k) = (7, 40, 90);
+    let a32 = rng.vec(m * k);
+    let b32 = rng.vec(k * n);
+    let a16: Vec<f16> = a32.iter().map(|&x| f16::from_f32(x)).collect();
+    let b16: Vec<f16> = b32.iter().map(|&x| f16::from_f32(x)).collect();
+    let widen = |v: &[f16]| v.iter().map(|x| x.to_f32()).collect::<Vec<_>>();
+    let (aw, bw) = (widen(&a16), widen(&b16));
+    let acc = oracle(
+        1,
+        m,
+        n,
+        k,
+        MatRef::row_major(&aw, m, k),
+        MatRef::row_major(&bw, k, n),
+    );
+    let bias = rng.vec(n);
+    let want: Vec<f32> = acc
+        .iter()
+        .enumerate()
+        .map(|(idx, &v)| v + bias[idx % n])
+        .collect();
+    let bias_view = MatRef {
+        data: &bias[..],
+        offset: 0,
+        batch_stride: 0,
+        row_stride: 0,
+        col_stride: 1,
+    };
+    for isa in Isa::available() {
+        let got = with_isa(isa, || {
+            let packed = PackedB::new(k, n, MatRef::row_major(&b16, k, n));
+            let mut out = vec![0.0; m * n];
+            gemm_packed_b(
+                1,
+                m,
+                MatRef::row_major(&a16, m, k),
+                &packed,
+                Epilogue::Add(bias_view),
+                &mut out,
+            );
+            out
+        });
+        assert_bits_eq(&got, &want, &format!("f16 packed B with bias on {isa}"));
     }
 }
 
@@ -272,16 +446,23 @@ fn half_precision_inputs_convert_exactly() {
 #[test]
 fn epilogues_follow_their_formulas() {
     let mut rng = Rng::new(7);
-    for m in [1, 9] {
-        check_epilogues(&mut rng, m);
+    for m in [1, 3, 9] {
+        for b_transposed in [false, true] {
+            check_epilogues(&mut rng, m, b_transposed);
+        }
     }
 }
 
-fn check_epilogues(rng: &mut Rng, m: usize) {
+fn check_epilogues(rng: &mut Rng, m: usize, b_transposed: bool) {
     let (batch, n, k) = (2, 140, 70);
     let a = rng.vec(batch * m * k);
     let b = rng.vec(batch * k * n);
-    let (a, b) = (MatRef::row_major(&a, m, k), MatRef::row_major(&b, k, n));
+    let a = MatRef::row_major(&a, m, k);
+    let b = if b_transposed {
+        MatRef::row_major(&b, n, k).transposed()
+    } else {
+        MatRef::row_major(&b, k, n)
+    };
     let acc = oracle(batch, m, n, k, a, b);
     let bias = rng.vec(n);
     let bias_view = MatRef {

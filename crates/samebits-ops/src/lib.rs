@@ -18,8 +18,10 @@ mod layout;
 mod op;
 mod plan;
 pub mod registry;
+mod spatial;
+mod staging;
 
 pub use args::{NodeArgs, normalize_axis};
 pub use error::{OpError, Result};
 pub use op::{BuildContext, Inputs, InputsExt, Op, OperationSet};
-pub use plan::{Plan, RunOptions, StepObserver, free_variables, topological_order};
+pub use plan::{Plan, RunOptions, StepObserver, free_variables, node_captures, topological_order};

@@ -13,7 +13,7 @@ pub fn run(model: &mut Model, operation_set: OperationSet) -> Result<()> {
         let node = &graph.nodes[i];
         let input_types: Vec<Option<ValueType>> =
             node.inputs.iter().map(|n| graph.value_type(n)).collect();
-        let captures: Vec<String> = Vec::new();
+        let captures: Vec<String> = samebits_ops::node_captures(node).into_iter().collect();
         let ctx = BuildContext {
             node,
             opset: registry::opset_of(&opsets, &node.domain),

@@ -45,12 +45,12 @@ impl CompileOptions {
     /// The operation set these options select, or an error when they contradict each other.
     pub fn resolved_operation_set(&self) -> Result<OperationSet> {
         match (self.requires_reproducibility, self.operation_set) {
-            (true, Some(set)) if set != OperationSet::Reproducible => Err(RuntimeError::Usage(
-                format!(
+            (true, Some(set)) if set != OperationSet::Reproducible => {
+                Err(RuntimeError::Usage(format!(
                     "operation set {set} does not keep the reproducibility promise; \
                      choose reproducible or turn requires_reproducibility off"
-                ),
-            )),
+                )))
+            }
             (true, _) => Ok(OperationSet::Reproducible),
             (false, set) => Ok(set.unwrap_or(OperationSet::Default)),
         }
@@ -146,7 +146,12 @@ pub fn compile(source: impl Into<ModelSource>, options: &CompileOptions) -> Resu
                 .map(|rel| folder.join(rel))
                 .collect();
             let model = samebits_onnx::model_from_proto(proto, Some(&folder))?;
-            place_tensor_files(&externals, &path, artifacts.path(), options.colocate_tensors)?;
+            place_tensor_files(
+                &externals,
+                &path,
+                artifacts.path(),
+                options.colocate_tensors,
+            )?;
             let mut files = vec![path.clone()];
             files.extend(externals);
             (model, Some(sha256_file(&path)?), files)
@@ -217,6 +222,15 @@ impl CompiledModel {
 
     /// Runs on named inputs; every model input must be given exactly once and no other name.
     pub fn run(&self, inputs: &BTreeMap<String, Value>) -> Result<Vec<(String, Value)>> {
+        self.run_with(inputs, RunOptions::default())
+    }
+
+    /// [`CompiledModel::run`] with interpreter options (a per-step observer, for profiling).
+    pub fn run_with(
+        &self,
+        inputs: &BTreeMap<String, Value>,
+        options: RunOptions,
+    ) -> Result<Vec<(String, Value)>> {
         for name in inputs.keys() {
             if !self.plan.inputs().any(|(n, _)| n == name) {
                 return Err(RuntimeError::Usage(format!(
@@ -229,12 +243,13 @@ impl CompiledModel {
             .plan
             .inputs()
             .map(|(name, _)| {
-                inputs.get(name).cloned().ok_or_else(|| {
-                    RuntimeError::Usage(format!("missing input \"{name}\""))
-                })
+                inputs
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| RuntimeError::Usage(format!("missing input \"{name}\"")))
             })
             .collect::<Result<Vec<_>>>()?;
-        let outputs = self.plan.run(ordered, RunOptions::default())?;
+        let outputs = self.plan.run(ordered, options)?;
         Ok(self.output_names().into_iter().zip(outputs).collect())
     }
 

@@ -50,7 +50,10 @@ impl Reason {
 impl std::fmt::Display for Reason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Reason::NumericMismatch { output, max_abs_error } => write!(
+            Reason::NumericMismatch {
+                output,
+                max_abs_error,
+            } => write!(
                 f,
                 "numeric mismatch: output \"{output}\" max abs error {max_abs_error:.3e}"
             ),
@@ -203,7 +206,9 @@ pub fn compare_values(name: &str, actual: &Value, expected: &Value) -> Result<()
                     e.len()
                 )));
             }
-            a.iter().zip(e).try_for_each(|(a, e)| compare_tensors(name, a, e))
+            a.iter()
+                .zip(e)
+                .try_for_each(|(a, e)| compare_tensors(name, a, e))
         }
         (Value::Optional(a), Value::Optional(e)) => match (a, e) {
             (None, None) => Ok(()),
@@ -248,8 +253,10 @@ fn compare_tensors(name: &str, a: &Tensor, e: &Tensor) -> Result<(), Reason> {
         };
     }
     let (av, ev) = (
-        a.to_f64_vec().map_err(|m| Reason::RuntimeError(m.to_string()))?,
-        e.to_f64_vec().map_err(|m| Reason::RuntimeError(m.to_string()))?,
+        a.to_f64_vec()
+            .map_err(|m| Reason::RuntimeError(m.to_string()))?,
+        e.to_f64_vec()
+            .map_err(|m| Reason::RuntimeError(m.to_string()))?,
     );
     let float = a.dtype().is_float();
     let mut worst = 0.0f64;

@@ -16,7 +16,7 @@ pub mod receipt;
 pub mod tensor_file;
 
 pub use compile::{Artifacts, CompileOptions, CompiledModel, ModelSource, compile};
-pub use error::{RuntimeError, Result};
+pub use error::{Result, RuntimeError};
 pub use samebits_ops::OperationSet;
 
 /// The engine's name and version, as receipts record them.

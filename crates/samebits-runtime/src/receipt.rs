@@ -50,28 +50,10 @@ pub struct Receipt {
 fn portable_path(path: &Path, base: &Path) -> String {
     let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
-    pathdiff(&abs, &base)
-        .unwrap_or(abs)
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// `path` relative to `base` (with `..` steps), when both are absolute.
-fn pathdiff(path: &Path, base: &Path) -> Option<PathBuf> {
-    use std::path::Component;
-    let (p, b): (Vec<_>, Vec<_>) = (path.components().collect(), base.components().collect());
-    if !matches!(p.first(), Some(Component::RootDir)) || !matches!(b.first(), Some(Component::RootDir)) {
-        return None;
+    match abs.strip_prefix(&base) {
+        Ok(rel) => rel.to_string_lossy().into_owned(),
+        Err(_) => abs.to_string_lossy().into_owned(),
     }
-    let common = p.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let mut rel = PathBuf::new();
-    for _ in common..b.len() {
-        rel.push("..");
-    }
-    for c in &p[common..] {
-        rel.push(c);
-    }
-    Some(rel)
 }
 
 fn record(name: &str, value: &Value, path: Option<String>) -> TensorRecord {
@@ -98,7 +80,10 @@ impl Receipt {
         outputs: &[(String, Value)],
         receipt_path: &Path,
     ) -> Result<Receipt> {
-        let base = receipt_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let base = receipt_path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         let mut files = compiled.model_files.iter();
         let model_path = files.next().ok_or_else(|| {
             RuntimeError::Usage("receipts need a model compiled from a file".into())
@@ -121,7 +106,13 @@ impl Receipt {
             model_files: files.map(file_record).collect::<Result<_>>()?,
             inputs: inputs
                 .iter()
-                .map(|(name, v)| record(name, v, input_files.get(name).map(|p| portable_path(p, base))))
+                .map(|(name, v)| {
+                    record(
+                        name,
+                        v,
+                        input_files.get(name).map(|p| portable_path(p, base)),
+                    )
+                })
                 .collect(),
             outputs: outputs.iter().map(|(n, v)| record(n, v, None)).collect(),
         })
@@ -177,7 +168,10 @@ impl Verification {
 /// outputs differ.
 pub fn verify(path: &Path) -> Result<Verification> {
     let receipt = Receipt::read(path)?;
-    let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let base = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let resolve = |p: &str| base.join(p);
     let check_file = |rec: &FileRecord, what: &str| -> Result<PathBuf> {
         let file = resolve(&rec.path);
@@ -185,7 +179,10 @@ pub fn verify(path: &Path) -> Result<Verification> {
         if actual != rec.sha256 {
             return Err(RuntimeError::bad_file(
                 &file,
-                format!("{what} sha256 is {actual}, the receipt records {}", rec.sha256),
+                format!(
+                    "{what} sha256 is {actual}, the receipt records {}",
+                    rec.sha256
+                ),
             ));
         }
         Ok(file)
@@ -205,7 +202,10 @@ pub fn verify(path: &Path) -> Result<Verification> {
         if actual != rec.sha256 {
             return Err(RuntimeError::bad_file(
                 &file,
-                format!("input \"{}\" sha256 is {actual}, the receipt records {}", rec.name, rec.sha256),
+                format!(
+                    "input \"{}\" sha256 is {actual}, the receipt records {}",
+                    rec.name, rec.sha256
+                ),
             ));
         }
         inputs.insert(rec.name.clone(), value);

@@ -50,7 +50,8 @@ fn dtype_of_descr(descr: &str) -> Option<DType> {
 /// Reads a `.npy` file.
 pub fn read_npy(path: &Path) -> Result<Tensor> {
     let bytes = std::fs::read(path).map_err(|e| RuntimeError::io(path, e))?;
-    parse_npy(&bytes).map_err(|m| RuntimeError::bad_file(path, format!("not a valid .npy file: {m}")))
+    parse_npy(&bytes)
+        .map_err(|m| RuntimeError::bad_file(path, format!("not a valid .npy file: {m}")))
 }
 
 /// Parses `.npy` bytes.
@@ -86,7 +87,10 @@ pub fn parse_npy(bytes: &[u8]) -> Result<Tensor, String> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>().map_err(|_| format!("bad dim '{s}' in shape")))
+        .map(|s| {
+            s.parse::<usize>()
+                .map_err(|_| format!("bad dim '{s}' in shape"))
+        })
         .collect::<Result<_, _>>()?;
     let numel = checked_numel(&shape).map_err(|e| e.to_string())?;
     let data = &bytes[end..];
@@ -107,7 +111,10 @@ fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
     let at = header
         .find(&format!("'{key}'"))
         .or_else(|| header.find(&format!("\"{key}\"")))?;
-    let rest = header[at + key.len() + 2..].trim_start().strip_prefix(':')?.trim_start();
+    let rest = header[at + key.len() + 2..]
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start();
     let mut depth = 0;
     for (i, c) in rest.char_indices() {
         match c {
@@ -129,8 +136,7 @@ pub fn npy_bytes(t: &Tensor) -> Result<Vec<u8>, String> {
         1 => format!("({},)", dims[0]),
         _ => format!("({})", dims.join(", ")),
     };
-    let mut header =
-        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     // Pad with spaces so the data starts on a 64-byte boundary; end with a newline.
     let unpadded = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
@@ -158,7 +164,10 @@ mod tests {
     fn npy_round_trips_every_supported_dtype() {
         let t = Tensor::from_vec(vec![2, 3], vec![1f32, 2., 3., 4., 5., 6.]).unwrap();
         let bytes = npy_bytes(&t).unwrap();
-        assert_eq!((10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize) % 64, 0);
+        assert_eq!(
+            (10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize) % 64,
+            0
+        );
         assert_eq!(parse_npy(&bytes).unwrap(), t);
         let b = Tensor::from_bools(vec![3], vec![true, false, true]).unwrap();
         assert_eq!(parse_npy(&npy_bytes(&b).unwrap()).unwrap(), b);
@@ -169,7 +178,9 @@ mod tests {
     #[test]
     fn reads_a_file_numpy_wrote() {
         // The bytes NumPy 2.4.6 writes for np.save(f, np.arange(3, dtype='<i2').reshape(1, 3)).
-        let mut bytes = b"\x93NUMPY\x01\x00v\x00{'descr': '<i2', 'fortran_order': False, 'shape': (1, 3), }".to_vec();
+        let mut bytes =
+            b"\x93NUMPY\x01\x00v\x00{'descr': '<i2', 'fortran_order': False, 'shape': (1, 3), }"
+                .to_vec();
         bytes.extend(std::iter::repeat_n(b' ', 118 - 60 - 1));
         bytes.push(b'\n');
         bytes.extend_from_slice(&[0, 0, 1, 0, 2, 0]);
@@ -182,7 +193,10 @@ mod tests {
     fn corrupt_files_are_errors_not_panics() {
         let good = npy_bytes(&Tensor::from_vec(vec![4], vec![0f64; 4]).unwrap()).unwrap();
         for cut in 0..good.len() {
-            assert!(parse_npy(&good[..cut]).is_err(), "truncated at {cut} accepted");
+            assert!(
+                parse_npy(&good[..cut]).is_err(),
+                "truncated at {cut} accepted"
+            );
         }
         let mut huge = good.clone();
         let header = String::from_utf8_lossy(&huge[10..]).replace("(4,)", "(9999999999999,)");

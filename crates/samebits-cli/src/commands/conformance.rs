@@ -95,7 +95,10 @@ fn print_report(results: &[CaseResult], list_failures: bool) {
             }
         }
     }
-    println!("{:<32} {:>7} {:>7} {:>8}", "op", "passed", "failed", "skipped");
+    println!(
+        "{:<32} {:>7} {:>7} {:>8}",
+        "op", "passed", "failed", "skipped"
+    );
     for (op, row) in &per_op {
         println!(
             "{op:<32} {:>7} {:>7} {:>8}",

@@ -37,8 +37,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let mut files = BTreeMap::new();
     for (name, path) in &args.inputs {
         let path = PathBuf::from(path);
-        let t = tensor_file::read_tensor(&path)
-            .with_context(|| format!("input \"{name}\""))?;
+        let t = tensor_file::read_tensor(&path).with_context(|| format!("input \"{name}\""))?;
         if inputs.insert(name.clone(), Value::Tensor(t)).is_some() {
             anyhow::bail!("input \"{name}\" is given twice");
         }
@@ -51,8 +50,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
         let t = value
             .as_tensor()
             .with_context(|| format!("output \"{name}\" is a {}, not a tensor", value.kind()))?;
-        let bytes = tensor_file::npy_bytes(t)
-            .map_err(|m| anyhow::anyhow!("output \"{name}\": {m}"))?;
+        let bytes =
+            tensor_file::npy_bytes(t).map_err(|m| anyhow::anyhow!("output \"{name}\": {m}"))?;
         encoded.push((safe_file_name(name), bytes));
     }
     let receipt = match &args.receipt {
@@ -76,6 +75,12 @@ pub fn main(args: Args) -> Result<ExitCode> {
 /// An output name as a file name: path separators and other awkward characters become `_`.
 fn safe_file_name(name: &str) -> String {
     name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }

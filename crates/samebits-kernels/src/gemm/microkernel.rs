@@ -21,6 +21,7 @@ use crate::isa::Isa;
 pub(crate) type KernelFn = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool);
 
 /// The microkernel family of one ISA: register tile shape and one entry per row count.
+#[derive(Clone, Copy)]
 pub(crate) struct Microkernel {
     pub mr: usize,
     pub nr: usize,

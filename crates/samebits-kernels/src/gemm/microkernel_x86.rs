@@ -229,3 +229,193 @@ pub(crate) unsafe fn avx2_row_block(
         tile_start = tile_end;
     }
 }
+
+/// 16 x 16 in-register transpose: `out[c]` lane `l` is `rows[l]` lane `c`
+/// (unpack pairs of rows, then pairs of pairs, then exchange 128-bit lanes).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn transpose_16x16(rows: [__m512; 16]) -> [__m512; 16] {
+    let t: [__m512; 16] = std::array::from_fn(|i| {
+        let (r0, r1) = (rows[i / 2 * 2], rows[i / 2 * 2 + 1]);
+        if i % 2 == 0 {
+            _mm512_unpacklo_ps(r0, r1)
+        } else {
+            _mm512_unpackhi_ps(r0, r1)
+        }
+    });
+    // u[4g + e], 128-bit lane q: element 4q + e of rows 4g .. 4g + 3.
+    let u: [__m512; 16] = std::array::from_fn(|i| {
+        let (g, e) = (i / 4, i % 4);
+        let (lo, hi) = (
+            _mm512_castps_pd(t[4 * g + e / 2]),
+            _mm512_castps_pd(t[4 * g + 2 + e / 2]),
+        );
+        _mm512_castpd_ps(if e % 2 == 0 {
+            _mm512_unpacklo_pd(lo, hi)
+        } else {
+            _mm512_unpackhi_pd(lo, hi)
+        })
+    });
+    let mut out = [_mm512_setzero_ps(); 16];
+    for e in 0..4 {
+        let v_a = _mm512_shuffle_f32x4::<0x44>(u[e], u[4 + e]);
+        let v_b = _mm512_shuffle_f32x4::<0xEE>(u[e], u[4 + e]);
+        let v_c = _mm512_shuffle_f32x4::<0x44>(u[8 + e], u[12 + e]);
+        let v_d = _mm512_shuffle_f32x4::<0xEE>(u[8 + e], u[12 + e]);
+        out[e] = _mm512_shuffle_f32x4::<0x88>(v_a, v_c);
+        out[4 + e] = _mm512_shuffle_f32x4::<0xDD>(v_a, v_c);
+        out[8 + e] = _mm512_shuffle_f32x4::<0x88>(v_b, v_d);
+        out[12 + e] = _mm512_shuffle_f32x4::<0xDD>(v_b, v_d);
+    }
+    out
+}
+
+/// Transposed-B kernel of `gemv.rs`: 16 outputs (one per B row, one zmm lane each) for `ROWS`
+/// rows of A; B rows are read 16 terms at a time and transposed in registers.
+///
+/// # Safety
+/// See `TransposedKernelFn` in `gemv.rs`; the CPU supports AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn avx512_transposed<const ROWS: usize>(
+    k: usize,
+    a: &super::gemv::RowsOfA<'_>,
+    b: *const f32,
+    ldb: usize,
+    valid: usize,
+    c: *mut f32,
+) {
+    const LANES: usize = 16;
+    // Lanes past `valid` re-read row 0; their results are not stored.
+    // SAFETY: rows `l < valid` of B are readable (caller contract).
+    let rows: [*const f32; LANES] =
+        std::array::from_fn(|l| unsafe { b.add(if l < valid { l * ldb } else { 0 }) });
+    let mut total = [_mm512_setzero_ps(); ROWS];
+    let mut tile_start = 0;
+    while tile_start < k {
+        let tile_end = (tile_start + REDUCTION_TILE).min(k);
+        let mut acc = [_mm512_setzero_ps(); ROWS];
+        let mut k0 = tile_start;
+        while k0 < tile_end {
+            let width = LANES.min(tile_end - k0);
+            let mask = (((1u32 << width) - 1) & 0xffff) as __mmask16;
+            // SAFETY: terms `k0 .. k0 + width <= k` of each row are readable; masked lanes are
+            // not accessed.
+            let loaded: [__m512; LANES] =
+                std::array::from_fn(|l| unsafe { _mm512_maskz_loadu_ps(mask, rows[l].add(k0)) });
+            let columns = transpose_16x16(loaded);
+            for (kk, &column) in columns.iter().enumerate().take(width) {
+                for (i, acc_i) in acc.iter_mut().enumerate() {
+                    // SAFETY: `i < ROWS` rows of A with `k0 + kk < k` terms (caller contract).
+                    let a_ik = _mm512_set1_ps(unsafe { a.get(i, k0 + kk) });
+                    *acc_i = _mm512_fmadd_ps(a_ik, column, *acc_i);
+                }
+            }
+            k0 += width;
+        }
+        for (total_i, &acc_i) in total.iter_mut().zip(&acc) {
+            *total_i = if tile_start == 0 {
+                acc_i
+            } else {
+                _mm512_add_ps(*total_i, acc_i)
+            };
+        }
+        tile_start = tile_end;
+    }
+    for (i, &total_i) in total.iter().enumerate() {
+        // SAFETY: `c` holds `ROWS` rows of 16 writable floats.
+        unsafe { _mm512_storeu_ps(c.add(i * LANES), total_i) };
+    }
+}
+
+/// 8 x 8 in-register transpose: `out[c]` lane `l` is `rows[l]` lane `c`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn transpose_8x8(rows: [__m256; 8]) -> [__m256; 8] {
+    let t: [__m256; 8] = std::array::from_fn(|i| {
+        let (r0, r1) = (rows[i / 2 * 2], rows[i / 2 * 2 + 1]);
+        if i % 2 == 0 {
+            _mm256_unpacklo_ps(r0, r1)
+        } else {
+            _mm256_unpackhi_ps(r0, r1)
+        }
+    });
+    // u[4g + e], 128-bit lane q: element 4q + e of rows 4g .. 4g + 3.
+    let u: [__m256; 8] = std::array::from_fn(|i| {
+        let (g, e) = (i / 4, i % 4);
+        let (lo, hi) = (
+            _mm256_castps_pd(t[4 * g + e / 2]),
+            _mm256_castps_pd(t[4 * g + 2 + e / 2]),
+        );
+        _mm256_castpd_ps(if e % 2 == 0 {
+            _mm256_unpacklo_pd(lo, hi)
+        } else {
+            _mm256_unpackhi_pd(lo, hi)
+        })
+    });
+    std::array::from_fn(|c| {
+        let (q, e) = (c / 4, c % 4);
+        if q == 0 {
+            _mm256_permute2f128_ps::<0x20>(u[e], u[4 + e])
+        } else {
+            _mm256_permute2f128_ps::<0x31>(u[e], u[4 + e])
+        }
+    })
+}
+
+/// Transposed-B kernel of `gemv.rs`: 8 outputs (one per B row, one ymm lane each) for `ROWS`
+/// rows of A; B rows are read 8 terms at a time and transposed in registers.
+///
+/// # Safety
+/// See `TransposedKernelFn` in `gemv.rs`; the CPU supports AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn avx2_transposed<const ROWS: usize>(
+    k: usize,
+    a: &super::gemv::RowsOfA<'_>,
+    b: *const f32,
+    ldb: usize,
+    valid: usize,
+    c: *mut f32,
+) {
+    const LANES: usize = 8;
+    // Lanes past `valid` re-read row 0; their results are not stored.
+    // SAFETY: rows `l < valid` of B are readable (caller contract).
+    let rows: [*const f32; LANES] =
+        std::array::from_fn(|l| unsafe { b.add(if l < valid { l * ldb } else { 0 }) });
+    let mut total = [_mm256_setzero_ps(); ROWS];
+    let mut tile_start = 0;
+    while tile_start < k {
+        let tile_end = (tile_start + REDUCTION_TILE).min(k);
+        let mut acc = [_mm256_setzero_ps(); ROWS];
+        let mut k0 = tile_start;
+        while k0 < tile_end {
+            let width = LANES.min(tile_end - k0);
+            let mask = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(width as i32), mask);
+            // SAFETY: terms `k0 .. k0 + width <= k` of each row are readable; masked lanes are
+            // not accessed.
+            let loaded: [__m256; LANES] =
+                std::array::from_fn(|l| unsafe { _mm256_maskload_ps(rows[l].add(k0), mask) });
+            let columns = transpose_8x8(loaded);
+            for (kk, &column) in columns.iter().enumerate().take(width) {
+                for (i, acc_i) in acc.iter_mut().enumerate() {
+                    // SAFETY: `i < ROWS` rows of A with `k0 + kk < k` terms (caller contract).
+                    let a_ik = _mm256_set1_ps(unsafe { a.get(i, k0 + kk) });
+                    *acc_i = _mm256_fmadd_ps(a_ik, column, *acc_i);
+                }
+            }
+            k0 += width;
+        }
+        for (total_i, &acc_i) in total.iter_mut().zip(&acc) {
+            *total_i = if tile_start == 0 {
+                acc_i
+            } else {
+                _mm256_add_ps(*total_i, acc_i)
+            };
+        }
+        tile_start = tile_end;
+    }
+    for (i, &total_i) in total.iter().enumerate() {
+        // SAFETY: `c` holds `ROWS` rows of 8 writable floats.
+        unsafe { _mm256_storeu_ps(c.add(i * LANES), total_i) };
+    }
+}

@@ -119,6 +119,19 @@ pub(crate) fn pack_b<T: GemmInput>(
     {
         let j0 = panel * nr;
         let width = nr.min(cols - j0);
+        if b.row_stride == 1 && b.col_stride != 1 {
+            // B stored transposed: walk each column's terms contiguously.
+            for j in 0..width {
+                let src = base + k0 + (col0 + j0 + j) * b.col_stride;
+                for (k, &x) in b.data[src..src + kc].iter().enumerate() {
+                    panel_dst[k * nr + j] = x.to_f32();
+                }
+            }
+            for k in 0..kc {
+                panel_dst[k * nr + width..(k + 1) * nr].fill(0.0);
+            }
+            continue;
+        }
         for k in 0..kc {
             let src = base + (k0 + k) * b.row_stride + (col0 + j0) * b.col_stride;
             let dst_row = &mut panel_dst[k * nr..(k + 1) * nr];

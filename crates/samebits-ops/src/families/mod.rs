@@ -5,14 +5,18 @@ mod activation;
 mod attention;
 mod cast;
 mod control_flow;
+mod conv;
 mod elementwise;
 mod generators;
 mod indexing;
+mod linalg;
 mod normalization;
 mod numeric;
 mod optional;
+mod pool;
 mod quantize;
 mod reduce;
+mod resize;
 mod sequence;
 mod shape;
 mod softmax;
@@ -37,6 +41,10 @@ pub fn register_all(r: &mut Registry) {
     softmax::register(r);
     activation::register(r);
     attention::register(r);
+    linalg::register(r);
+    conv::register(r);
+    pool::register(r);
+    resize::register(r);
 }
 
 /// The dtype of input `i`, when known.

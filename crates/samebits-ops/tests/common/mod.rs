@@ -125,3 +125,81 @@ pub fn strings(shape: &[usize], data: &[&str]) -> Tensor {
 pub fn tensor(v: &Value) -> &Tensor {
     v.as_tensor().unwrap()
 }
+
+/// `len` reproducible pseudo-random values in [-1, 1) from `seed` (a 64-bit LCG), for tests
+/// that need data without structure.
+pub fn pseudo_random(len: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Runs `f` on a rayon pool of `threads` threads.
+pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+        .install(f)
+}
+
+/// The bit patterns of an f32 tensor, for bit-exact comparisons.
+pub fn bits(t: &Tensor) -> Vec<u32> {
+    t.as_slice::<f32>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
+/// The shape `op_type` (opset 21) infers for its first output from f32 inputs of `shapes`.
+pub fn infer_shape(
+    op_type: &str,
+    shapes: &[&[usize]],
+    attributes: &[(&str, Attribute)],
+) -> Result<Option<Vec<usize>>, OpError> {
+    let node = Node {
+        name: "under_test".into(),
+        op_type: op_type.into(),
+        domain: String::new(),
+        inputs: (0..shapes.len()).map(|i| format!("in{i}")).collect(),
+        outputs: vec!["out0".into()],
+        attributes: attributes
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+    };
+    let types: Vec<Option<samebits_ir::ValueType>> = shapes
+        .iter()
+        .map(|s| {
+            Some(samebits_ir::ValueType::tensor(
+                samebits_ir::DType::F32,
+                Some(samebits_ir::Shape::known(s)),
+            ))
+        })
+        .collect();
+    let opsets = [(String::new(), 21)].into_iter().collect();
+    let ctx = samebits_ops::BuildContext {
+        node: &node,
+        opset: 21,
+        operation_set: OperationSet::Reproducible,
+        opsets: &opsets,
+        input_types: &types,
+        captures: &[],
+    };
+    let op = samebits_ops::registry::global().build(&ctx)?;
+    let out = op.infer(&types)?;
+    Ok(out
+        .first()
+        .cloned()
+        .flatten()
+        .and_then(|t| t.shape().and_then(|s| s.concrete())))
+}

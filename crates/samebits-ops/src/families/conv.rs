@@ -1,0 +1,408 @@
+//! Convolutions: Conv, ConvTranspose and ConvInteger, 1 to 3 spatial axes.
+//!
+//! The ops resolve ONNX's attributes (auto_pad, pads, strides, dilations, group, output_shape,
+//! output_padding) into the kernels' geometries, check every shape first (the kernels panic on
+//! inconsistent geometry by design), and run `conv_f32` / `conv_transpose_f32` of
+//! `samebits-kernels` (contract sections `conv` and `conv-transpose`). f16 / bf16 tensors are
+//! computed in f32 and rounded once at the store. ConvInteger runs the f32 kernel on the
+//! zero-point-shifted integers when every partial sum is exact in f32, and is refused otherwise.
+
+use crate::registry::Registry;
+use crate::spatial::{AutoPad, SpatialAttrs, check_windows_fit};
+use crate::staging::{f32_values, known_dtype, known_shape, store_f32, tensor_type};
+use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
+use samebits_ir::{DType, Tensor, Value, ValueType};
+use samebits_kernels::{ConvGeometry, ConvTransposeGeometry, conv_f32, conv_transpose_f32};
+
+pub fn register(r: &mut Registry) {
+    r.register("", "Conv", |ctx| Ok(Box::new(Conv::parse("Conv", ctx)?)));
+    r.register("", "ConvInteger", |ctx| {
+        Ok(Box::new(ConvInteger(Conv::parse("ConvInteger", ctx)?)))
+    });
+    r.register("", "ConvTranspose", conv_transpose);
+}
+
+/// Batch, channels and spatial sizes of an `[N, C, spatial...]` tensor with 1 to 3 spatial
+/// axes; `what` names it in errors.
+fn split_nc(op: &str, what: &str, shape: &[usize]) -> Result<(usize, usize, Vec<usize>)> {
+    if !(3..=5).contains(&shape.len()) {
+        bail!(
+            "{op}: {what} must have rank 3 to 5 ([N, C, 1 to 3 spatial axes]), got shape {shape:?}"
+        );
+    }
+    Ok((shape[0], shape[1], shape[2..].to_vec()))
+}
+
+/// Conv's attributes.
+#[derive(Debug)]
+struct Conv {
+    spatial: SpatialAttrs,
+    groups: usize,
+}
+
+impl Conv {
+    fn parse(op: &'static str, ctx: &BuildContext) -> Result<Conv> {
+        let args = NodeArgs::new(ctx.node);
+        let groups = args.int_or("group", 1)?;
+        if groups < 1 {
+            bail!("{op}: attribute \"group\" must be >= 1, got {groups}");
+        }
+        Ok(Conv {
+            spatial: SpatialAttrs::parse(op, &args)?,
+            groups: groups as usize,
+        })
+    }
+
+    /// The kernel geometry of input `x` and weight `w` shapes, every constraint checked.
+    fn geometry(&self, x: &[usize], w: &[usize]) -> Result<ConvGeometry> {
+        let op = self.spatial.op;
+        let (batch, in_channels, in_spatial) = split_nc(op, "input X", x)?;
+        if w.len() != x.len() {
+            bail!("{op}: weight W of shape {w:?} must have the rank of X {x:?}");
+        }
+        let (out_channels, per_group) = (w[0], w[1]);
+        let g = self.groups;
+        if per_group * g != in_channels || !out_channels.is_multiple_of(g) {
+            bail!(
+                "{op}: with group = {g}, W {w:?} needs [M, C/group, k...] with C = {in_channels} \
+                 and M divisible by {g}"
+            );
+        }
+        if w[2..].contains(&0) {
+            bail!("{op}: weight W of shape {w:?} has an empty kernel");
+        }
+        let dims = in_spatial.len();
+        let kernel = self.spatial.kernel(Some(&w[2..]))?;
+        let strides = self.spatial.strides(dims)?;
+        let dilations = self.spatial.dilations(dims)?;
+        let pads = self
+            .spatial
+            .window_pads(&in_spatial, &kernel, &strides, &dilations)?;
+        check_windows_fit(op, &in_spatial, &kernel, &dilations, &pads)?;
+        Ok(ConvGeometry {
+            batch,
+            in_channels,
+            out_channels,
+            groups: g,
+            in_spatial,
+            kernel,
+            strides,
+            dilations,
+            pads_begin: pads.0,
+            pads_end: pads.1,
+        })
+    }
+
+    fn output_shape(geometry: &ConvGeometry) -> Vec<usize> {
+        [geometry.batch, geometry.out_channels]
+            .into_iter()
+            .chain(geometry.out_spatial())
+            .collect()
+    }
+
+    fn infer_with(
+        &self,
+        inputs: &[Option<ValueType>],
+        dtype: DType,
+    ) -> Result<Vec<Option<ValueType>>> {
+        let (Some(x), Some(w)) = (known_shape(inputs, 0), known_shape(inputs, 1)) else {
+            return Ok(Vec::new());
+        };
+        let geometry = self.geometry(&x, &w)?;
+        Ok(vec![Some(tensor_type(
+            dtype,
+            &Self::output_shape(&geometry),
+        ))])
+    }
+}
+
+/// Errors unless an optional bias has shape `[channels]`.
+fn check_bias(op: &str, bias: Option<&Tensor>, channels: usize) -> Result<()> {
+    match bias {
+        Some(b) if b.shape() != [channels] => {
+            bail!(
+                "{op}: bias B must have shape [{channels}], got {:?}",
+                b.shape()
+            )
+        }
+        _ => Ok(()),
+    }
+}
+
+impl Op for Conv {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        match known_dtype(inputs, 0) {
+            Some(dtype) => self.infer_with(inputs, dtype),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let (x, w, b) = (inputs.tensor(0)?, inputs.tensor(1)?, inputs.opt_tensor(2)?);
+        let geometry = self.geometry(x.shape(), w.shape())?;
+        check_bias("Conv", b, geometry.out_channels)?;
+        if let Some(t) = [Some(w), b]
+            .into_iter()
+            .flatten()
+            .find(|t| t.dtype() != x.dtype())
+        {
+            bail!(
+                "Conv: inputs have different dtypes ({} and {})",
+                x.dtype(),
+                t.dtype()
+            );
+        }
+        let input = f32_values(x, "Conv input X")?;
+        let weight = f32_values(w, "Conv weight W")?;
+        let bias = b.map(|b| f32_values(b, "Conv bias B")).transpose()?;
+        let shape = Conv::output_shape(&geometry);
+        let mut out = vec![0.0f32; shape.iter().product()];
+        if !out.is_empty() {
+            conv_f32(&geometry, &input, &weight, bias.as_deref(), &mut out);
+        }
+        Ok(vec![store_f32(x.dtype(), shape, out)?.into()])
+    }
+}
+
+/// ONNX ConvInteger: Conv on u8 / i8 tensors minus their zero points, i32 results.
+#[derive(Debug)]
+struct ConvInteger(Conv);
+
+/// Largest magnitude of a partial sum the f32 kernel computes exactly.
+const F32_EXACT_INTEGER: f64 = (1u64 << 24) as f64;
+
+/// An 8-bit integer tensor minus its zero point (per tensor, or per output channel for the
+/// weight: `channel_len` elements per channel), as exact f32 values.
+fn shifted_f32(
+    t: &Tensor,
+    zero_point: Option<&Tensor>,
+    what: &str,
+    channel_len: usize,
+) -> Result<Vec<f32>> {
+    if !matches!(t.dtype(), DType::U8 | DType::I8) {
+        unsupported!("ConvInteger {what} of dtype {} (u8 and i8)", t.dtype());
+    }
+    let values = t.to_i64_vec()?;
+    let zero = match zero_point {
+        None => vec![0],
+        Some(z) if z.dtype() != t.dtype() => {
+            bail!(
+                "ConvInteger: zero point of {what} has dtype {}, {what} {}",
+                z.dtype(),
+                t.dtype()
+            )
+        }
+        Some(z) => z.to_i64_vec()?,
+    };
+    let channels = values.len() / channel_len.max(1);
+    if zero.len() != 1 && zero.len() != channels {
+        bail!(
+            "ConvInteger: zero point of {what} has {} elements; expected 1 or {channels}",
+            zero.len()
+        );
+    }
+    Ok(values
+        .iter()
+        .enumerate()
+        .map(|(e, &v)| (v - zero[if zero.len() == 1 { 0 } else { e / channel_len }]) as f32)
+        .collect())
+}
+
+impl Op for ConvInteger {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        self.0.infer_with(inputs, DType::I32)
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let (x, w) = (inputs.tensor(0)?, inputs.tensor(1)?);
+        let geometry = self.0.geometry(x.shape(), w.shape())?;
+        let reduction = w.numel() / geometry.out_channels.max(1);
+        // Every term is at most 255 * 255 in magnitude.
+        if reduction as f64 * 255.0 * 255.0 >= F32_EXACT_INTEGER {
+            unsupported!("ConvInteger with {reduction} terms per output (exact up to 258)");
+        }
+        let input = shifted_f32(x, inputs.opt_tensor(2)?, "X", x.numel())?;
+        let weight = shifted_f32(w, inputs.opt_tensor(3)?, "W", reduction)?;
+        let shape = Conv::output_shape(&geometry);
+        let mut out = vec![0.0f32; shape.iter().product()];
+        if !out.is_empty() {
+            conv_f32(&geometry, &input, &weight, None, &mut out);
+        }
+        let out: Vec<i32> = out.iter().map(|&v| v as i32).collect();
+        Ok(vec![Tensor::from_vec(shape, out)?.into()])
+    }
+}
+
+/// ConvTranspose's attributes.
+#[derive(Debug)]
+struct ConvTranspose {
+    spatial: SpatialAttrs,
+    groups: usize,
+    output_padding: Option<Vec<usize>>,
+    output_shape: Option<Vec<usize>>,
+}
+
+fn conv_transpose(ctx: &BuildContext) -> Result<Box<dyn Op>> {
+    let args = NodeArgs::new(ctx.node);
+    let Conv { spatial, groups } = Conv::parse("ConvTranspose", ctx)?;
+    let non_negative = |name: &str| -> Result<Option<Vec<usize>>> {
+        match args.ints(name)? {
+            Some(v) if v.iter().any(|&x| x < 0) => {
+                bail!("ConvTranspose: attribute \"{name}\" must be non-negative, got {v:?}")
+            }
+            v => Ok(v.map(|v| v.iter().map(|&x| x as usize).collect())),
+        }
+    };
+    Ok(Box::new(ConvTranspose {
+        spatial,
+        groups,
+        output_padding: non_negative("output_padding")?,
+        output_shape: non_negative("output_shape")?,
+    }))
+}
+
+impl ConvTranspose {
+    /// The kernel geometry: pads from `output_shape` (or, for `SAME_*`, from the target size
+    /// `in * stride`) as the ONNX spec writes them, else from `pads`. A target larger than the
+    /// unpadded output grows `output_padding` instead (extra positions at the end).
+    fn geometry(&self, x: &[usize], w: &[usize]) -> Result<ConvTransposeGeometry> {
+        let op = "ConvTranspose";
+        let (batch, in_channels, in_spatial) = split_nc(op, "input X", x)?;
+        if w.len() != x.len() || w[0] != in_channels || !in_channels.is_multiple_of(self.groups) {
+            bail!(
+                "{op}: weight W of shape {w:?} must be [C, M/group, k...] with C = {in_channels} \
+                 divisible by group = {}",
+                self.groups
+            );
+        }
+        if w[2..].contains(&0) || in_spatial.contains(&0) {
+            bail!("{op}: empty kernel or input (X {x:?}, W {w:?})");
+        }
+        let dims = in_spatial.len();
+        let kernel = self.spatial.kernel(Some(&w[2..]))?;
+        let strides = self.spatial.strides(dims)?;
+        let dilations = self.spatial.dilations(dims)?;
+        let mut output_padding = match &self.output_padding {
+            None => vec![0; dims],
+            Some(p) if p.len() == dims => p.clone(),
+            Some(p) => bail!("{op}: attribute \"output_padding\" needs {dims} values, got {p:?}"),
+        };
+        let unpadded: Vec<usize> = (0..dims)
+            .map(|d| {
+                (in_spatial[d] - 1) * strides[d]
+                    + dilations[d] * (kernel[d] - 1)
+                    + 1
+                    + output_padding[d]
+            })
+            .collect();
+        let target = match (&self.output_shape, self.spatial.auto_pad) {
+            (Some(s), _) if s.len() == dims => Some(s.clone()),
+            (Some(s), _) if s.len() == dims + 2 => Some(s[2..].to_vec()),
+            (Some(s), _) => {
+                bail!("{op}: attribute \"output_shape\" needs {dims} values, got {s:?}")
+            }
+            (None, AutoPad::SameUpper | AutoPad::SameLower) => {
+                Some((0..dims).map(|d| in_spatial[d] * strides[d]).collect())
+            }
+            (None, _) => None,
+        };
+        let (pads_begin, pads_end) = match target {
+            None if self.spatial.auto_pad == AutoPad::Valid => (vec![0; dims], vec![0; dims]),
+            None => {
+                let pads = self.spatial.explicit_pads(dims)?;
+                if let Some(d) = (0..dims).find(|&d| pads.0[d] + pads.1[d] >= unpadded[d]) {
+                    bail!(
+                        "{op}: pads {:?} remove the whole output on spatial axis {d}",
+                        (&pads.0, &pads.1)
+                    );
+                }
+                pads
+            }
+            Some(target) => {
+                let (mut begin, mut end) = (vec![0; dims], vec![0; dims]);
+                for d in 0..dims {
+                    if target[d] == 0 {
+                        bail!("{op}: output_shape {target:?} has an empty axis");
+                    }
+                    if target[d] > unpadded[d] {
+                        output_padding[d] += target[d] - unpadded[d];
+                        continue;
+                    }
+                    let total = unpadded[d] - target[d];
+                    let small = total / 2;
+                    (begin[d], end[d]) = if self.spatial.auto_pad == AutoPad::SameUpper {
+                        (small, total - small)
+                    } else {
+                        (total - small, small)
+                    };
+                }
+                (begin, end)
+            }
+        };
+        Ok(ConvTransposeGeometry {
+            batch,
+            in_channels,
+            out_channels: w[1] * self.groups,
+            groups: self.groups,
+            in_spatial,
+            kernel,
+            strides,
+            dilations,
+            pads_begin,
+            pads_end,
+            output_padding,
+        })
+    }
+
+    fn output_shape(geometry: &ConvTransposeGeometry) -> Vec<usize> {
+        [geometry.batch, geometry.out_channels]
+            .into_iter()
+            .chain(geometry.out_spatial())
+            .collect()
+    }
+}
+
+impl Op for ConvTranspose {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let (Some(dtype), Some(x), Some(w)) = (
+            known_dtype(inputs, 0),
+            known_shape(inputs, 0),
+            known_shape(inputs, 1),
+        ) else {
+            return Ok(Vec::new());
+        };
+        let geometry = self.geometry(&x, &w)?;
+        Ok(vec![Some(tensor_type(
+            dtype,
+            &Self::output_shape(&geometry),
+        ))])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let (x, w, b) = (inputs.tensor(0)?, inputs.tensor(1)?, inputs.opt_tensor(2)?);
+        let geometry = self.geometry(x.shape(), w.shape())?;
+        check_bias("ConvTranspose", b, geometry.out_channels)?;
+        if let Some(t) = [Some(w), b]
+            .into_iter()
+            .flatten()
+            .find(|t| t.dtype() != x.dtype())
+        {
+            bail!(
+                "ConvTranspose: inputs have different dtypes ({} and {})",
+                x.dtype(),
+                t.dtype()
+            );
+        }
+        let input = f32_values(x, "ConvTranspose input X")?;
+        let weight = f32_values(w, "ConvTranspose weight W")?;
+        let bias = b
+            .map(|b| f32_values(b, "ConvTranspose bias B"))
+            .transpose()?;
+        let shape = Self::output_shape(&geometry);
+        let mut out = vec![0.0f32; shape.iter().product()];
+        if !out.is_empty() {
+            conv_transpose_f32(&geometry, &input, &weight, bias.as_deref(), &mut out);
+        }
+        Ok(vec![store_f32(x.dtype(), shape, out)?.into()])
+    }
+}

@@ -1,0 +1,378 @@
+//! Pooling: MaxPool (with its optional Indices output), AveragePool, LpPool and the global
+//! forms GlobalMaxPool, GlobalAveragePool, GlobalLpPool.
+//!
+//! Max and average pooling run `pool_f32` / `global_pool_f32` of `samebits-kernels` (contract
+//! section `pool`). MaxPool's Indices and LpPool walk the same windows here: a window's taps in
+//! row-major kernel order, only taps inside the input; LpPool's norm is written in contract
+//! section `pool` ([`lp_norm`]). f16 / bf16 compute in f32 and round once at the store; MaxPool
+//! also takes u8 / i8, exact in f32.
+
+use std::borrow::Cow;
+
+use crate::registry::Registry;
+use crate::spatial::{SpatialAttrs, check_windows_fit};
+use crate::staging::{f32_values, known_dtype, known_shape, store_f32, tensor_type};
+use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail};
+use rayon::prelude::*;
+use samebits_ir::{DType, Tensor, Value, ValueType};
+use samebits_kernels::{PoolGeometry, PoolKind, canonical_dot, global_pool_f32, pool_f32};
+
+pub fn register(r: &mut Registry) {
+    r.register("", "MaxPool", |ctx| pool(ctx, "MaxPool", WindowOp::Max));
+    r.register("", "AveragePool", |ctx| {
+        let include = NodeArgs::new(ctx.node).int_or("count_include_pad", 0)? != 0;
+        pool(ctx, "AveragePool", WindowOp::Average(include))
+    });
+    r.register("", "LpPool", |ctx| {
+        let p = lp_order("LpPool", ctx)?;
+        pool(ctx, "LpPool", WindowOp::Lp(p))
+    });
+    r.register("", "GlobalMaxPool", |_| {
+        Ok(Box::new(GlobalPool(WindowOp::Max)))
+    });
+    r.register("", "GlobalAveragePool", |_| {
+        Ok(Box::new(GlobalPool(WindowOp::Average(false))))
+    });
+    r.register("", "GlobalLpPool", |ctx| {
+        Ok(Box::new(GlobalPool(WindowOp::Lp(lp_order(
+            "GlobalLpPool",
+            ctx,
+        )?))))
+    });
+}
+
+/// What a window computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WindowOp {
+    Max,
+    /// `count_include_pad`.
+    Average(bool),
+    /// The p-norm of an integer order p >= 1.
+    Lp(u32),
+}
+
+fn lp_order(op: &str, ctx: &BuildContext) -> Result<u32> {
+    match NodeArgs::new(ctx.node).int_or("p", 2)? {
+        p if (1..=i64::from(u32::MAX)).contains(&p) => Ok(p as u32),
+        p => bail!("{op}: attribute \"p\" must be a positive integer, got {p}"),
+    }
+}
+
+/// The p-norm of a window's taps (contract section `pool`): with `a = |x|`, the canonical dot
+/// product of `a^(p-1)` (repeated multiplication, left to right; 1 for p = 1) with `a`, then
+/// the p-th root: the sum itself, `sqrt`, `cbrt`, else `exp(log(s) / p)`, all correctly rounded.
+fn lp_norm(p: u32, taps: &[f32], powers: &mut Vec<f32>, magnitudes: &mut Vec<f32>) -> f32 {
+    magnitudes.clear();
+    magnitudes.extend(taps.iter().map(|v| v.abs()));
+    powers.clear();
+    powers.extend(magnitudes.iter().map(|&a| (2..p).fold(a, |acc, _| acc * a)));
+    if p == 1 {
+        powers.fill(1.0);
+    }
+    let sum = canonical_dot(powers, magnitudes);
+    match p {
+        1 => sum,
+        2 => sum.sqrt(),
+        3 => samebits_math::cbrt(sum),
+        _ => samebits_math::exp(samebits_math::log(sum) / p as f32),
+    }
+}
+
+/// The input as f32: f32 / f16 / bf16, and u8 / i8 where `small_ints` (exact).
+fn pool_input<'a>(x: &'a Tensor, op: &str, small_ints: bool) -> Result<Cow<'a, [f32]>> {
+    match x.dtype() {
+        DType::U8 | DType::I8 if small_ints => Ok(Cow::Owned(
+            x.to_i64_vec()?.iter().map(|&v| v as f32).collect(),
+        )),
+        _ => f32_values(x, &format!("{op} input X")),
+    }
+}
+
+/// f32 results stored as `dtype` (u8 / i8 values are input values, stored exactly).
+fn pool_output(dtype: DType, shape: Vec<usize>, data: Vec<f32>) -> Result<Tensor> {
+    Ok(match dtype {
+        DType::U8 => Tensor::from_vec(shape, data.iter().map(|&v| v as u8).collect())?,
+        DType::I8 => Tensor::from_vec(shape, data.iter().map(|&v| v as i8).collect())?,
+        _ => store_f32(dtype, shape, data)?,
+    })
+}
+
+/// MaxPool, AveragePool or LpPool with its window attributes.
+#[derive(Debug)]
+struct Pool {
+    spatial: SpatialAttrs,
+    op: WindowOp,
+    ceil_mode: bool,
+    /// MaxPool's Indices: column-major positions within a plane instead of row-major.
+    column_major_indices: bool,
+}
+
+fn pool(ctx: &BuildContext, name: &'static str, op: WindowOp) -> Result<Box<dyn Op>> {
+    let args = NodeArgs::new(ctx.node);
+    let spatial = SpatialAttrs::parse(name, &args)?;
+    if spatial.kernel_shape.is_none() {
+        bail!("{name}: missing attribute \"kernel_shape\"");
+    }
+    Ok(Box::new(Pool {
+        spatial,
+        op,
+        ceil_mode: args.int_or("ceil_mode", 0)? != 0,
+        column_major_indices: args.int_or("storage_order", 0)? != 0,
+    }))
+}
+
+impl Pool {
+    fn geometry(&self, x: &[usize]) -> Result<PoolGeometry> {
+        let op = self.spatial.op;
+        if !(3..=5).contains(&x.len()) {
+            bail!("{op}: input X must have rank 3 to 5 ([N, C, 1 to 3 spatial axes]), got {x:?}");
+        }
+        let in_spatial = x[2..].to_vec();
+        let dims = in_spatial.len();
+        let kernel = self.spatial.kernel(None)?;
+        if kernel.len() != dims {
+            bail!(
+                "{op}: attribute \"kernel_shape\" {kernel:?} needs {dims} values for input {x:?}"
+            );
+        }
+        let strides = self.spatial.strides(dims)?;
+        let dilations = self.spatial.dilations(dims)?;
+        let pads = self
+            .spatial
+            .window_pads(&in_spatial, &kernel, &strides, &dilations)?;
+        check_windows_fit(op, &in_spatial, &kernel, &dilations, &pads)?;
+        Ok(PoolGeometry {
+            batch: x[0],
+            channels: x[1],
+            in_spatial,
+            kernel,
+            strides,
+            dilations,
+            pads_begin: pads.0,
+            pads_end: pads.1,
+            ceil_mode: self.ceil_mode,
+        })
+    }
+
+    fn output_shape(geometry: &PoolGeometry) -> Vec<usize> {
+        [geometry.batch, geometry.channels]
+            .into_iter()
+            .chain(geometry.out_spatial())
+            .collect()
+    }
+}
+
+/// A pooling geometry widened to 3 spatial axes, for walking windows.
+struct Windows {
+    input: [usize; 3],
+    output: [usize; 3],
+    kernel: [usize; 3],
+    strides: [usize; 3],
+    dilations: [usize; 3],
+    pads_begin: [usize; 3],
+}
+
+impl Windows {
+    fn new(g: &PoolGeometry) -> Windows {
+        let widen = |v: &[usize], fill: usize| {
+            let mut out = [fill; 3];
+            out[3 - v.len()..].copy_from_slice(v);
+            out
+        };
+        Windows {
+            input: widen(&g.in_spatial, 1),
+            output: widen(&g.out_spatial(), 1),
+            kernel: widen(&g.kernel, 1),
+            strides: widen(&g.strides, 1),
+            dilations: widen(&g.dilations, 1),
+            pads_begin: widen(&g.pads_begin, 0),
+        }
+    }
+
+    /// Calls `f` with the position of every tap of output `o` (row-major in the output plane)
+    /// that lies inside the input, in row-major kernel order.
+    fn for_each_tap(&self, o: usize, mut f: impl FnMut([usize; 3])) {
+        let [_, oh, ow] = self.output;
+        let out_pos = [o / (oh * ow), o / ow % oh, o % ow];
+        let axis = |a: usize, t: usize| {
+            (out_pos[a] * self.strides[a] + t * self.dilations[a])
+                .checked_sub(self.pads_begin[a])
+                .filter(|&p| p < self.input[a])
+        };
+        for kd in 0..self.kernel[0] {
+            let Some(d) = axis(0, kd) else { continue };
+            for kh in 0..self.kernel[1] {
+                let Some(h) = axis(1, kh) else { continue };
+                for kw in 0..self.kernel[2] {
+                    if let Some(w) = axis(2, kw) {
+                        f([d, h, w]);
+                    }
+                }
+            }
+        }
+    }
+
+    fn plane_len(&self) -> usize {
+        self.input.iter().product()
+    }
+
+    fn row_major(&self, [d, h, w]: [usize; 3]) -> usize {
+        (d * self.input[1] + h) * self.input[2] + w
+    }
+
+    /// Column-major position in the plane: the first spatial axis varies fastest (the
+    /// widened leading axes have size 1, so this holds for every rank).
+    fn column_major(&self, [d, h, w]: [usize; 3]) -> usize {
+        let [id, ih, _] = self.input;
+        d + id * (h + ih * w)
+    }
+}
+
+impl Pool {
+    /// MaxPool's Indices: for each output, the flat input index of the first tap in its window
+    /// holding the maximum `max` (by bits; the first NaN when the maximum is NaN).
+    fn max_indices(&self, geometry: &PoolGeometry, x: &[f32], maxima: &[f32]) -> Vec<i64> {
+        let windows = Windows::new(geometry);
+        let (in_len, out_len) = (
+            windows.plane_len(),
+            windows.output.iter().product::<usize>(),
+        );
+        maxima
+            .par_iter()
+            .enumerate()
+            .map(|(e, &max)| {
+                let (plane, o) = (e / out_len, e % out_len);
+                let values = &x[plane * in_len..(plane + 1) * in_len];
+                let mut found = None;
+                windows.for_each_tap(o, |pos| {
+                    let v = values[windows.row_major(pos)];
+                    if found.is_none()
+                        && (v.to_bits() == max.to_bits() || (v.is_nan() && max.is_nan()))
+                    {
+                        found = Some(pos);
+                    }
+                });
+                let pos = found.unwrap_or([0; 3]);
+                let within = if self.column_major_indices {
+                    windows.column_major(pos)
+                } else {
+                    windows.row_major(pos)
+                };
+                (plane * in_len + within) as i64
+            })
+            .collect()
+    }
+
+    /// LpPool: the norm of each window's taps inside the input.
+    fn lp_pool(&self, p: u32, geometry: &PoolGeometry, x: &[f32], out: &mut [f32]) {
+        let windows = Windows::new(geometry);
+        let (in_len, out_len) = (
+            windows.plane_len(),
+            windows.output.iter().product::<usize>(),
+        );
+        out.par_chunks_mut(out_len)
+            .zip(x.par_chunks(in_len))
+            .for_each(|(out_plane, plane)| {
+                let (mut taps, mut powers, mut magnitudes) = (Vec::new(), Vec::new(), Vec::new());
+                for (o, slot) in out_plane.iter_mut().enumerate() {
+                    taps.clear();
+                    windows.for_each_tap(o, |pos| taps.push(plane[windows.row_major(pos)]));
+                    *slot = lp_norm(p, &taps, &mut powers, &mut magnitudes);
+                }
+            });
+    }
+}
+
+impl Op for Pool {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let (Some(dtype), Some(x)) = (known_dtype(inputs, 0), known_shape(inputs, 0)) else {
+            return Ok(Vec::new());
+        };
+        let shape = Self::output_shape(&self.geometry(&x)?);
+        Ok(vec![
+            Some(tensor_type(dtype, &shape)),
+            Some(tensor_type(DType::I64, &shape)),
+        ])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        let geometry = self.geometry(x.shape())?;
+        let values = pool_input(x, self.spatial.op, self.op == WindowOp::Max)?;
+        let shape = Self::output_shape(&geometry);
+        let mut out = vec![0.0f32; shape.iter().product()];
+        if !out.is_empty() {
+            match self.op {
+                WindowOp::Max => pool_f32(&geometry, PoolKind::Max, &values, &mut out),
+                WindowOp::Average(count_include_pad) => pool_f32(
+                    &geometry,
+                    PoolKind::Average { count_include_pad },
+                    &values,
+                    &mut out,
+                ),
+                WindowOp::Lp(p) => self.lp_pool(p, &geometry, &values, &mut out),
+            }
+        }
+        let mut results = Vec::new();
+        if self.op == WindowOp::Max {
+            let indices = self.max_indices(&geometry, &values, &out);
+            results.push(Tensor::from_vec(shape.clone(), indices)?);
+        }
+        results.insert(0, pool_output(x.dtype(), shape, out)?);
+        Ok(results.into_iter().map(Value::from).collect())
+    }
+}
+
+/// GlobalMaxPool, GlobalAveragePool, GlobalLpPool: one window over each whole plane.
+#[derive(Debug)]
+struct GlobalPool(WindowOp);
+
+impl GlobalPool {
+    fn output_shape(x: &[usize]) -> Result<Vec<usize>> {
+        if x.len() < 2 {
+            bail!("global pooling: input X must have rank >= 2 ([N, C, ...]), got {x:?}");
+        }
+        Ok(x.iter()
+            .enumerate()
+            .map(|(i, &d)| if i < 2 { d } else { 1 })
+            .collect())
+    }
+}
+
+impl Op for GlobalPool {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let (Some(dtype), Some(x)) = (known_dtype(inputs, 0), known_shape(inputs, 0)) else {
+            return Ok(Vec::new());
+        };
+        Ok(vec![Some(tensor_type(dtype, &Self::output_shape(&x)?))])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        let shape = Self::output_shape(x.shape())?;
+        let values = pool_input(x, "global pooling", self.0 == WindowOp::Max)?;
+        let planes = shape[0] * shape[1];
+        let len = x.shape()[2..].iter().product::<usize>();
+        let mut out = vec![0.0f32; planes];
+        match self.0 {
+            WindowOp::Max => global_pool_f32(PoolKind::Max, &values, planes, len, &mut out),
+            WindowOp::Average(_) => global_pool_f32(
+                PoolKind::Average {
+                    count_include_pad: false,
+                },
+                &values,
+                planes,
+                len,
+                &mut out,
+            ),
+            WindowOp::Lp(p) if len > 0 => {
+                let (mut powers, mut magnitudes) = (Vec::new(), Vec::new());
+                for (slot, plane) in out.iter_mut().zip(values.chunks_exact(len)) {
+                    *slot = lp_norm(p, plane, &mut powers, &mut magnitudes);
+                }
+            }
+            WindowOp::Lp(_) => {}
+        }
+        Ok(vec![pool_output(x.dtype(), shape, out)?.into()])
+    }
+}

@@ -1,0 +1,525 @@
+//! Resize (opsets 10 to 19) and the deprecated Upsample: nearest, N-d linear and cubic
+//! interpolation under every coordinate transformation mode, from scales or sizes, on chosen
+//! axes, with keep_aspect_ratio_policy and extrapolation.
+//!
+//! Implements contract section `resize`: each axis maps every output coordinate to a list of
+//! input taps with f32 weights (computed in f32 in the order written there); an output is its
+//! single input element when it has one tap of weight 1 on every axis, and otherwise the
+//! `canonical-sum` dot product of the tap weights (products of the per-axis weights, axis order)
+//! with the tap values, taps in row-major order over the axes. f16 / bf16 compute in f32 and
+//! round once at the store.
+
+use crate::registry::Registry;
+use crate::staging::{f32_values, store_f32};
+use crate::{
+    BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail, normalize_axis, unsupported,
+};
+use rayon::prelude::*;
+use samebits_ir::{Tensor, Value};
+use samebits_kernels::canonical_dot;
+
+pub fn register(r: &mut Registry) {
+    r.register("", "Resize", resize);
+    r.register("", "Upsample", upsample);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Nearest,
+    Linear,
+    Cubic,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Coordinates {
+    HalfPixel,
+    HalfPixelSymmetric,
+    PytorchHalfPixel,
+    AlignCorners,
+    Asymmetric,
+    TfCropAndResize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NearestRounding {
+    RoundPreferFloor,
+    RoundPreferCeil,
+    Floor,
+    Ceil,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AspectPolicy {
+    Stretch,
+    NotLarger,
+    NotSmaller,
+}
+
+/// Resize's attributes, and where its inputs are.
+#[derive(Debug)]
+struct Resize {
+    mode: Mode,
+    coordinates: Coordinates,
+    nearest: NearestRounding,
+    cubic_a: f32,
+    exclude_outside: bool,
+    extrapolation: f32,
+    axes: Option<Vec<i64>>,
+    policy: AspectPolicy,
+    /// Input index of scales (1 before opset 11, else 2) and of roi (opset 11 on).
+    scales_input: usize,
+    roi_input: Option<usize>,
+    /// Upsample-7 keeps its scales in an attribute.
+    scales_attribute: Option<Vec<f32>>,
+}
+
+fn parse_mode(op: &str, args: &NodeArgs) -> Result<Mode> {
+    Ok(match args.string_or("mode", "nearest".into())?.as_str() {
+        "nearest" => Mode::Nearest,
+        "linear" | "bilinear" => Mode::Linear,
+        "cubic" => Mode::Cubic,
+        other => bail!("{op}: attribute \"mode\" must be nearest, linear or cubic, got {other:?}"),
+    })
+}
+
+fn resize(ctx: &BuildContext) -> Result<Box<dyn Op>> {
+    let args = NodeArgs::new(ctx.node);
+    if ctx.opset < 11 {
+        return Ok(Box::new(Resize::legacy(
+            parse_mode("Resize", &args)?,
+            1,
+            None,
+        )));
+    }
+    if args.int_or("antialias", 0)? != 0 {
+        unsupported!("Resize with antialias = 1");
+    }
+    let coordinates = match args
+        .string_or("coordinate_transformation_mode", "half_pixel".into())?
+        .as_str()
+    {
+        "half_pixel" => Coordinates::HalfPixel,
+        "half_pixel_symmetric" => Coordinates::HalfPixelSymmetric,
+        "pytorch_half_pixel" => Coordinates::PytorchHalfPixel,
+        "align_corners" => Coordinates::AlignCorners,
+        "asymmetric" => Coordinates::Asymmetric,
+        "tf_crop_and_resize" => Coordinates::TfCropAndResize,
+        other => bail!(
+            "Resize: attribute \"coordinate_transformation_mode\" has the unknown value {other:?}"
+        ),
+    };
+    let nearest = match args
+        .string_or("nearest_mode", "round_prefer_floor".into())?
+        .as_str()
+    {
+        "round_prefer_floor" => NearestRounding::RoundPreferFloor,
+        "round_prefer_ceil" => NearestRounding::RoundPreferCeil,
+        "floor" => NearestRounding::Floor,
+        "ceil" => NearestRounding::Ceil,
+        other => bail!("Resize: attribute \"nearest_mode\" has the unknown value {other:?}"),
+    };
+    let policy = match args
+        .string_or("keep_aspect_ratio_policy", "stretch".into())?
+        .as_str()
+    {
+        "stretch" => AspectPolicy::Stretch,
+        "not_larger" => AspectPolicy::NotLarger,
+        "not_smaller" => AspectPolicy::NotSmaller,
+        other => {
+            bail!("Resize: attribute \"keep_aspect_ratio_policy\" has the unknown value {other:?}")
+        }
+    };
+    Ok(Box::new(Resize {
+        mode: parse_mode("Resize", &args)?,
+        coordinates,
+        nearest,
+        cubic_a: args.float_or("cubic_coeff_a", -0.75)?,
+        exclude_outside: args.int_or("exclude_outside", 0)? != 0,
+        extrapolation: args.float_or("extrapolation_value", 0.0)?,
+        axes: args.ints("axes")?,
+        policy,
+        scales_input: 2,
+        roi_input: Some(1),
+        scales_attribute: None,
+    }))
+}
+
+fn upsample(ctx: &BuildContext) -> Result<Box<dyn Op>> {
+    let args = NodeArgs::new(ctx.node);
+    let mode = parse_mode("Upsample", &args)?;
+    let scales = if ctx.opset < 9 {
+        Some(args.floats("scales")?.ok_or_else(|| {
+            crate::OpError::Invalid("Upsample: missing attribute \"scales\"".into())
+        })?)
+    } else {
+        None
+    };
+    Ok(Box::new(Resize::legacy(mode, 1, scales)))
+}
+
+impl Resize {
+    /// Resize-10 and Upsample: scales only, asymmetric coordinates, nearest rounds down.
+    fn legacy(mode: Mode, scales_input: usize, scales_attribute: Option<Vec<f32>>) -> Resize {
+        Resize {
+            mode,
+            coordinates: Coordinates::Asymmetric,
+            nearest: NearestRounding::Floor,
+            cubic_a: -0.75,
+            exclude_outside: false,
+            extrapolation: 0.0,
+            axes: None,
+            policy: AspectPolicy::Stretch,
+            scales_input,
+            roi_input: None,
+            scales_attribute,
+        }
+    }
+}
+
+/// One axis' plan: for each output coordinate, its input taps (element offset along the axis,
+/// weight), or `None` where the output is the extrapolation value.
+type AxisTaps = Vec<Option<Vec<(usize, f32)>>>;
+
+/// Everything about one axis that its taps depend on.
+struct AxisResize {
+    in_len: usize,
+    out_len: usize,
+    /// The output length the coordinate formulas use: `in_len * scale` (unrounded) when
+    /// scales are given, else `out_len`.
+    out_extent: f32,
+    scale: f32,
+    roi: (f32, f32),
+}
+
+impl Resize {
+    /// The input coordinate of output coordinate `x` (contract section `resize`).
+    fn source_coordinate(&self, axis: &AxisResize, x: usize) -> f32 {
+        let (xf, in_f, out_f, s) = (x as f32, axis.in_len as f32, axis.out_extent, axis.scale);
+        match self.coordinates {
+            Coordinates::HalfPixel => (xf + 0.5) / s - 0.5,
+            Coordinates::HalfPixelSymmetric => {
+                let adjustment = axis.out_len as f32 / (s * in_f);
+                let center = in_f / 2.0;
+                let offset = center * (1.0 - adjustment);
+                offset + (xf + 0.5) / s - 0.5
+            }
+            Coordinates::PytorchHalfPixel => {
+                if out_f > 1.0 {
+                    (xf + 0.5) / s - 0.5
+                } else {
+                    0.0
+                }
+            }
+            Coordinates::AlignCorners => {
+                if out_f > 1.0 {
+                    xf * (in_f - 1.0) / (out_f - 1.0)
+                } else {
+                    0.0
+                }
+            }
+            Coordinates::Asymmetric => xf / s,
+            Coordinates::TfCropAndResize => {
+                let (start, end) = axis.roi;
+                let out_len = axis.out_len as f32;
+                if axis.out_len > 1 {
+                    start * (in_f - 1.0) + xf * (end - start) * (in_f - 1.0) / (out_len - 1.0)
+                } else {
+                    0.5 * (start + end) * (in_f - 1.0)
+                }
+            }
+        }
+    }
+
+    /// The cubic weight of a tap at distance `d` (0 <= d < 2) from the coordinate.
+    fn cubic_weight(&self, d: f32) -> f32 {
+        let a = self.cubic_a;
+        if d <= 1.0 {
+            ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0
+        } else {
+            ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a
+        }
+    }
+
+    fn axis_taps(&self, axis: &AxisResize, stride: usize) -> AxisTaps {
+        let last = axis.in_len - 1;
+        let clamp = |i: i64| i.clamp(0, last as i64) as usize;
+        (0..axis.out_len)
+            .map(|x| {
+                let c = self.source_coordinate(axis, x);
+                if self.coordinates == Coordinates::TfCropAndResize
+                    && !(0.0..=last as f32).contains(&c)
+                {
+                    return None;
+                }
+                let taps: Vec<(usize, f32)> = match self.mode {
+                    Mode::Nearest => {
+                        let floor = c.floor();
+                        let i = match self.nearest {
+                            NearestRounding::Floor => floor,
+                            NearestRounding::Ceil => c.ceil(),
+                            NearestRounding::RoundPreferFloor if c - floor == 0.5 => floor,
+                            NearestRounding::RoundPreferCeil if c - floor == 0.5 => floor + 1.0,
+                            _ => c.round(),
+                        };
+                        vec![(clamp(i as i64), 1.0)]
+                    }
+                    Mode::Linear => {
+                        let c = c.clamp(0.0, last as f32);
+                        let floor = c.floor();
+                        let t = c - floor;
+                        let i = floor as usize;
+                        vec![(i, 1.0 - t), ((i + 1).min(last), t)]
+                    }
+                    Mode::Cubic => {
+                        let floor = c.floor();
+                        let t = c - floor;
+                        let base = floor as i64 - 1;
+                        let distances = [1.0 + t, t, 1.0 - t, 2.0 - t];
+                        let mut taps: Vec<(i64, f32)> = distances
+                            .iter()
+                            .enumerate()
+                            .map(|(k, &d)| (base + k as i64, self.cubic_weight(d)))
+                            .collect();
+                        if self.exclude_outside {
+                            for tap in &mut taps {
+                                if !(0..=last as i64).contains(&tap.0) {
+                                    tap.1 = 0.0;
+                                }
+                            }
+                            let total = taps.iter().fold(0.0f32, |s, t| s + t.1);
+                            for tap in &mut taps {
+                                tap.1 /= total;
+                            }
+                        }
+                        taps.into_iter().map(|(i, w)| (clamp(i), w)).collect()
+                    }
+                };
+                Some(
+                    taps.into_iter()
+                        .filter(|&(_, w)| w != 0.0)
+                        .map(|(i, w)| (i * stride, w))
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// Per-axis sizes, scales and roi from the inputs.
+    fn axes_plan(&self, inputs: &Inputs, shape: &[usize]) -> Result<Vec<AxisResize>> {
+        let rank = shape.len();
+        if rank == 0 {
+            bail!("Resize: input X must have rank >= 1");
+        }
+        let present = |i: usize| -> Result<Option<&Tensor>> {
+            Ok(inputs.opt_tensor(i)?.filter(|t| t.numel() > 0))
+        };
+        let axes: Vec<usize> = match &self.axes {
+            None => (0..rank).collect(),
+            Some(axes) => axes
+                .iter()
+                .map(|&a| normalize_axis(a, rank))
+                .collect::<Result<_>>()
+                .map_err(|e| crate::OpError::Invalid(format!("Resize: attribute \"axes\": {e}")))?,
+        };
+        let scales: Option<Vec<f32>> = match (&self.scales_attribute, present(self.scales_input)?) {
+            (Some(s), _) => Some(s.clone()),
+            (None, Some(t)) => Some(f32_values(t, "Resize input scales")?.into_owned()),
+            (None, None) => None,
+        };
+        let sizes = if self.roi_input.is_some() {
+            present(3)?
+        } else {
+            None
+        };
+        let roi: Option<Vec<f32>> = match self.roi_input.map(present).transpose()?.flatten() {
+            Some(t) => Some(f32_values(t, "Resize input roi")?.into_owned()),
+            None => None,
+        };
+        let n = axes.len();
+        let mut plan: Vec<AxisResize> = shape
+            .iter()
+            .map(|&len| AxisResize {
+                in_len: len,
+                out_len: len,
+                out_extent: len as f32,
+                scale: 1.0,
+                roi: (0.0, 1.0),
+            })
+            .collect();
+        if let Some(roi) = &roi
+            && self.coordinates == Coordinates::TfCropAndResize
+        {
+            if roi.len() != 2 * n {
+                bail!(
+                    "Resize: input roi needs {} values (start and end per axis), got {}",
+                    2 * n,
+                    roi.len()
+                );
+            }
+            for (k, &a) in axes.iter().enumerate() {
+                plan[a].roi = (roi[k], roi[n + k]);
+            }
+        }
+        match (scales, sizes) {
+            (Some(_), Some(_)) => bail!("Resize: give scales or sizes, not both"),
+            (None, None) => bail!("Resize: one of the inputs scales and sizes is required"),
+            (Some(scales), None) => {
+                if scales.len() != n {
+                    bail!(
+                        "Resize: input scales has {} values; expected {n}",
+                        scales.len()
+                    );
+                }
+                for (k, &a) in axes.iter().enumerate() {
+                    let s = scales[k];
+                    if !(s > 0.0 && s.is_finite()) {
+                        bail!("Resize: scales must be positive and finite, got {s} for axis {a}");
+                    }
+                    let axis = &mut plan[a];
+                    let extent = if self.coordinates == Coordinates::TfCropAndResize {
+                        axis.in_len as f32 * (axis.roi.1 - axis.roi.0)
+                    } else {
+                        axis.in_len as f32
+                    };
+                    axis.scale = s;
+                    axis.out_len = (extent * s).floor().max(0.0) as usize;
+                    axis.out_extent = axis.in_len as f32 * s;
+                }
+            }
+            (None, Some(sizes)) => {
+                let sizes = sizes.to_i64_vec()?;
+                if sizes.len() != n || sizes.iter().any(|&s| s < 0) {
+                    bail!("Resize: input sizes must hold {n} non-negative values, got {sizes:?}");
+                }
+                let ratio = |k: usize| sizes[k] as f32 / shape[axes[k]] as f32;
+                let common = match self.policy {
+                    AspectPolicy::Stretch => None,
+                    AspectPolicy::NotLarger => (0..n).map(ratio).reduce(f32::min),
+                    AspectPolicy::NotSmaller => (0..n).map(ratio).reduce(f32::max),
+                };
+                for (k, &a) in axes.iter().enumerate() {
+                    let axis = &mut plan[a];
+                    match common {
+                        None => {
+                            axis.out_len = sizes[k] as usize;
+                            axis.scale = ratio(k);
+                        }
+                        Some(scale) => {
+                            axis.out_len = (scale * axis.in_len as f32 + 0.5).floor() as usize;
+                            axis.scale = scale;
+                        }
+                    }
+                    axis.out_extent = axis.out_len as f32;
+                }
+            }
+        }
+        if let Some(axis) = plan.iter().find(|a| a.in_len == 0 && a.out_len > 0) {
+            bail!(
+                "Resize: cannot resize an empty axis to {} elements",
+                axis.out_len
+            );
+        }
+        Ok(plan)
+    }
+}
+
+impl Op for Resize {
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        let values = f32_values(x, "Resize input X")?;
+        let plan = self.axes_plan(inputs, x.shape())?;
+        let out_shape: Vec<usize> = plan.iter().map(|a| a.out_len).collect();
+        let strides = crate::broadcast::strides(x.shape());
+        let taps: Vec<AxisTaps> = plan
+            .iter()
+            .zip(&strides)
+            .map(|(axis, &stride)| {
+                if axis.out_len == 0 {
+                    Vec::new()
+                } else {
+                    self.axis_taps(axis, stride)
+                }
+            })
+            .collect();
+        let total: usize = out_shape.iter().product();
+        let mut out = vec![0.0f32; total];
+        if total > 0 {
+            let rank = out_shape.len();
+            out.par_chunks_mut(out_shape[rank - 1])
+                .enumerate()
+                .for_each(|(row, dst)| {
+                    // The taps of the outer axes for this row.
+                    let mut outer: Vec<&[(usize, f32)]> = Vec::with_capacity(rank);
+                    let mut rest = row;
+                    let mut extrapolate = false;
+                    for a in (0..rank.saturating_sub(1)).rev() {
+                        match &taps[a][rest % out_shape[a]] {
+                            Some(t) => outer.push(t),
+                            None => extrapolate = true,
+                        }
+                        rest /= out_shape[a];
+                    }
+                    outer.reverse();
+                    let (mut weights, mut terms, mut counters) =
+                        (Vec::new(), Vec::new(), Vec::new());
+                    for (i, slot) in dst.iter_mut().enumerate() {
+                        let (Some(inner), false) = (&taps[rank - 1][i], extrapolate) else {
+                            *slot = self.extrapolation;
+                            continue;
+                        };
+                        weights.clear();
+                        terms.clear();
+                        let buffers = (&mut weights, &mut terms, &mut counters);
+                        gather_taps(&outer, inner, &values, buffers);
+                        *slot = match (&weights[..], &terms[..]) {
+                            ([w], [v]) if *w == 1.0 => *v,
+                            _ => canonical_dot(&weights, &terms),
+                        };
+                    }
+                });
+        }
+        Ok(vec![store_f32(x.dtype(), out_shape, out)?.into()])
+    }
+}
+
+/// The weights and values of every tap of one output, row-major over the axes: the outer axes'
+/// tap lists, then the innermost axis' list. A weight is the product of its axes' weights,
+/// left to right. `counters` is scratch for the odometer over the outer axes.
+fn gather_taps(
+    outer: &[&[(usize, f32)]],
+    inner: &[(usize, f32)],
+    values: &[f32],
+    (weights, terms, counters): (&mut Vec<f32>, &mut Vec<f32>, &mut Vec<usize>),
+) {
+    if outer.iter().any(|list| list.is_empty()) {
+        return;
+    }
+    counters.clear();
+    counters.resize(outer.len(), 0);
+    loop {
+        let mut offset = 0;
+        let mut weight: Option<f32> = None;
+        for (list, &c) in outer.iter().zip(counters.iter()) {
+            let (o, w) = list[c];
+            offset += o;
+            weight = Some(weight.map_or(w, |acc| acc * w));
+        }
+        for &(o, w) in inner {
+            weights.push(weight.map_or(w, |acc| acc * w));
+            terms.push(values[offset + o]);
+        }
+        // Advance the outer odometer, last axis fastest.
+        let mut a = outer.len();
+        loop {
+            if a == 0 {
+                return;
+            }
+            a -= 1;
+            counters[a] += 1;
+            if counters[a] < outer[a].len() {
+                break;
+            }
+            counters[a] = 0;
+        }
+    }
+}
