@@ -18,7 +18,7 @@ pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
-    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    functions: Mutex<HashMap<String, CudaFunction>>,
     pool: Arc<BufferPool>,
     name: String,
     compute_capability: (i32, i32),
@@ -132,13 +132,13 @@ impl CudaBackend {
     }
 
     /// The kernel of that name from the compiled program.
-    pub(crate) fn function(&self, name: &'static str) -> Result<CudaFunction> {
+    pub(crate) fn function(&self, name: &str) -> Result<CudaFunction> {
         let mut functions = self.functions.lock().expect("function cache lock");
         if let Some(f) = functions.get(name) {
             return Ok(f.clone());
         }
         let f = self.module.load_function(name)?;
-        functions.insert(name, f.clone());
+        functions.insert(name.to_owned(), f.clone());
         Ok(f)
     }
 }

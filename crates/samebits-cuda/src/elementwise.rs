@@ -188,15 +188,13 @@ impl CudaBackend {
         if x.is_empty() {
             return Ok(y);
         }
-        let kernel: &'static str = match op {
-            UnaryOp::Math(f) => unary_kernel_name(f.name()),
-            UnaryOp::Activation(a) => unary_kernel_name(a.name()),
-        };
+        // The generated kernel of the function (crate::program::unary_kernels).
+        let kernel = format!("sb_unary_{}", op.name());
         let (p0, p1) = match op {
             UnaryOp::Math(_) => (0.0, 0.0),
             UnaryOp::Activation(a) => crate::program::activation_params(a),
         };
-        let f = self.function(kernel)?;
+        let f = self.function(&kernel)?;
         let n = x.len() as i64;
         let mut launch = self.stream().launch_builder(&f);
         launch
@@ -247,18 +245,4 @@ impl CudaBackend {
         unsafe { launch.launch(launch_1d(blocks_for(layout.len()), 0))? };
         Ok((y, shape))
     }
-}
-
-/// `sb_unary_<name>`, the generated kernel of a function (names are 'static and few).
-fn unary_kernel_name(name: &'static str) -> &'static str {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    static NAMES: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
-    let mut names = NAMES
-        .get_or_init(Default::default)
-        .lock()
-        .expect("kernel names lock");
-    names
-        .entry(name)
-        .or_insert_with(|| Box::leak(format!("sb_unary_{name}").into_boxed_str()))
 }

@@ -80,6 +80,19 @@ pub(crate) fn compile(major: i32, minor: i32) -> Result<Ptx> {
 
 #[cfg(test)]
 mod tests {
+    /// Every unary op has its generated `sb_unary_<name>` kernel (the name `unary` launches).
+    #[test]
+    fn every_unary_op_has_a_kernel() {
+        let source = super::source();
+        for op in crate::UnaryOp::all() {
+            assert!(
+                source.contains(&format!("SB_UNARY_KERNEL({}, ", op.name())),
+                "no kernel for {}",
+                op.name()
+            );
+        }
+    }
+
     /// The kernels compile wherever NVRTC is present, even without a GPU.
     #[test]
     fn kernels_compile_for_sm90() {
