@@ -181,7 +181,7 @@ mod tests {
         let mut bytes =
             b"\x93NUMPY\x01\x00v\x00{'descr': '<i2', 'fortran_order': False, 'shape': (1, 3), }"
                 .to_vec();
-        bytes.extend(std::iter::repeat_n(b' ', 118 - 60 - 1));
+        bytes.extend(std::iter::repeat_n(b' ', 118 - 59 - 1));
         bytes.push(b'\n');
         bytes.extend_from_slice(&[0, 0, 1, 0, 2, 0]);
         let t = parse_npy(&bytes).unwrap();
