@@ -436,42 +436,65 @@ impl ConvTransposeGeometry {
     }
 }
 
-/// Writes the gather matrix of transposed convolution: row `c * kernel_len + t`, column = output
-/// position, value `x[c, i]` where `o = i * s + t * d - pad_begin` on every axis, else `0.0`.
-fn gather_columns(taps: &Taps, planes: &[f32], columns: &mut [f32]) {
-    let (kernel_len, out_len, in_len) = (taps.kernel_len(), taps.output_len(), taps.input_len());
+/// Writes columns `col0 .. col0 + cols` of the gather matrix of transposed convolution into
+/// `columns` (`[rows, cols]` row-major): row `c * kernel_len + t`, column = output position
+/// (row-major), value `x[c, i]` where `o + pad_begin = i * s + t * d` on every axis, else `0.0`.
+fn gather_columns(taps: &Taps, planes: &[f32], col0: usize, cols: usize, columns: &mut [f32]) {
+    let (kernel_len, in_len) = (taps.kernel_len(), taps.input_len());
     let [_, in_h, in_w] = taps.input;
     let [_, out_h, out_w] = taps.output;
-    columns
-        .par_chunks_mut(out_len)
-        .enumerate()
-        .for_each(|(row, column_row)| {
-            let (c, t) = (row / kernel_len, row % kernel_len);
-            let plane = &planes[c * in_len..(c + 1) * in_len];
-            let tap = taps.tap(t);
-            // Input index reaching output `o` on `axis` through this tap, if any.
-            let source = |axis: usize, o: usize| -> Option<usize> {
-                let q =
-                    (o + taps.pads_begin[axis]).checked_sub(tap[axis] * taps.dilations[axis])?;
-                let s = taps.strides[axis];
-                (q.is_multiple_of(s) && q / s < taps.input[axis]).then_some(q / s)
-            };
-            for (line, dst) in column_row.chunks_exact_mut(out_w).enumerate() {
-                let (od, oh) = (line / out_h, line % out_h);
-                let (Some(d), Some(h)) = (source(0, od), source(1, oh)) else {
-                    dst.fill(0.0);
-                    continue;
-                };
+    let (stride_w, pad_w) = (taps.strides[2], taps.pads_begin[2]);
+    for (row, column_row) in columns.chunks_exact_mut(cols).enumerate() {
+        let (c, t) = (row / kernel_len, row % kernel_len);
+        let plane = &planes[c * in_len..(c + 1) * in_len];
+        let tap = taps.tap(t);
+        // Input index reaching output `o` on `axis` through this tap, if any.
+        let source = |axis: usize, o: usize| -> Option<usize> {
+            let q = (o + taps.pads_begin[axis]).checked_sub(tap[axis] * taps.dilations[axis])?;
+            let s = taps.strides[axis];
+            (q.is_multiple_of(s) && q / s < taps.input[axis]).then_some(q / s)
+        };
+        // On the last axis, output `ow` reads input `(ow + pad - shift) / s` when that divides
+        // exactly and lies in `0 .. in_w`: the outputs `ow_lo, ow_lo + s, ...` below `ow_hi`.
+        let shift = tap[2] * taps.dilations[2];
+        let ow_lo = shift.saturating_sub(pad_w);
+        let ow_lo = ow_lo + (stride_w - (ow_lo + pad_w - shift) % stride_w) % stride_w;
+        let ow_hi = ((in_w - 1) * stride_w + shift + 1)
+            .saturating_sub(pad_w)
+            .min(out_w);
+        let mut pos = col0;
+        let mut dst = column_row;
+        while !dst.is_empty() {
+            let (line, ow0) = (pos / out_w, pos % out_w);
+            let seg = (out_w - ow0).min(dst.len());
+            let (now, rest) = std::mem::take(&mut dst).split_at_mut(seg);
+            now.fill(0.0);
+            if let (Some(d), Some(h)) = (source(0, line / out_h), source(1, line % out_h)) {
                 let src = &plane[(d * in_h + h) * in_w..][..in_w];
-                for (ow, v) in dst.iter_mut().enumerate() {
-                    *v = source(2, ow).map_or(0.0, |w| src[w]);
+                // First reached output at or after `ow0`, then every `stride_w`-th one.
+                let first = if ow0 <= ow_lo {
+                    ow_lo
+                } else {
+                    ow0 + (stride_w - (ow0 - ow_lo) % stride_w) % stride_w
+                };
+                let end = ow_hi.min(ow0 + seg);
+                if first < end {
+                    let i0 = (first + pad_w - shift) / stride_w;
+                    let reached = now[first - ow0..end - ow0].iter_mut().step_by(stride_w);
+                    for (v, &x) in reached.zip(&src[i0..]) {
+                        *v = x;
+                    }
                 }
             }
-        });
+            pos += seg;
+            dst = rest;
+        }
+    }
 }
 
 /// Transposed convolution in the order of contract section `conv-transpose`: `input` is
-/// `[N, C, in...]`, `weight` `[C, M/g, k...]`, `out` `[N, M, out...]`.
+/// `[N, C, in...]`, `weight` `[C, M/g, k...]`, `out` `[N, M, out...]`. The gather matrix is
+/// built in column blocks, one per parallel task, against filters packed once per call.
 pub fn conv_transpose_f32(
     geometry: &ConvTransposeGeometry,
     input: &[f32],
@@ -522,25 +545,41 @@ pub fn conv_transpose_f32(
         }
     }
     let filters_view = MatRef::row_major(&filters[..], mg, reduction);
+    let packed = PackedA::for_active_isa(groups, mg, reduction, &filters_view);
     let epilogue = bias_epilogue(bias, mg);
-    let mut columns = vec![0.0f32; geometry.in_channels * kernel_len * out_len];
-    for (image, out_image) in out
+    let rows = groups * reduction;
+    let block = im2col_block_columns(rows, out_len);
+    let images = out
         .chunks_exact_mut(geometry.out_channels * out_len)
-        .enumerate()
-    {
-        let planes =
-            &input[image * geometry.in_channels * in_len..][..geometry.in_channels * in_len];
-        gather_columns(&taps, planes, &mut columns);
-        let col_view = MatRef::row_major(&columns[..], reduction, out_len);
-        gemm(
-            groups,
-            mg,
-            out_len,
-            reduction,
-            filters_view,
-            col_view,
-            epilogue,
-            out_image,
-        );
+        .zip(input.chunks_exact(geometry.in_channels * in_len));
+    for (out_image, planes) in images {
+        let layout = OutLayout {
+            ptr: out_image.as_mut_ptr(),
+            batch_stride: mg * out_len,
+            row_stride: out_len,
+        };
+        (0..out_len.div_ceil(block))
+            .into_par_iter()
+            .for_each(|task| {
+                let col0 = task * block;
+                let cols = block.min(out_len - col0);
+                let mut columns = COLUMNS.take();
+                columns.resize(rows * cols, 0.0);
+                gather_columns(&taps, planes, col0, cols, &mut columns);
+                let col_view = MatRef {
+                    data: &columns[..],
+                    offset: 0,
+                    batch_stride: reduction * cols,
+                    row_stride: cols,
+                    col_stride: 1,
+                };
+                let out_block = layout.shifted_to_column(col0);
+                // SAFETY: as in `conv_f32`: task `task` is the only writer of output columns
+                // `col0 .. col0 + cols` of every (group, channel) row of this image, which
+                // `out_block` addresses inside `out_image`; the bias epilogue broadcasts over
+                // columns.
+                unsafe { gemm_serial(&packed, cols, &col_view, &epilogue, out_block) };
+                COLUMNS.set(columns);
+            });
     }
 }

@@ -411,6 +411,20 @@ fn conv_transpose_matches_oracle_on_every_isa() {
             pads_end: vec![1],
             output_padding: vec![2],
         },
+        // 2x upsampling with kernel 2 (PP-OCR det head) over many column blocks.
+        ConvTransposeGeometry {
+            batch: 2,
+            in_channels: 24,
+            out_channels: 5,
+            groups: 1,
+            in_spatial: vec![40, 37],
+            kernel: vec![2, 2],
+            strides: vec![2, 2],
+            dilations: vec![1, 1],
+            pads_begin: vec![0, 0],
+            pads_end: vec![0, 0],
+            output_padding: vec![0, 0],
+        },
         // 3D, 17 channels x 8 taps = 136 terms (3 tiles).
         ConvTransposeGeometry {
             batch: 1,

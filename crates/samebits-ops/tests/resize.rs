@@ -173,3 +173,31 @@ fn resize_errors_name_the_problem() {
     let e = resize(x, None, Some(&[2.]), None, &[("mode", text("area"))]).unwrap_err();
     assert!(e.to_string().contains("\"mode\""), "{e}");
 }
+
+#[test]
+fn plane_fast_path_matches_general_path() {
+    // Sizes [1, 3, 7, 9] resize only the last two axes (the per-plane path); sizes [2, 3, 7, 9]
+    // also stretch axis 0 (the general path), whose two halves are each that same resize.
+    let values: Vec<f32> = (0..60)
+        .map(|i| ((i * 37) % 23) as f32 * 0.3 - 2.9)
+        .collect();
+    let x = f32s(&[1, 3, 4, 5], &values);
+    for mode in ["nearest", "linear", "cubic"] {
+        let attrs = [
+            ("mode", text(mode)),
+            ("coordinate_transformation_mode", text("align_corners")),
+        ];
+        let run = |sizes: &[i64]| {
+            let out = resize(x.clone(), None, None, Some(sizes), &attrs).unwrap();
+            out.as_slice::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect::<Vec<_>>()
+        };
+        let planes = run(&[1, 3, 7, 9]);
+        let general = run(&[2, 3, 7, 9]);
+        assert_eq!(general[..planes.len()], planes[..], "{mode}");
+        assert_eq!(general[planes.len()..], planes[..], "{mode}");
+    }
+}

@@ -443,8 +443,12 @@ impl Op for Resize {
             .collect();
         let total: usize = out_shape.iter().product();
         let mut out = vec![0.0f32; total];
-        if total > 0 {
-            let rank = out_shape.len();
+        let rank = out_shape.len();
+        if total > 0 && rank >= 2 && leading_axes_copied(&taps[..rank - 2], x.shape(), &strides) {
+            let in_plane = x.shape()[rank - 2..].iter().product();
+            let rows = (&taps[rank - 2], &taps[rank - 1]);
+            self.resize_planes(rows, &values, in_plane, &mut out);
+        } else if total > 0 {
             out.par_chunks_mut(out_shape[rank - 1])
                 .enumerate()
                 .for_each(|(row, dst)| {
@@ -479,6 +483,88 @@ impl Op for Resize {
                 });
         }
         Ok(vec![store_f32(x.dtype(), out_shape, out)?.into()])
+    }
+}
+
+/// Whether these axes keep their input length and every output coordinate has the single tap
+/// of weight 1 at the same input coordinate (the axes are copied, not resized).
+fn leading_axes_copied(taps: &[AxisTaps], shape: &[usize], strides: &[usize]) -> bool {
+    taps.iter()
+        .zip(shape)
+        .zip(strides)
+        .all(|((axis, &len), &stride)| {
+            axis.len() == len
+                && axis
+                    .iter()
+                    .enumerate()
+                    .all(|(x, t)| t.as_deref() == Some(&[(x * stride, 1.0)][..]))
+        })
+}
+
+impl Resize {
+    /// The general path's result when only the last two axes are resized: each plane of
+    /// `in_plane` input elements gives one `rows.len() x cols.len()` output plane. An output's
+    /// taps are its row's taps times its column's taps (weights `row * column`, the leading
+    /// axes' weights being 1), a single tap of weight 1 is a copy, and otherwise the
+    /// `canonical-sum` dot product of at most 16 taps (one reduction tile: `p = fma(w, v, p)`
+    /// from `+0.0`). When every tap is such a copy (nearest), columns gather through an index
+    /// table and output rows with the source row of the previous one are copied.
+    fn resize_planes(
+        &self,
+        (rows, cols): (&AxisTaps, &AxisTaps),
+        values: &[f32],
+        in_plane: usize,
+        out: &mut [f32],
+    ) {
+        let copy_of = |t: &Option<Vec<(usize, f32)>>| match t.as_deref() {
+            Some(&[(offset, 1.0)]) => Some(offset),
+            _ => None,
+        };
+        let row_sources: Option<Vec<usize>> = rows.iter().map(copy_of).collect();
+        let col_sources: Option<Vec<usize>> = cols.iter().map(copy_of).collect();
+        let (out_h, out_w) = (rows.len(), cols.len());
+        let planes = values
+            .par_chunks(in_plane)
+            .zip(out.par_chunks_mut(out_h * out_w));
+        if let (Some(row_sources), Some(col_sources)) = (row_sources, col_sources) {
+            planes.for_each(|(plane, dst)| {
+                for (r, &source) in row_sources.iter().enumerate() {
+                    let (done, line) = dst.split_at_mut(r * out_w);
+                    let line = &mut line[..out_w];
+                    if r > 0 && row_sources[r - 1] == source {
+                        line.copy_from_slice(&done[(r - 1) * out_w..]);
+                        continue;
+                    }
+                    let src = &plane[source..];
+                    for (v, &c) in line.iter_mut().zip(&col_sources) {
+                        *v = src[c];
+                    }
+                }
+            });
+            return;
+        }
+        planes.for_each(|(plane, dst)| {
+            for (row, line) in rows.iter().zip(dst.chunks_exact_mut(out_w)) {
+                for (v, col) in line.iter_mut().zip(cols) {
+                    let (Some(row), Some(col)) = (row, col) else {
+                        *v = self.extrapolation;
+                        continue;
+                    };
+                    *v = match (&row[..], &col[..]) {
+                        (&[(ro, rw)], &[(co, cw)]) if rw * cw == 1.0 => plane[ro + co],
+                        _ => {
+                            let mut p = 0.0f32;
+                            for &(ro, rw) in row {
+                                for &(co, cw) in col {
+                                    p = (rw * cw).mul_add(plane[ro + co], p);
+                                }
+                            }
+                            p
+                        }
+                    };
+                }
+            }
+        });
     }
 }
 
