@@ -4,6 +4,10 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The element type of a tensor. `Bool` is stored as one byte per element (0 or 1).
+///
+/// The storage-only dtypes (float8, float4, 4- and 2-bit integers; [`DType::is_storage_only`])
+/// take one byte per element in memory and have no arithmetic: ops convert them to and from
+/// other dtypes through [`crate::small_types`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
@@ -21,11 +25,21 @@ pub enum DType {
     U64,
     Bool,
     String,
+    F8E4M3FN,
+    F8E4M3FNUZ,
+    F8E5M2,
+    F8E5M2FNUZ,
+    F8E8M0,
+    F4E2M1,
+    I4,
+    U4,
+    I2,
+    U2,
 }
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 14] = [
+    pub const ALL: [DType; 24] = [
         DType::F32,
         DType::F64,
         DType::F16,
@@ -40,6 +54,16 @@ impl DType {
         DType::U64,
         DType::Bool,
         DType::String,
+        DType::F8E4M3FN,
+        DType::F8E4M3FNUZ,
+        DType::F8E5M2,
+        DType::F8E5M2FNUZ,
+        DType::F8E8M0,
+        DType::F4E2M1,
+        DType::I4,
+        DType::U4,
+        DType::I2,
+        DType::U2,
     ];
 
     /// Bytes per element; `String` has no fixed size and reports 0.
@@ -48,7 +72,19 @@ impl DType {
             DType::F64 | DType::I64 | DType::U64 => 8,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
-            DType::I8 | DType::U8 | DType::Bool => 1,
+            DType::I8
+            | DType::U8
+            | DType::Bool
+            | DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::F4E2M1
+            | DType::I4
+            | DType::U4
+            | DType::I2
+            | DType::U2 => 1,
             DType::String => 0,
         }
     }
@@ -70,6 +106,16 @@ impl DType {
             DType::U64 => "u64",
             DType::Bool => "bool",
             DType::String => "string",
+            DType::F8E4M3FN => "f8e4m3fn",
+            DType::F8E4M3FNUZ => "f8e4m3fnuz",
+            DType::F8E5M2 => "f8e5m2",
+            DType::F8E5M2FNUZ => "f8e5m2fnuz",
+            DType::F8E8M0 => "f8e8m0",
+            DType::F4E2M1 => "f4e2m1",
+            DType::I4 => "i4",
+            DType::U4 => "u4",
+            DType::I2 => "i2",
+            DType::U2 => "u2",
         }
     }
 
@@ -99,6 +145,30 @@ impl DType {
     pub fn is_signed_int(self) -> bool {
         matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
     }
+
+    /// The float8 and float4 dtypes (storage only).
+    pub fn is_small_float(self) -> bool {
+        matches!(
+            self,
+            DType::F8E4M3FN
+                | DType::F8E4M3FNUZ
+                | DType::F8E5M2
+                | DType::F8E5M2FNUZ
+                | DType::F8E8M0
+                | DType::F4E2M1
+        )
+    }
+
+    /// The 4- and 2-bit integer dtypes (storage only).
+    pub fn is_small_int(self) -> bool {
+        matches!(self, DType::I4 | DType::U4 | DType::I2 | DType::U2)
+    }
+
+    /// Dtypes held one byte per element for storage and conversion only: no op computes in
+    /// them, and [`with_numeric_type!`](crate::with_numeric_type) takes its `else` branch.
+    pub fn is_storage_only(self) -> bool {
+        self.is_small_float() || self.is_small_int()
+    }
 }
 
 impl fmt::Display for DType {
@@ -122,7 +192,7 @@ element!(
 );
 
 /// Runs `$body` with the type alias `$T` bound to the Rust element type of a numeric `$dtype`
-/// (every dtype but `Bool` and `String`); evaluates `$other` for those two.
+/// (every dtype but `Bool`, `String` and the storage-only ones); evaluates `$other` for those.
 #[macro_export]
 macro_rules! with_numeric_type {
     ($dtype:expr, $T:ident => $body:expr, else $other:expr) => {
@@ -175,7 +245,18 @@ macro_rules! with_numeric_type {
                 type $T = u64;
                 $body
             }
-            $crate::DType::Bool | $crate::DType::String => $other,
+            $crate::DType::Bool
+            | $crate::DType::String
+            | $crate::DType::F8E4M3FN
+            | $crate::DType::F8E4M3FNUZ
+            | $crate::DType::F8E5M2
+            | $crate::DType::F8E5M2FNUZ
+            | $crate::DType::F8E8M0
+            | $crate::DType::F4E2M1
+            | $crate::DType::I4
+            | $crate::DType::U4
+            | $crate::DType::I2
+            | $crate::DType::U2 => $other,
         }
     };
 }

@@ -2,6 +2,7 @@
 //! stage (passes, ops, runtime) consumes.
 //!
 //! - [`DType`] and [`Element`]: the element types a tensor can hold.
+//! - [`small_types`]: the float8, float4, 4- and 2-bit integer codes: conversions and packing.
 //! - [`Tensor`]: an immutable, cheaply cloned n-d array whose bytes live on the heap or in a
 //!   memory-mapped file.
 //! - [`Dim`], [`Shape`] and [`ValueType`]: shapes with symbolic dims, as ONNX writes them.
@@ -14,6 +15,7 @@ pub mod dump;
 mod error;
 mod graph;
 mod shape;
+pub mod small_types;
 mod tensor;
 mod value;
 

@@ -1,7 +1,8 @@
 //! [`Tensor`]: an immutable n-d array. Its bytes live in a shared [`ByteSource`] (a heap vector
 //! or a memory-mapped weight file), so clones and slices of weights cost nothing.
 //!
-//! Data is little-endian and dense row-major. `Bool` elements are bytes holding 0 or 1.
+//! Data is little-endian and dense row-major. `Bool` elements are bytes holding 0 or 1; the
+//! storage-only dtypes hold one byte per element as [`crate::small_types`] describes.
 
 use crate::{DType, Element, Error, Result, invalid};
 use std::fmt;
@@ -112,13 +113,44 @@ impl Tensor {
             t.dtype = DType::Bool;
             return Ok(t);
         }
+        if dtype.is_storage_only() {
+            return Tensor::from_codes(dtype, shape, bytes.to_vec());
+        }
         crate::with_numeric_type!(dtype, T => {
             let data: Vec<T> = bytes
                 .chunks_exact(std::mem::size_of::<T>())
                 .map(bytemuck::pod_read_unaligned)
                 .collect();
             Tensor::from_vec(shape, data)
-        }, else unreachable!("bool and string handled above"))
+        }, else unreachable!("bool, string and storage-only dtypes handled above"))
+    }
+
+    /// A tensor of a storage-only dtype from its one-byte elements (codes of float8/float4,
+    /// values of 4-/2-bit integers); errors on a byte that is no element of `dtype`.
+    pub fn from_codes(dtype: DType, shape: Vec<usize>, codes: Vec<u8>) -> Result<Tensor> {
+        if !dtype.is_storage_only() {
+            return Err(invalid!("{dtype} is not a storage-only dtype"));
+        }
+        if let Some(bad) = codes
+            .iter()
+            .find(|&&b| !crate::small_types::is_valid_code(dtype, b))
+        {
+            return Err(invalid!("byte {bad:#04x} is not a {dtype} element"));
+        }
+        let mut t = Tensor::from_vec(shape, codes)?;
+        t.dtype = dtype;
+        Ok(t)
+    }
+
+    /// The one-byte elements of a storage-only tensor.
+    pub fn as_codes(&self) -> Result<&[u8]> {
+        if !self.dtype.is_storage_only() {
+            return Err(Error::DTypeMismatch {
+                actual: self.dtype.to_string(),
+                requested: "a storage-only dtype".into(),
+            });
+        }
+        self.bytes()
     }
 
     /// A tensor viewing `len` bytes at `offset` of a shared source (for example a memory-mapped
@@ -147,7 +179,7 @@ impl Tensor {
             ));
         }
         let aligned = (all.as_ptr() as usize + offset).is_multiple_of(dtype.size().max(1));
-        if !aligned || dtype == DType::Bool {
+        if !aligned || dtype == DType::Bool || dtype.is_storage_only() {
             return Tensor::from_le_bytes(dtype, shape, &all[offset..end]);
         }
         Ok(Tensor {
@@ -243,10 +275,18 @@ impl Tensor {
         }
     }
 
-    /// The elements converted to f64 (for tolerant comparisons and integer reads of shapes).
+    /// The elements converted to f64 (for tolerant comparisons and integer reads of shapes);
+    /// storage-only elements exactly.
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
         if self.dtype == DType::Bool {
             return Ok(self.as_bools()?.iter().map(|&b| b as f64).collect());
+        }
+        if self.dtype.is_storage_only() {
+            return Ok(self
+                .as_codes()?
+                .iter()
+                .filter_map(|&c| crate::small_types::decode(self.dtype, c))
+                .collect());
         }
         crate::with_numeric_type!(self.dtype, T => {
             Ok(self.as_slice::<T>()?.iter().map(|v| num_to_f64(*v)).collect())
@@ -264,6 +304,8 @@ impl Tensor {
             DType::U16 => Ok(self.as_slice::<u16>()?.iter().map(|&v| v as i64).collect()),
             DType::U32 => Ok(self.as_slice::<u32>()?.iter().map(|&v| v as i64).collect()),
             DType::U64 => Ok(self.as_slice::<u64>()?.iter().map(|&v| v as i64).collect()),
+            DType::I4 | DType::I2 => Ok(self.as_codes()?.iter().map(|&v| v as i8 as i64).collect()),
+            DType::U4 | DType::U2 => Ok(self.as_codes()?.iter().map(|&v| v as i64).collect()),
             other => Err(invalid!("expected an integer tensor, got {other}")),
         }
     }

@@ -13,7 +13,7 @@ use crate::proto::{
     TensorProto, tensor_proto::DataLocation,
 };
 use memmap2::Mmap;
-use samebits_ir::{ByteSource, DType, Tensor, checked_numel};
+use samebits_ir::{ByteSource, DType, Tensor, checked_numel, small_types};
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::path::{Component, Path, PathBuf};
@@ -182,9 +182,14 @@ impl ExternalData {
         if length > rest {
             return Err(past_end(length));
         }
-        let needed = checked_numel(&shape)?
-            .checked_mul(dtype.size())
-            .ok_or_else(|| OnnxError::invalid(format!("shape {shape:?} is too large")))?;
+        let numel = checked_numel(&shape)?;
+        let needed = if dtype.is_storage_only() {
+            small_types::packed_len(dtype, numel)
+        } else {
+            numel
+                .checked_mul(dtype.size())
+                .ok_or_else(|| OnnxError::invalid(format!("shape {shape:?} is too large")))?
+        };
         if length != needed as u64 {
             return Err(OnnxError::invalid(format!(
                 "external data \"{location}\" holds {length} bytes, a {dtype} tensor of shape \
@@ -193,6 +198,10 @@ impl ExternalData {
         }
         // Both fit in the mapped length, itself a usize.
         let (offset, length) = (reference.offset as usize, length as usize);
+        if dtype.is_storage_only() {
+            let bytes = &map.bytes()[offset..offset + length];
+            return crate::tensor::storage_tensor(dtype, shape, bytes, "external data");
+        }
         let source: Arc<dyn ByteSource> = map;
         Ok(Tensor::from_source(dtype, shape, source, offset, length)?)
     }

@@ -2,6 +2,10 @@
 //! typed repeated fields or from external data; densifying `SparseTensorProto`; encoding a tensor
 //! back into a `TensorProto`.
 //!
+//! The storage-only dtypes (float8, float4, 4- and 2-bit integers) are packed in files as ONNX
+//! says (two 4-bit or four 2-bit elements to a byte, first in the lowest bits) and unpacked to a
+//! byte per element in memory.
+//!
 //! Sizes read from a file are never trusted: a tensor's element count is checked against the
 //! bytes or values actually present before anything is allocated for it.
 
@@ -9,7 +13,7 @@ use crate::error::{OnnxError, Result};
 use crate::external::{ExternalData, is_external};
 use crate::proto::{SparseTensorProto, TensorProto};
 use crate::types::{dtype_from_onnx, onnx_data_type};
-use samebits_ir::{ByteSource, DType, Tensor, checked_numel};
+use samebits_ir::{ByteSource, DType, Tensor, checked_numel, small_types};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -62,7 +66,17 @@ fn typed_field(dtype: DType) -> &'static str {
         | DType::I32
         | DType::U8
         | DType::U16
-        | DType::Bool => "int32_data",
+        | DType::Bool
+        | DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => "int32_data",
     }
 }
 
@@ -110,6 +124,9 @@ pub(crate) fn decode_tensor(proto: TensorProto, external: &mut ExternalData) -> 
         if dtype == DType::String {
             return Err(OnnxError::invalid("string tensor stores raw_data"));
         }
+        if dtype.is_storage_only() {
+            return storage_tensor(dtype, shape, &raw, "raw_data");
+        }
         let needed = numel
             .checked_mul(dtype.size())
             .ok_or_else(|| OnnxError::invalid(format!("shape {shape:?} is too large")))?;
@@ -124,6 +141,15 @@ pub(crate) fn decode_tensor(proto: TensorProto, external: &mut ExternalData) -> 
         return Ok(Tensor::from_source(dtype, shape, source, 0, len)?);
     }
     let field = typed_field(dtype);
+    if dtype.is_storage_only() {
+        if let Some(other) = typed_fields.iter().find(|&&f| f != field) {
+            return Err(OnnxError::invalid(format!(
+                "{dtype} tensor stores its values in {other}, not {field}"
+            )));
+        }
+        let bytes: Vec<u8> = narrow(&proto.int32_data, dtype, field)?;
+        return storage_tensor(dtype, shape, &bytes, field);
+    }
     if let Some(other) = typed_fields.iter().find(|&&f| f != field) {
         return Err(OnnxError::invalid(format!(
             "{dtype} tensor stores its values in {other}, not {field}"
@@ -179,6 +205,16 @@ pub(crate) fn decode_tensor(proto: TensorProto, external: &mut ExternalData) -> 
             });
             Tensor::from_bools(shape, bools.collect::<Result<_>>()?)
         }
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => unreachable!("storage-only dtypes decoded above"),
         DType::String => {
             let strings = proto.string_data.into_iter().enumerate().map(|(i, s)| {
                 String::from_utf8(s).map_err(|_| {
@@ -191,6 +227,26 @@ pub(crate) fn decode_tensor(proto: TensorProto, external: &mut ExternalData) -> 
         }
     };
     Ok(tensor?)
+}
+
+/// A storage-only tensor from its file bytes (`field` names where they came from): packed for
+/// the 4- and 2-bit dtypes, one byte per element otherwise.
+pub(crate) fn storage_tensor(
+    dtype: DType,
+    shape: Vec<usize>,
+    bytes: &[u8],
+    field: &str,
+) -> Result<Tensor> {
+    let numel = checked_numel(&shape)?;
+    let needed = small_types::packed_len(dtype, numel);
+    if bytes.len() != needed {
+        return Err(OnnxError::invalid(format!(
+            "{dtype} tensor of shape {shape:?} needs {needed} bytes in {field}, has {}",
+            bytes.len()
+        )));
+    }
+    let codes = small_types::unpack(dtype, bytes, numel);
+    Ok(Tensor::from_codes(dtype, shape, codes)?)
 }
 
 /// Densifies a sparse tensor: `values` (shape `[nnz]`) placed at `indices` (shape `[nnz]` of
@@ -276,8 +332,8 @@ pub(crate) fn densify_sparse(
     Ok(Tensor::from_le_bytes(dtype, shape, &dense)?)
 }
 
-/// Encodes a tensor as a `TensorProto`: `raw_data` for numbers and bools, `string_data` for
-/// strings.
+/// Encodes a tensor as a `TensorProto`: `raw_data` for numbers and bools (4- and 2-bit dtypes
+/// packed), `string_data` for strings.
 pub fn tensor_to_proto(tensor: &Tensor, name: &str) -> TensorProto {
     let mut proto = TensorProto {
         dims: tensor.shape().iter().map(|&d| d as i64).collect(),
@@ -287,7 +343,10 @@ pub fn tensor_to_proto(tensor: &Tensor, name: &str) -> TensorProto {
     };
     match tensor.as_strings() {
         Ok(strings) => proto.string_data = strings.iter().map(|s| s.clone().into_bytes()).collect(),
-        Err(_) => proto.raw_data = Some(tensor.bytes().unwrap_or_default().to_vec()),
+        Err(_) => {
+            let bytes = tensor.bytes().unwrap_or_default();
+            proto.raw_data = Some(small_types::pack(tensor.dtype(), bytes));
+        }
     }
     proto
 }

@@ -7,8 +7,8 @@ use crate::proto::tensor_shape_proto::dimension;
 use crate::proto::{TensorShapeProto, TypeProto, type_proto};
 use samebits_ir::{DType, Dim, Shape, ValueType};
 
-/// The IR dtype of an ONNX data type, or `None` for types the IR cannot hold yet (float8 and
-/// float4 variants, 2- and 4-bit integers, complex numbers) and for `UNDEFINED`.
+/// The IR dtype of an ONNX data type, or `None` for types the IR cannot hold (complex numbers)
+/// and for `UNDEFINED`.
 fn ir_dtype(data_type: DataType) -> Option<DType> {
     match data_type {
         DataType::Float => Some(DType::F32),
@@ -25,19 +25,17 @@ fn ir_dtype(data_type: DataType) -> Option<DType> {
         DataType::Uint64 => Some(DType::U64),
         DataType::Bool => Some(DType::Bool),
         DataType::String => Some(DType::String),
-        DataType::Undefined
-        | DataType::Complex64
-        | DataType::Complex128
-        | DataType::Float8e4m3fn
-        | DataType::Float8e4m3fnuz
-        | DataType::Float8e5m2
-        | DataType::Float8e5m2fnuz
-        | DataType::Uint4
-        | DataType::Int4
-        | DataType::Float4e2m1
-        | DataType::Float8e8m0
-        | DataType::Uint2
-        | DataType::Int2 => None,
+        DataType::Float8e4m3fn => Some(DType::F8E4M3FN),
+        DataType::Float8e4m3fnuz => Some(DType::F8E4M3FNUZ),
+        DataType::Float8e5m2 => Some(DType::F8E5M2),
+        DataType::Float8e5m2fnuz => Some(DType::F8E5M2FNUZ),
+        DataType::Float8e8m0 => Some(DType::F8E8M0),
+        DataType::Float4e2m1 => Some(DType::F4E2M1),
+        DataType::Int4 => Some(DType::I4),
+        DataType::Uint4 => Some(DType::U4),
+        DataType::Int2 => Some(DType::I2),
+        DataType::Uint2 => Some(DType::U2),
+        DataType::Undefined | DataType::Complex64 | DataType::Complex128 => None,
     }
 }
 
@@ -58,6 +56,16 @@ pub fn onnx_data_type(dtype: DType) -> i32 {
         DType::U64 => DataType::Uint64,
         DType::Bool => DataType::Bool,
         DType::String => DataType::String,
+        DType::F8E4M3FN => DataType::Float8e4m3fn,
+        DType::F8E4M3FNUZ => DataType::Float8e4m3fnuz,
+        DType::F8E5M2 => DataType::Float8e5m2,
+        DType::F8E5M2FNUZ => DataType::Float8e5m2fnuz,
+        DType::F8E8M0 => DataType::Float8e8m0,
+        DType::F4E2M1 => DataType::Float4e2m1,
+        DType::I4 => DataType::Int4,
+        DType::U4 => DataType::Uint4,
+        DType::I2 => DataType::Int2,
+        DType::U2 => DataType::Uint2,
     };
     data_type as i32
 }

@@ -316,21 +316,21 @@ fn attribute_references_outside_functions_and_unsupported_types_are_named() {
     );
 
     let mut g = relu_graph(vec![]);
-    g.input[0] = value_info("x", tensor_type(DataType::Float8e4m3fn, None));
+    g.input[0] = value_info("x", tensor_type(DataType::Complex64, None));
     let msg = unsupported_message(model(g));
     assert_eq!(
         msg,
-        "<model bytes>: graph \"main\": input \"x\": unsupported data type FLOAT8E4M3FN (ONNX data type 17)"
+        "<model bytes>: graph \"main\": input \"x\": unsupported data type COMPLEX64 (ONNX data type 14)"
     );
 
     let mut g = relu_graph(vec![]);
-    let mut t = f32_tensor("w4", &[2], &[]);
-    t.data_type = Some(DataType::Int4 as i32);
-    t.raw_data = Some(vec![0x21]);
+    let mut t = f32_tensor("c", &[1], &[]);
+    t.data_type = Some(DataType::Complex128 as i32);
+    t.raw_data = Some(vec![0; 16]);
     g.initializer.push(t);
     let msg = unsupported_message(model(g));
     assert!(
-        msg.contains("initializer \"w4\": unsupported data type INT4"),
+        msg.contains("initializer \"c\": unsupported data type COMPLEX128"),
         "{msg}"
     );
 }

@@ -1,8 +1,8 @@
 //! Loads every ONNX node conformance case (`onnx/backend/test/data/node/*`, 1,765 cases from the
 //! onnx 1.22.0 wheel that scripts/setup.sh unpacks): each model and each of its
 //! `test_data_set_0/*.pb` files must load, except the cases listed in
-//! `node_suite_unsupported.txt`, which must fail with a clear unsupported error (a data type the
-//! IR cannot hold yet, or a default-domain opset below 7).
+//! `node_suite_unsupported.txt`, which must fail with a clear unsupported error (a default-domain
+//! opset below 7).
 
 use samebits_onnx::{OnnxError, load_model, read_value_pb};
 use std::path::{Path, PathBuf};

@@ -52,7 +52,14 @@ fn samples() -> Vec<Tensor> {
         Tensor::from_vec(shape.clone(), vec![0u32, 7, u32::MAX]).unwrap(),
         Tensor::from_vec(shape.clone(), vec![0u64, 7, u64::MAX]).unwrap(),
         Tensor::from_bools(shape.clone(), vec![true, false, true]).unwrap(),
-        Tensor::from_strings(shape, vec!["a".into(), "".into(), "ünï".into()]).unwrap(),
+        Tensor::from_strings(shape.clone(), vec!["a".into(), "".into(), "ünï".into()]).unwrap(),
+        Tensor::from_codes(DType::F8E4M3FN, shape.clone(), vec![0x7E, 0x80, 0x7F]).unwrap(),
+        Tensor::from_codes(DType::F8E8M0, shape.clone(), vec![0, 127, 0xFF]).unwrap(),
+        Tensor::from_codes(DType::F4E2M1, shape.clone(), vec![0x7, 0xF, 0x1]).unwrap(),
+        Tensor::from_codes(DType::I4, shape.clone(), vec![0xF8, 0xFF, 7]).unwrap(),
+        Tensor::from_codes(DType::U4, shape.clone(), vec![15, 0, 9]).unwrap(),
+        Tensor::from_codes(DType::I2, shape.clone(), vec![0xFE, 1, 0xFF]).unwrap(),
+        Tensor::from_codes(DType::U2, vec![5], vec![3, 0, 1, 2, 3]).unwrap(),
     ]
 }
 
@@ -84,6 +91,10 @@ fn typed_fields_of(t: &Tensor) -> TensorProto {
                 .collect()
         }
         DType::Bool => p.int32_data = t.as_bools().unwrap().iter().map(|&b| b as i32).collect(),
+        d if d.is_storage_only() => {
+            let packed = samebits_ir::small_types::pack(d, t.as_codes().unwrap());
+            p.int32_data = packed.into_iter().map(i32::from).collect()
+        }
         DType::String => {}
         _ => p.int32_data = ints(t.to_i64_vec().unwrap()),
     }
@@ -174,9 +185,8 @@ fn narrow_typed_values_out_of_range_are_errors() {
 #[test]
 fn unsupported_and_unknown_data_types_are_named() {
     for (data_type, name) in [
-        (DataType::Float8e5m2, "FLOAT8E5M2"),
-        (DataType::Uint4, "UINT4"),
         (DataType::Complex64, "COMPLEX64"),
+        (DataType::Complex128, "COMPLEX128"),
     ] {
         let mut p = typed(data_type, &[1]);
         p.raw_data = Some(vec![0; 8]);
@@ -261,4 +271,21 @@ fn test_data_files_round_trip_tensors_sequences_and_optionals() {
         .unwrap_err()
         .to_string();
     assert!(msg.contains("absent.pb"), "{msg}");
+}
+
+#[test]
+fn small_integer_and_float4_tensors_are_packed_low_bits_first() {
+    let t = Tensor::from_codes(DType::I4, vec![3], vec![0xF8, 0xFF, 7]).unwrap();
+    assert_eq!(tensor_to_proto(&t, "t").raw_data.unwrap(), [0xF8, 0x07]);
+    let t = Tensor::from_codes(DType::U2, vec![5], vec![3, 0, 1, 2, 3]).unwrap();
+    assert_eq!(
+        tensor_to_proto(&t, "t").raw_data.unwrap(),
+        [0b10_01_00_11, 0b11]
+    );
+    let mut p = typed(DataType::Int4, &[3]);
+    p.raw_data = Some(vec![0xF8]);
+    assert!(error(p).contains("i4 tensor of shape [3] needs 2 bytes in raw_data, has 1"));
+    let mut p = typed(DataType::Float4e2m1, &[2]);
+    p.int32_data = vec![0x1F0];
+    assert!(error(p).contains("int32_data value 496 does not fit a f4e2m1 tensor"));
 }

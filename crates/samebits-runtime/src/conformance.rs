@@ -1,8 +1,9 @@
 //! The ONNX conformance runner: runs ONNX's backend test cases (a folder per case holding
 //! `model.onnx` and `test_data_set_N/{input,output}_K.pb`, as in the node/, pytorch-converted/,
 //! pytorch-operator/ and simple/ layouts) and compares every output with the reference: floats
-//! with `|actual - expected| <= atol + rtol * |expected|` (rtol 1e-3, atol 1e-7, NaN equal to
-//! NaN, infinities equal when their signs are), integers, bools and strings exactly.
+//! (float8 and float4 included, by value) with `|actual - expected| <= atol + rtol * |expected|`
+//! (rtol 1e-3, atol 1e-7, NaN equal to NaN, infinities equal when their signs are); integers
+//! (4- and 2-bit ones included), bools and strings exactly.
 //!
 //! Each case ends as passed, failed or skipped, with a reason category. Skipped means samebits
 //! lacks the feature (an op or a dtype); failed means it ran and disagreed, or broke.
@@ -258,7 +259,7 @@ fn compare_tensors(name: &str, a: &Tensor, e: &Tensor) -> Result<(), Reason> {
         e.to_f64_vec()
             .map_err(|m| Reason::RuntimeError(m.to_string()))?,
     );
-    let float = a.dtype().is_float();
+    let float = a.dtype().is_float() || a.dtype().is_small_float();
     let mut worst = 0.0f64;
     let mut bad = false;
     for (&x, &y) in av.iter().zip(&ev) {

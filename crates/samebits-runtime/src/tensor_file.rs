@@ -34,7 +34,19 @@ fn npy_descr(dtype: DType) -> Option<&'static str> {
         DType::U32 => "<u4",
         DType::U64 => "<u8",
         DType::Bool => "|b1",
-        DType::BF16 | DType::String => return None,
+        // NumPy has no bfloat16, float8, float4, 4- or 2-bit integer, and no fixed-size string.
+        DType::BF16
+        | DType::String
+        | DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => return None,
     })
 }
 

@@ -1,5 +1,5 @@
 //! Cast and CastLike: conversions between every dtype samebits holds (the twelve numeric ones,
-//! bool and string). Each conversion is one exact rule, written in docs/contract.md ("Cast"),
+//! bool, string, and the storage-only float8, float4, 4- and 2-bit integer types). Each conversion is one exact rule, written in docs/contract.md ("Cast"),
 //! so that it gives the same bits on every machine:
 //!
 //! - to a float type: round to nearest even, once. f16 and bf16 targets go through f32 with
@@ -12,10 +12,16 @@
 //!   back to the same value (f16/bf16 widened to f32 first), `NaN`, `INF`, `-INF`.
 //! - string to number: a decimal or scientific literal, `INF`/`+INF`/`-INF`/`NaN` in any case;
 //!   integer targets accept a float literal and truncate it. Anything else is an error.
+//! - storage-only dtypes: their values are exact numbers (float8/float4 as floats, 4-/2-bit
+//!   integers as integers) and follow the rules above; to float8/float4 rounds to nearest even
+//!   once with the `saturate` attribute (default 1), to float8 e8m0 by `round_mode` (default
+//!   `up`), as `samebits_ir::small_types` states; to a 4-/2-bit integer: the integer (a float
+//!   truncated toward zero, NaN → 0) wrapped to the low bits.
 
 use crate::registry::Registry;
 use crate::{Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
 use half::{bf16, f16};
+use samebits_ir::small_types::{self, E8m0Rounding};
 use samebits_ir::{DType, Tensor, Value, ValueType, with_numeric_type};
 
 pub fn register(r: &mut Registry) {
@@ -24,9 +30,45 @@ pub fn register(r: &mut Registry) {
         let to = args.req_int("to")?;
         Ok(Box::new(Cast {
             to: Some(onnx_dtype(to, "to")?),
+            rules: CastRules::of(&args)?,
         }))
     });
-    r.register("", "CastLike", |_| Ok(Box::new(Cast { to: None })));
+    r.register("", "CastLike", |ctx| {
+        Ok(Box::new(Cast {
+            to: None,
+            rules: CastRules::of(&NodeArgs::new(ctx.node))?,
+        }))
+    });
+}
+
+/// The attributes that shape a conversion to float8/float4: `saturate` and (e8m0)
+/// `round_mode`.
+#[derive(Copy, Clone, Debug)]
+pub struct CastRules {
+    pub saturate: bool,
+    pub e8m0_rounding: E8m0Rounding,
+}
+
+impl Default for CastRules {
+    fn default() -> Self {
+        CastRules {
+            saturate: true,
+            e8m0_rounding: E8m0Rounding::Up,
+        }
+    }
+}
+
+impl CastRules {
+    fn of(args: &NodeArgs) -> Result<CastRules> {
+        let mode = args.string_or("round_mode", "up".into())?;
+        let Some(e8m0_rounding) = E8m0Rounding::from_name(&mode) else {
+            bail!("attribute \"round_mode\" = {mode:?}: expected \"up\", \"down\" or \"nearest\"");
+        };
+        Ok(CastRules {
+            saturate: args.int_or("saturate", 1)? != 0,
+            e8m0_rounding,
+        })
+    }
 }
 
 /// The dtype of an ONNX `TensorProto.DataType` code, or an error naming `attribute`.
@@ -46,13 +88,17 @@ pub fn onnx_dtype(code: i64, attribute: &str) -> Result<DType> {
         12 => DType::U32,
         13 => DType::U64,
         16 => DType::BF16,
+        17 => DType::F8E4M3FN,
+        18 => DType::F8E4M3FNUZ,
+        19 => DType::F8E5M2,
+        20 => DType::F8E5M2FNUZ,
+        21 => DType::U4,
+        22 => DType::I4,
+        23 => DType::F4E2M1,
+        24 => DType::F8E8M0,
+        25 => DType::U2,
+        26 => DType::I2,
         14 | 15 => unsupported!("attribute \"{attribute}\" = {code}: complex dtypes"),
-        17..=20 | 23 => unsupported!(
-            "attribute \"{attribute}\" = {code}: float8/float4 dtypes (so `saturate` does not apply)"
-        ),
-        21 | 22 | 25 | 26 => {
-            unsupported!("attribute \"{attribute}\" = {code}: 2- and 4-bit integer dtypes")
-        }
         other => bail!("attribute \"{attribute}\" = {other} is not an ONNX dtype code"),
     })
 }
@@ -61,6 +107,7 @@ pub fn onnx_dtype(code: i64, attribute: &str) -> Result<DType> {
 #[derive(Debug)]
 struct Cast {
     to: Option<DType>,
+    rules: CastRules,
 }
 
 impl Op for Cast {
@@ -82,7 +129,9 @@ impl Op for Cast {
             Some(to) => to,
             None => inputs.tensor(1)?.dtype(),
         };
-        Ok(vec![cast_tensor(inputs.tensor(0)?, to)?.into()])
+        Ok(vec![
+            cast_tensor_with(inputs.tensor(0)?, to, self.rules)?.into(),
+        ])
     }
 }
 
@@ -212,8 +261,56 @@ fn parse_float(s: &str) -> Option<f64> {
     s.parse::<f64>().ok()
 }
 
-/// The elements of a numeric or bool tensor as [`Number`]s.
+/// A storage-only element as a [`Number`] (exact).
+fn storage_number(dtype: DType, code: u8) -> Number {
+    let value = small_types::decode(dtype, code).unwrap_or(f64::NAN);
+    if dtype.is_small_int() {
+        Number::Int(value as i128)
+    } else {
+        Number::Float(value)
+    }
+}
+
+/// `n` as a storage-only element of `to`: floats by `small_types`; 4-/2-bit integers keep the
+/// low bits (sign-extended for signed types) of the integer, or of the float truncated toward
+/// zero (NaN → 0, saturating at the i64 range).
+fn storage_code(to: DType, n: Number, rules: CastRules) -> u8 {
+    let x = match n {
+        Number::Float(x) => x,
+        Number::Int(i) => i as f64,
+    };
+    if to == DType::F8E8M0 {
+        return small_types::encode_e8m0(x, rules.saturate, rules.e8m0_rounding);
+    }
+    if let Some(code) = small_types::encode_float(to, x, rules.saturate) {
+        return code;
+    }
+    let (lo, hi) = small_types::int_range(to).expect("storage-only dtype is a float or an int");
+    // `as` truncates toward zero, saturates at the i64 range, and takes NaN to 0.
+    let integer = match n {
+        Number::Float(x) => x as i64,
+        Number::Int(i) => i as i64,
+    };
+    let bits = (hi - lo + 1).trailing_zeros();
+    let low = integer & ((1 << bits) - 1);
+    let value = if lo < 0 && low > hi {
+        low - (1 << bits)
+    } else {
+        low
+    };
+    value as u8
+}
+
+/// The elements of a numeric, bool or storage-only tensor as [`Number`]s.
 fn numbers(t: &Tensor) -> Result<Vec<Number>> {
+    if t.dtype().is_storage_only() {
+        let dtype = t.dtype();
+        return Ok(t
+            .as_codes()?
+            .iter()
+            .map(|&c| storage_number(dtype, c))
+            .collect());
+    }
     if t.dtype() == DType::Bool {
         return Ok(t
             .as_bools()?
@@ -226,8 +323,14 @@ fn numbers(t: &Tensor) -> Result<Vec<Number>> {
     }, else unreachable!("callers handle strings"))
 }
 
-/// Converts `t` to dtype `to` by the rules in this file's documentation.
+/// Converts `t` to dtype `to` by the rules in this file's documentation, with the default
+/// [`CastRules`].
 pub fn cast_tensor(t: &Tensor, to: DType) -> Result<Tensor> {
+    cast_tensor_with(t, to, CastRules::default())
+}
+
+/// Converts `t` to dtype `to` by the rules in this file's documentation.
+pub fn cast_tensor_with(t: &Tensor, to: DType, rules: CastRules) -> Result<Tensor> {
     let shape = t.shape().to_vec();
     let from = t.dtype();
     if from == to {
@@ -248,6 +351,19 @@ pub fn cast_tensor(t: &Tensor, to: DType) -> Result<Tensor> {
                 .collect::<Result<Vec<bool>>>()?;
             return Ok(Tensor::from_bools(shape, bits)?);
         }
+        if to.is_storage_only() {
+            let codes = strings
+                .iter()
+                .map(|s| {
+                    let n = match s.trim().parse::<i128>() {
+                        Ok(i) => Number::Int(i),
+                        Err(_) => Number::Float(parse_float(s).ok_or_else(|| parse_error(s))?),
+                    };
+                    Ok(storage_code(to, n, rules))
+                })
+                .collect::<Result<Vec<u8>>>()?;
+            return Ok(Tensor::from_codes(to, shape, codes)?);
+        }
         return with_numeric_type!(to, D => {
             let out = strings
                 .iter()
@@ -259,6 +375,14 @@ pub fn cast_tensor(t: &Tensor, to: DType) -> Result<Tensor> {
     if to == DType::String {
         let text: Vec<String> = if from == DType::Bool {
             t.as_bools()?.iter().map(|b| b.to_string()).collect()
+        } else if from.is_storage_only() {
+            numbers(t)?
+                .into_iter()
+                .map(|n| match n {
+                    Number::Int(i) => i.to_string(),
+                    Number::Float(x) => f32::to_text(x as f32),
+                })
+                .collect()
         } else {
             with_numeric_type!(from, S => {
                 t.as_slice::<S>()?.iter().map(|v| v.to_text()).collect()
@@ -276,6 +400,13 @@ pub fn cast_tensor(t: &Tensor, to: DType) -> Result<Tensor> {
             })
             .collect();
         return Ok(Tensor::from_bools(shape, bits)?);
+    }
+    if to.is_storage_only() {
+        let codes = values
+            .into_iter()
+            .map(|n| storage_code(to, n, rules))
+            .collect();
+        return Ok(Tensor::from_codes(to, shape, codes)?);
     }
     with_numeric_type!(to, D => {
         let out: Vec<D> = values.into_iter().map(D::from_number).collect();

@@ -390,7 +390,7 @@ impl Op for Compare {
             }
             dt => with_numeric_type!(dt, T => {
                 map2(a.as_slice::<T>()?, a.shape(), b.as_slice::<T>()?, b.shape(), |x, y| cmp.apply(x, y))?
-            }, else unreachable!()),
+            }, else unsupported!("comparison of {dt} elements")),
         };
         Ok(vec![Tensor::from_bools(shape, out)?.into()])
     }
@@ -551,7 +551,7 @@ impl Op for Where {
             dt => with_numeric_type!(dt, T => {
                 let (s, o) = map3(cond, (x.as_slice::<T>()?, x.shape()), (y.as_slice::<T>()?, y.shape()), pick)?;
                 Tensor::from_vec(s, o)?
-            }, else unreachable!()),
+            }, else unsupported!("Where on {dt} elements")),
         };
         Ok(vec![t.into()])
     }

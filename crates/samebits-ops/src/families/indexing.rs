@@ -675,7 +675,7 @@ fn nonzero_mask(t: &Tensor) -> Result<Vec<bool>> {
         DType::String => t.as_strings()?.iter().map(|s| !s.is_empty()).collect(),
         dt => with_numeric_type!(dt, T => {
             t.as_slice::<T>()?.iter().map(|v| *v != T::default()).collect()
-        }, else unreachable!()),
+        }, else unsupported!("non-zero test of {dt} elements")),
     })
 }
 
@@ -824,7 +824,7 @@ fn element_order(t: &Tensor) -> Result<ElementOrder<'_>> {
         dt => with_numeric_type!(dt, T => {
             let v = t.as_slice::<T>()?;
             Box::new(move |a, b| total_order(&v[a], &v[b]))
-        }, else unreachable!()),
+        }, else unsupported!("ordering of {dt} elements")),
     })
 }
 

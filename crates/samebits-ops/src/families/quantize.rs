@@ -1,12 +1,14 @@
 //! Linear quantization: QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear, per tensor,
-//! per axis or blocked (`block_size`), to and from int8/uint8/int16/uint16 (and int32 for
+//! per axis or blocked (`block_size`), to and from int8/uint8/int16/uint16, int4/uint4,
+//! int2/uint2, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) and float4 e2m1 (and from int32 for
 //! DequantizeLinear). The formulas, operation by operation, are in docs/contract.md,
-//! "Quantization"; float8, int4, int2 and float4 types are refused as unsupported.
+//! "Quantization"; float8 and float4 values convert by `samebits_ir::small_types`, and their
+//! zero points must be zero.
 
 use crate::registry::Registry;
 use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, unsupported};
 use half::{bf16, f16};
-use samebits_ir::{DType, Element, Shape, Tensor, Value, ValueType};
+use samebits_ir::{DType, Element, Shape, Tensor, Value, ValueType, small_types};
 
 pub fn register(r: &mut Registry) {
     r.register("", "QuantizeLinear", quantize_linear);
@@ -69,10 +71,15 @@ fn quantized_dtype(code: i64) -> Result<DType> {
         3 => DType::I8,
         4 => DType::U16,
         5 => DType::I16,
-        17..=20 => unsupported!("attribute \"output_dtype\" = {code}: float8 quantization"),
-        21 | 22 => unsupported!("attribute \"output_dtype\" = {code}: int4/uint4 quantization"),
-        23 => unsupported!("attribute \"output_dtype\" = {code}: float4 quantization"),
-        25 | 26 => unsupported!("attribute \"output_dtype\" = {code}: int2/uint2 quantization"),
+        17 => DType::F8E4M3FN,
+        18 => DType::F8E4M3FNUZ,
+        19 => DType::F8E5M2,
+        20 => DType::F8E5M2FNUZ,
+        21 => DType::U4,
+        22 => DType::I4,
+        23 => DType::F4E2M1,
+        25 => DType::U2,
+        26 => DType::I2,
         other => bail!("attribute \"output_dtype\" = {other} is not a quantized dtype"),
     })
 }
@@ -145,12 +152,22 @@ impl Precision {
     }
 }
 
-/// `saturate(round_half_even(q) + zero_point)` for a quotient `q`; NaN rounds to 0
+/// `round_half_even(q) + zero_point` clamped to `lo..=hi` for a quotient `q`; NaN rounds to 0
 /// (contract: quantize-linear).
-fn saturate_round<Q: QuantInt>(q: f64, zero_point: i64) -> Q {
+fn round_clamp(q: f64, zero_point: i64, lo: i64, hi: i64) -> i64 {
     let r = q.round_ties_even();
     let r = if r.is_nan() { 0.0 } else { r };
-    Q::from_in_range((r + zero_point as f64).clamp(Q::MIN as f64, Q::MAX as f64) as i64)
+    (r + zero_point as f64).clamp(lo as f64, hi as f64) as i64
+}
+
+/// [`round_clamp`] to the range of `Q`.
+fn saturate_round<Q: QuantInt>(q: f64, zero_point: i64) -> Q {
+    Q::from_in_range(round_clamp(q, zero_point, Q::MIN, Q::MAX))
+}
+
+/// The float8 and float4 types QuantizeLinear and DequantizeLinear handle (not e8m0).
+fn is_quant_float(dtype: DType) -> bool {
+    dtype.is_small_float() && dtype != DType::F8E8M0
 }
 
 /// Which scale / zero-point element each element of `x` uses.
@@ -225,16 +242,25 @@ impl ParamLayout {
     }
 }
 
-/// Checks that the zero point (when given) matches the scale's shape and returns its values.
-fn zero_points(zp: Option<&Tensor>, scale: &Tensor, count: usize) -> Result<Vec<i64>> {
+/// Checks that the zero point (when given) matches the scale's shape (or both hold one
+/// element) and is zero for float8 and float4 types, and returns its values.
+fn zero_points(zp: Option<&Tensor>, scale: &Tensor, count: usize) -> Result<Vec<f64>> {
     match zp {
-        None => Ok(vec![0; count]),
-        Some(z) if z.shape() != scale.shape() => bail!(
+        None => Ok(vec![0.0; count]),
+        // A one-element zero point goes with a scalar scale whatever its rank (ONNX's own
+        // tests pair a `[1]` zero point with a `[]` scale).
+        Some(z) if z.shape() != scale.shape() && (z.numel() != 1 || scale.numel() != 1) => bail!(
             "zero point of shape {:?} does not match the scale's shape {:?}",
             z.shape(),
             scale.shape()
         ),
-        Some(z) => Ok(z.to_i64_vec()?),
+        Some(z) => {
+            let values = z.to_f64_vec()?;
+            if is_quant_float(z.dtype()) && values.iter().any(|&v| v != 0.0) {
+                bail!("a {} zero point must be zero", z.dtype());
+            }
+            Ok(values)
+        }
     }
 }
 
@@ -250,6 +276,8 @@ struct QuantizeLinear {
     block_size: i64,
     output_dtype: Option<DType>,
     precision: Option<Precision>,
+    /// Float8 outputs: clamp out-of-range values to the largest finite value (else inf/NaN).
+    saturate: bool,
 }
 
 fn quantize_linear(ctx: &BuildContext) -> Result<Box<dyn Op>> {
@@ -268,6 +296,7 @@ fn quantize_linear(ctx: &BuildContext) -> Result<Box<dyn Op>> {
         block_size,
         output_dtype,
         precision,
+        saturate: args.int_or("saturate", 1)? != 0,
     }))
 }
 
@@ -282,8 +311,14 @@ impl QuantizeLinear {
             (None, Some(o)) => o,
             (None, None) => DType::U8,
         };
+        if dtype.is_small_int() || is_quant_float(dtype) {
+            return Ok(dtype);
+        }
         with_quant_int!(dtype, Q => Ok(Q::DTYPE), else {
-            bail!("cannot quantize to {dtype}: int8, uint8, int16 or uint16 expected")
+            bail!(
+                "cannot quantize to {dtype}: an 8-, 16-, 4- or 2-bit integer, float8 (not e8m0) \
+                 or float4 expected"
+            )
         })
     }
 }
@@ -323,14 +358,39 @@ impl Op for QuantizeLinear {
             .collect();
         let zero_points = zero_points(zp, scale, scales.len())?;
         let xs = x.to_f64_vec()?;
+        let quotient = |i: usize, v: f64| {
+            // contract: quantize-linear
+            let p = layout.index(i);
+            (
+                precision.divide(precision.round(v), scales[p]),
+                zero_points[p],
+            )
+        };
+        if out.is_storage_only() {
+            let codes = xs
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let (q, zp) = quotient(i, v);
+                    match small_types::int_range(out) {
+                        Some((lo, hi)) => round_clamp(q, zp as i64, lo, hi) as u8,
+                        // Float zero points are zero (checked by `zero_points`).
+                        None => small_types::encode_float(out, q, self.saturate)
+                            .expect("float8/float4 output checked by QuantizeLinear::output"),
+                    }
+                })
+                .collect();
+            return Ok(vec![
+                Tensor::from_codes(out, x.shape().to_vec(), codes)?.into(),
+            ]);
+        }
         with_quant_int!(out, Q => {
             let q: Vec<Q> = xs
                 .iter()
                 .enumerate()
                 .map(|(i, &v)| {
-                    // contract: quantize-linear
-                    let p = layout.index(i);
-                    saturate_round(precision.divide(precision.round(v), scales[p]), zero_points[p])
+                    let (q, zp) = quotient(i, v);
+                    saturate_round(q, zp as i64)
                 })
                 .collect();
             Ok(vec![Tensor::from_vec(x.shape().to_vec(), q)?.into()])
@@ -374,12 +434,15 @@ impl Op for DequantizeLinear {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let (x, scale, zp) = (inputs.tensor(0)?, inputs.tensor(1)?, inputs.opt_tensor(2)?);
-        if !matches!(
+        if !(matches!(
             x.dtype(),
             DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::I32
-        ) {
+        ) || x.dtype().is_small_int()
+            || is_quant_float(x.dtype()))
+        {
             unsupported!(
-                "DequantizeLinear of {}: int8, uint8, int16, uint16 or int32 expected",
+                "DequantizeLinear of {}: an 8-, 16-, 32-, 4- or 2-bit integer, float8 (not e8m0) \
+                 or float4 expected",
                 x.dtype()
             );
         }
@@ -400,7 +463,7 @@ impl Op for DequantizeLinear {
         let scales: Vec<f32> = scale.to_f64_vec()?.into_iter().map(|s| s as f32).collect();
         let zero_points = zero_points(zp, scale, scales.len())?;
         let y: Vec<f32> = x
-            .to_i64_vec()?
+            .to_f64_vec()?
             .into_iter()
             .enumerate()
             .map(|(i, q)| {
