@@ -474,7 +474,6 @@ SB_CONST double sb_erf_e[12] = {
     -0x1.5f629a47e1656p-23, 0x1.f9d3dea464774p-27, -0x1.2d3aacffc2004p-30,
 };
 #define SB_ERFC_DEG 13
-#define SB_ERFC_INTERVALS 39
 /* coefficients of g(c_k + t), lowest degree first, c_k = 0.625 + k/4 */
 SB_CONST double sb_erfc_g[546] = {
     0x1.1d16b5809eaf6p-1, -0x1.babd0e4f1a24dp-2, 0x1.2577420fcd07dp-2,
@@ -719,8 +718,9 @@ SB_CONST sb_u32 sb_exp2_exceptions[][2] = {
 SB_CONST sb_u32 sb_exp10_exceptions[][2] = {
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* expm1: 0 inputs fail the rounding test, 0 need an entry */
+/* expm1: 19 inputs fail the rounding test, 1 need an entry */
 SB_CONST sb_u32 sb_expm1_exceptions[][2] = {
+    {0x3a254e7au, 0x3a255bd3u},
     {0xffffffffu, 0u}, /* sentinel */
 };
 /* log: 47 inputs fail the rounding test, 5 need an entry */
@@ -732,16 +732,29 @@ SB_CONST sb_u32 sb_log_exceptions[][2] = {
     {0x6f31a8ecu, 0x42845a89u},
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* log2: 0 inputs fail the rounding test, 0 need an entry */
+/* log2: 136 inputs fail the rounding test, 0 need an entry */
 SB_CONST sb_u32 sb_log2_exceptions[][2] = {
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* log10: 0 inputs fail the rounding test, 0 need an entry */
+/* log10: 43 inputs fail the rounding test, 3 need an entry */
 SB_CONST sb_u32 sb_log10_exceptions[][2] = {
+    {0x0a4d4ce8u, 0xc2000527u},
+    {0x0efeee7au, 0xc1e99d23u},
+    {0x2f149212u, 0xc11de885u},
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* log1p: 0 inputs fail the rounding test, 0 need an entry */
+/* log1p: 36 inputs fail the rounding test, 10 need an entry */
 SB_CONST sb_u32 sb_log1p_exceptions[][2] = {
+    {0x35400003u, 0x353fffffu},
+    {0x3710001bu, 0x370ffff3u},
+    {0x3efd81adu, 0x3ecdeee1u},
+    {0x41078febu, 0x400fe5e7u},
+    {0x5ee8984eu, 0x422e4a21u},
+    {0x65d890d3u, 0x4254d1f9u},
+    {0x6f31a8ecu, 0x42845a89u},
+    {0xb53ffffdu, 0xb5400001u},
+    {0xb70fffe5u, 0xb710000du},
+    {0xbb0ec8c4u, 0xbb0ef0a5u},
     {0xffffffffu, 0u}, /* sentinel */
 };
 /* sin: 134 inputs fail the rounding test, 2 need an entry */
@@ -758,16 +771,18 @@ SB_CONST sb_u32 sb_cos_exceptions[][2] = {
     {0xe115cb11u, 0x3f78142fu},
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* tan: 0 inputs fail the rounding test, 0 need an entry */
+/* tan: 66 inputs fail the rounding test, 0 need an entry */
 SB_CONST sb_u32 sb_tan_exceptions[][2] = {
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* asin: 0 inputs fail the rounding test, 0 need an entry */
+/* asin: 14 inputs fail the rounding test, 0 need an entry */
 SB_CONST sb_u32 sb_asin_exceptions[][2] = {
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* acos: 0 inputs fail the rounding test, 0 need an entry */
+/* acos: 16 inputs fail the rounding test, 2 need an entry */
 SB_CONST sb_u32 sb_acos_exceptions[][2] = {
+    {0x328885a3u, 0x3fc90fdbu},
+    {0x39826222u, 0x3fc907b5u},
     {0xffffffffu, 0u}, /* sentinel */
 };
 /* atan: 0 inputs fail the rounding test, 0 need an entry */

@@ -160,7 +160,6 @@ for k in range(ERFC_N):
     worst = max(worst, err)
     gvals += coeffs
 out.append(f"#define SB_ERFC_DEG {ERFC_DEG}")
-out.append(f"#define SB_ERFC_INTERVALS {ERFC_N}")
 out.append("/* coefficients of g(c_k + t), lowest degree first, c_k = 0.625 + k/4 */")
 emit_array("sb_erfc_g", gvals, 3)
 

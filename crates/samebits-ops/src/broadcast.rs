@@ -110,27 +110,67 @@ pub fn map2<A: Copy + Sync, B: Copy + Sync, R: Copy + Send + Default>(
         };
         return Ok((out_shape, out));
     }
-    if b.len() == 1 && a.len() == n {
-        let y = b[0];
-        return Ok((out_shape, a.iter().map(|&x| f(x, y)).collect()));
-    }
-    if a.len() == 1 && b.len() == n {
-        let x = a[0];
-        return Ok((out_shape, b.iter().map(|&y| f(x, y)).collect()));
-    }
     let sa = broadcast_strides(ashape, &out_shape);
     let sb = broadcast_strides(bshape, &out_shape);
-    let inner_a = *sa.last().unwrap_or(&0);
-    let inner_b = *sb.last().unwrap_or(&0);
-    let inner = *out_shape.last().unwrap_or(&1);
+    let inner = (*out_shape.last().unwrap_or(&1)).max(1);
+    let (inner_a, inner_b) = (*sa.last().unwrap_or(&0), *sb.last().unwrap_or(&0));
     let mut out = vec![R::default(); n];
-    for_each_row(&out_shape, &[sa, sb], |start, base| {
-        let row = &mut out[start..start + inner];
-        for (j, o) in row.iter_mut().enumerate() {
-            *o = f(a[base[0] + j * inner_a], b[base[1] + j * inner_b]);
+    // One output row (the innermost dim) at a time; rows are independent, so they may run in
+    // parallel. Each row's source offsets come from unravelling its index.
+    let fill_row = |r: usize, row: &mut [R]| {
+        let (oa, ob) = row_offsets(r, &out_shape, &sa, &sb);
+        match (inner_a, inner_b) {
+            (1, 1) => {
+                for ((o, &x), &y) in row
+                    .iter_mut()
+                    .zip(&a[oa..oa + inner])
+                    .zip(&b[ob..ob + inner])
+                {
+                    *o = f(x, y);
+                }
+            }
+            (1, 0) => {
+                let y = b[ob];
+                for (o, &x) in row.iter_mut().zip(&a[oa..oa + inner]) {
+                    *o = f(x, y);
+                }
+            }
+            (0, 1) => {
+                let x = a[oa];
+                for (o, &y) in row.iter_mut().zip(&b[ob..ob + inner]) {
+                    *o = f(x, y);
+                }
+            }
+            _ => {
+                for (j, o) in row.iter_mut().enumerate() {
+                    *o = f(a[oa + j * inner_a], b[ob + j * inner_b]);
+                }
+            }
         }
-    });
+    };
+    if n >= PARALLEL_MIN {
+        out.par_chunks_mut(inner)
+            .with_min_len((4096 / inner).max(1))
+            .enumerate()
+            .for_each(|(r, row)| fill_row(r, row));
+    } else {
+        out.chunks_mut(inner)
+            .enumerate()
+            .for_each(|(r, row)| fill_row(r, row));
+    }
     Ok((out_shape, out))
+}
+
+/// The source offsets of output row `row` (a row being the innermost dim of `out`).
+fn row_offsets(mut row: usize, out: &[usize], sa: &[usize], sb: &[usize]) -> (usize, usize) {
+    let (mut oa, mut ob) = (0, 0);
+    for d in (0..out.len().saturating_sub(1)).rev() {
+        let i = row % out[d];
+        row /= out[d];
+        oa += i * sa[d];
+        ob += i * sb[d];
+    }
+    (oa, ob)
 }
 
 /// `out[i] = f(a[i'], b[i''], c[i'''])` under broadcasting (Where, Clip with tensors).

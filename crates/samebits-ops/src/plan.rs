@@ -371,8 +371,10 @@ fn check_input(
     for (dim, &actual) in shape.0.iter().zip(t.shape()) {
         match dim {
             Dim::Known(d) if *d != actual => return Err(mismatch()),
+            // "?" and "" are anonymous (exporters write "?" for "any size"), not shared symbols.
             Dim::Symbol(s)
-                if !s.is_empty() && *bindings.entry(s.clone()).or_insert(actual) != actual =>
+                if !matches!(s.as_str(), "" | "?")
+                    && *bindings.entry(s.clone()).or_insert(actual) != actual =>
             {
                 return Err(OpError::Invalid(format!(
                     "input \"{name}\" binds dim \"{s}\" to {actual}, another input bound it to {}",

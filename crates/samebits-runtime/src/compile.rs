@@ -222,6 +222,15 @@ impl CompiledModel {
 
     /// Runs on named inputs; every model input must be given exactly once and no other name.
     pub fn run(&self, inputs: &BTreeMap<String, Value>) -> Result<Vec<(String, Value)>> {
+        self.run_with(inputs, RunOptions::default())
+    }
+
+    /// [`CompiledModel::run`] with interpreter options (a per-step observer, for profiling).
+    pub fn run_with(
+        &self,
+        inputs: &BTreeMap<String, Value>,
+        options: RunOptions,
+    ) -> Result<Vec<(String, Value)>> {
         for name in inputs.keys() {
             if !self.plan.inputs().any(|(n, _)| n == name) {
                 return Err(RuntimeError::Usage(format!(
@@ -240,7 +249,7 @@ impl CompiledModel {
                     .ok_or_else(|| RuntimeError::Usage(format!("missing input \"{name}\"")))
             })
             .collect::<Result<Vec<_>>>()?;
-        let outputs = self.plan.run(ordered, RunOptions::default())?;
+        let outputs = self.plan.run(ordered, options)?;
         Ok(self.output_names().into_iter().zip(outputs).collect())
     }
 

@@ -71,7 +71,7 @@ mod tests {
             sha256_bytes(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
-        let t = Tensor::from_vec(vec![1], vec![u8::from(b'a')]).unwrap();
+        let t = Tensor::from_vec(vec![1], vec![b'a']).unwrap();
         assert_eq!(sha256_tensor(&t), sha256_bytes(b"a"));
     }
 }

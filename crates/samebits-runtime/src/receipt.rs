@@ -50,30 +50,10 @@ pub struct Receipt {
 fn portable_path(path: &Path, base: &Path) -> String {
     let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
-    pathdiff(&abs, &base)
-        .unwrap_or(abs)
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// `path` relative to `base` (with `..` steps), when both are absolute.
-fn pathdiff(path: &Path, base: &Path) -> Option<PathBuf> {
-    use std::path::Component;
-    let (p, b): (Vec<_>, Vec<_>) = (path.components().collect(), base.components().collect());
-    if !matches!(p.first(), Some(Component::RootDir))
-        || !matches!(b.first(), Some(Component::RootDir))
-    {
-        return None;
+    match abs.strip_prefix(&base) {
+        Ok(rel) => rel.to_string_lossy().into_owned(),
+        Err(_) => abs.to_string_lossy().into_owned(),
     }
-    let common = p.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let mut rel = PathBuf::new();
-    for _ in common..b.len() {
-        rel.push("..");
-    }
-    for c in &p[common..] {
-        rel.push(c);
-    }
-    Some(rel)
 }
 
 fn record(name: &str, value: &Value, path: Option<String>) -> TensorRecord {

@@ -29,6 +29,12 @@ pub struct Args {
     /// Untimed runs first.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
+    /// After timing, run once more and print the time spent per op type.
+    #[arg(long)]
+    profile: bool,
+    /// Also write every timed run's latency to FILE as `{"times_ms": [...]}` (for scripts).
+    #[arg(long, value_name = "FILE")]
+    times_json: Option<PathBuf>,
     #[command(flatten)]
     options: ModelOptions,
 }
@@ -85,6 +91,11 @@ pub fn main(args: Args) -> Result<ExitCode> {
         bar.inc(1);
     }
     bar.finish_and_clear();
+    if let Some(path) = &args.times_json {
+        let json = serde_json::json!({ "times_ms": times });
+        std::fs::write(path, json.to_string())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     times.sort_by(f64::total_cmp);
     if times.is_empty() {
         bail!("--runs must be at least 1");
@@ -103,5 +114,38 @@ pub fn main(args: Args) -> Result<ExitCode> {
         pick(0.95),
         times[0]
     );
+    if args.profile {
+        print_profile(&compiled, &inputs)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs once, attributing the time between consecutive steps to the op type of the later one.
+fn print_profile(
+    compiled: &samebits_runtime::CompiledModel,
+    inputs: &BTreeMap<String, Value>,
+) -> Result<()> {
+    let mut per_op: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    let mut last = Instant::now();
+    let mut observer = |node: &str, _: &[Value]| {
+        let now = Instant::now();
+        let op = node.split_whitespace().next().unwrap_or(node).to_string();
+        let entry = per_op.entry(op).or_default();
+        entry.0 += (now - last).as_secs_f64() * 1e3;
+        entry.1 += 1;
+        last = now;
+    };
+    compiled.run_with(
+        inputs,
+        samebits_ops::RunOptions {
+            observer: Some(&mut observer),
+        },
+    )?;
+    let mut rows: Vec<_> = per_op.into_iter().collect();
+    rows.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
+    println!("{:<24} {:>10} {:>6}", "op", "ms", "nodes");
+    for (op, (ms, n)) in rows {
+        println!("{op:<24} {ms:>10.3} {n:>6}");
+    }
+    Ok(())
 }

@@ -5,8 +5,9 @@
 
 use crate::broadcast::{map2, map3};
 use crate::registry::Registry;
-use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, unsupported};
+use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
 use half::{bf16, f16};
+use rayon::prelude::*;
 use samebits_ir::{DType, Tensor, Value, ValueType, with_numeric_type};
 
 pub fn register(r: &mut Registry) {
@@ -596,19 +597,32 @@ impl Op for Clip {
                 }
             }
         }
-        let mut y = x.clone();
-        if let Some(lo) = lo {
-            y = binary_tensors(Binary::Max, &y, &lo).map_err(dtype_hint)?;
+        for bound in [&lo, &hi].into_iter().flatten() {
+            if bound.dtype() != x.dtype() {
+                bail!(
+                    "Clip bounds: bound has dtype {}, input has {}",
+                    bound.dtype(),
+                    x.dtype()
+                );
+            }
         }
-        if let Some(hi) = hi {
-            y = binary_tensors(Binary::Min, &y, &hi).map_err(dtype_hint)?;
-        }
-        Ok(vec![y.into()])
+        // One pass computing max(x, lo) then min(., hi), the same two operations as Max and Min.
+        with_numeric_type!(x.dtype(), T => {
+            let lo = lo.as_ref().map(|t| t.as_slice::<T>().map(|s| s[0])).transpose()?;
+            let hi = hi.as_ref().map(|t| t.as_slice::<T>().map(|s| s[0])).transpose()?;
+            let clamp = |v: T| {
+                let v = lo.map_or(v, |l| T::binary(Binary::Max, v, l).unwrap_or(v));
+                hi.map_or(v, |h| T::binary(Binary::Min, v, h).unwrap_or(v))
+            };
+            let src = x.as_slice::<T>()?;
+            let out: Vec<T> = if src.len() >= 1 << 15 {
+                src.par_iter().map(|&v| clamp(v)).collect()
+            } else {
+                src.iter().map(|&v| clamp(v)).collect()
+            };
+            Ok(vec![Tensor::from_vec(x.shape().to_vec(), out)?.into()])
+        }, else unsupported!("Clip on {}", x.dtype()))
     }
-}
-
-fn dtype_hint(e: OpError) -> OpError {
-    OpError::Invalid(format!("Clip bounds: {e}"))
 }
 
 #[derive(Debug)]

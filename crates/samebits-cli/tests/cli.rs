@@ -1,0 +1,292 @@
+//! End-to-end tests of the `samebits` binary: ONNX node cases through `run`, receipts through
+//! `verify`, bad input handled with one-line errors, and bit equality across thread counts and
+//! ISA paths on a real model. Reference outputs are ONNX's own test data (onnx 1.22.0 wheel).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_samebits"))
+}
+
+fn cache() -> PathBuf {
+    std::env::var_os("SAMEBITS_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/samebits"))
+}
+
+fn node_dir() -> Option<PathBuf> {
+    let d = cache().join("onnx-1.22.0/onnx/backend/test/data/node");
+    if d.is_dir() {
+        Some(d)
+    } else {
+        skip("ONNX node test data not found (run scripts/setup.sh)");
+        None
+    }
+}
+
+/// Says loudly on stderr (past the test harness's capture) that a test could not run.
+fn skip(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {why}");
+}
+
+fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("samebits starts");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// (name, input file) pairs of a case's first data set, in the model's input order.
+fn case_inputs(case: &Path) -> Vec<(String, PathBuf)> {
+    let model = samebits_onnx::load_model(&case.join("model.onnx")).unwrap();
+    model
+        .graph
+        .runtime_inputs()
+        .enumerate()
+        .map(|(i, v)| {
+            (
+                v.name.clone(),
+                case.join(format!("test_data_set_0/input_{i}.pb")),
+            )
+        })
+        .collect()
+}
+
+const ISSUE_CASES: [&str; 16] = [
+    "test_conv_with_strides_padding",
+    "test_gemm_default_matrix_bias",
+    "test_softmax_axis_1",
+    "test_layer_normalization_4d_axis0",
+    "test_matmul_4d",
+    "test_gather_0",
+    "test_transpose_all_permutations_3",
+    "test_reduce_mean_keepdims_example",
+    "test_gelu_default_1",
+    "test_averagepool_2d_pads",
+    "test_batchnorm_epsilon",
+    "test_concat_3d_axis_1",
+    "test_where_example",
+    "test_erf",
+    "test_relu",
+    "test_sigmoid",
+];
+
+#[test]
+fn node_cases_through_run_match_onnx_reference_outputs() {
+    let Some(dir) = node_dir() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ISSUE_CASES {
+        let case = dir.join(name);
+        let out = tmp.path().join(name);
+        let mut cmd = bin();
+        cmd.arg("run")
+            .arg(case.join("model.onnx"))
+            .arg("--out")
+            .arg(&out);
+        for (input, file) in case_inputs(&case) {
+            cmd.arg("--input")
+                .arg(format!("{input}={}", file.display()));
+        }
+        run_ok(&mut cmd);
+        let model = samebits_onnx::load_model(&case.join("model.onnx")).unwrap();
+        for (i, o) in model.graph.outputs.iter().enumerate() {
+            let expected =
+                samebits_onnx::read_tensor_pb(&case.join(format!("test_data_set_0/output_{i}.pb")))
+                    .unwrap();
+            let actual =
+                samebits_runtime::tensor_file::read_npy(&out.join(format!("{}.npy", o.name)))
+                    .unwrap();
+            assert_eq!(actual.shape(), expected.shape(), "{name}");
+            let (a, e) = (actual.to_f64_vec().unwrap(), expected.to_f64_vec().unwrap());
+            for (x, y) in a.iter().zip(&e) {
+                assert!((x - y).abs() <= 1e-6 + 1e-3 * y.abs(), "{name}: {x} vs {y}");
+            }
+        }
+    }
+}
+
+#[test]
+fn verify_accepts_a_true_receipt_and_rejects_an_altered_one() {
+    let Some(dir) = node_dir() else { return };
+    let case = dir.join("test_softmax_axis_1");
+    let tmp = tempfile::tempdir().unwrap();
+    let receipt = tmp.path().join("receipt.json");
+    let mut cmd = bin();
+    cmd.arg("run").arg(case.join("model.onnx"));
+    for (input, file) in case_inputs(&case) {
+        cmd.arg("--input")
+            .arg(format!("{input}={}", file.display()));
+    }
+    run_ok(
+        cmd.arg("--out")
+            .arg(tmp.path().join("out"))
+            .arg("--receipt")
+            .arg(&receipt),
+    );
+    let ok = bin().arg("verify").arg(&receipt).output().unwrap();
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stdout)
+    );
+
+    let text = std::fs::read_to_string(&receipt).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let sha = json["outputs"][0]["sha256"].as_str().unwrap().to_string();
+    let flipped = format!(
+        "{}{}",
+        if sha.starts_with('0') { "1" } else { "0" },
+        &sha[1..]
+    );
+    json["outputs"][0]["sha256"] = flipped.into();
+    let altered = tmp.path().join("altered.json");
+    std::fs::write(&altered, json.to_string()).unwrap();
+    let bad = bin().arg("verify").arg(&altered).output().unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stdout).contains("MISMATCH"));
+
+    let garbage = tmp.path().join("garbage.json");
+    std::fs::write(&garbage, "{\"not\": \"a receipt\"}").unwrap();
+    let unusable = bin().arg("verify").arg(&garbage).output().unwrap();
+    assert_eq!(unusable.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unusable.stderr).contains("garbage.json"));
+}
+
+/// Runs `samebits run` expecting failure; returns stderr and checks the out dir stayed empty.
+fn run_fails(args: &[&str], out: &Path) -> String {
+    let o = bin()
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        matches!(o.status.code(), Some(1 | 2)),
+        "exit {:?}",
+        o.status.code()
+    );
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!out.exists(), "output written despite the error");
+    err
+}
+
+#[test]
+fn bad_input_gets_a_one_line_error_naming_the_culprit() {
+    let Some(dir) = node_dir() else { return };
+    let case = dir.join("test_relu");
+    let model = case.join("model.onnx");
+    let good_input = case.join("test_data_set_0/input_0.pb");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let m = model.to_str().unwrap();
+    let mut errors = Vec::new();
+
+    let truncated = tmp.path().join("truncated.onnx");
+    std::fs::write(&truncated, &std::fs::read(&model).unwrap()[..40]).unwrap();
+    let e = run_fails(
+        &[
+            truncated.to_str().unwrap(),
+            "--input",
+            &format!("x={}", good_input.display()),
+        ],
+        &out,
+    );
+    assert!(e.contains("truncated.onnx"), "{e}");
+    errors.push(e);
+
+    let corrupt = tmp.path().join("corrupt.npy");
+    std::fs::write(&corrupt, b"\x93NUMPY\x01\x00\xff\xff{'descr'").unwrap();
+    let e = run_fails(&[m, "--input", &format!("x={}", corrupt.display())], &out);
+    assert!(e.contains("corrupt.npy"), "{e}");
+    errors.push(e);
+
+    let wrong_shape = tmp.path().join("wrong.npy");
+    samebits_runtime::tensor_file::write_npy(
+        &wrong_shape,
+        &samebits_ir::Tensor::from_vec(vec![2], vec![1f32, 2.]).unwrap(),
+    )
+    .unwrap();
+    let e = run_fails(
+        &[m, "--input", &format!("x={}", wrong_shape.display())],
+        &out,
+    );
+    assert!(e.contains("input \"x\" has shape [2]"), "{e}");
+    errors.push(e);
+
+    let e = run_fails(
+        &[m, "--input", &format!("nope={}", good_input.display())],
+        &out,
+    );
+    assert!(e.contains("no input named \"nope\""), "{e}");
+    errors.push(e);
+
+    let e = run_fails(&[m, "--input", "x=/no/such/file.npy"], &out);
+    assert!(e.contains("/no/such/file.npy"), "{e}");
+    errors.push(e);
+
+    let e = run_fails(&["/no/such/model.onnx"], &out);
+    assert!(e.contains("/no/such/model.onnx"), "{e}");
+    errors.push(e);
+    for err in errors {
+        assert_eq!(err.trim().lines().count(), 1, "not one line: {err}");
+    }
+}
+
+/// The PP-OCR text-direction classifier (a real MobileNetV3 model) on a fixed input.
+fn ocr_cls_run(env: &[(&str, &str)], threads: &str, out: &Path) -> Option<Vec<u8>> {
+    let model =
+        cache().join("rapidocr/rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx");
+    if !model.exists() {
+        skip("PP-OCR models not found (run scripts/setup.sh)");
+        return None;
+    }
+    let input = out.with_extension("x.npy");
+    let values: Vec<f32> = (0..3 * 48 * 192)
+        .map(|i| ((i * 7919) % 2000) as f32 / 1000.0 - 1.0)
+        .collect();
+    samebits_runtime::tensor_file::write_npy(
+        &input,
+        &samebits_ir::Tensor::from_vec(vec![1, 3, 48, 192], values).unwrap(),
+    )
+    .unwrap();
+    let mut cmd = bin();
+    cmd.envs(env.iter().copied())
+        .args(["--threads", threads, "run"])
+        .arg(&model)
+        .arg("--input")
+        .arg(format!("x={}", input.display()))
+        .arg("--out")
+        .arg(out);
+    run_ok(&mut cmd);
+    let file = std::fs::read_dir(out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    Some(std::fs::read(file).unwrap())
+}
+
+#[test]
+fn a_real_model_gives_the_same_bits_for_every_thread_count_and_isa() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(reference) = ocr_cls_run(&[], "1", &tmp.path().join("t1")) else {
+        return;
+    };
+    let two = ocr_cls_run(&[], "2", &tmp.path().join("t2")).unwrap();
+    assert_eq!(reference, two, "1 vs 2 threads");
+    for isa in samebits_kernels::Isa::available() {
+        let name = isa.name();
+        let bits = ocr_cls_run(&[("SAMEBITS_ISA", name)], "2", &tmp.path().join(name)).unwrap();
+        assert_eq!(reference, bits, "ISA {name} differs from the default path");
+    }
+}

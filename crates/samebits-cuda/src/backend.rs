@@ -1,0 +1,158 @@
+//! [`CudaBackend`]: one GPU context, one stream, the compiled samebits kernels and the buffer
+//! pool. The operations themselves live in `elementwise.rs`, `gemm.rs` and `reduce.rs`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig};
+
+use crate::buffer::{BufferPool, DeviceBuffer};
+use crate::error::{CudaError, Result};
+use crate::program;
+
+/// Threads per block of the elementwise and row kernels.
+pub(crate) const BLOCK: u32 = 256;
+
+/// A CUDA device ready to run the reproducible kernels.
+pub struct CudaBackend {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    functions: Mutex<HashMap<String, CudaFunction>>,
+    pool: Arc<BufferPool>,
+    name: String,
+    compute_capability: (i32, i32),
+}
+
+impl CudaBackend {
+    /// Opens GPU `ordinal` and compiles the kernels for its architecture. Fails with a clear
+    /// [`CudaError`] (never a panic) when the driver, NVRTC or the device is missing.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        // SAFETY: these only try to load the shared libraries.
+        let (driver, nvrtc) = unsafe {
+            (
+                cudarc::driver::sys::is_culib_present(),
+                cudarc::nvrtc::sys::is_culib_present(),
+            )
+        };
+        if !driver {
+            return Err(CudaError::NoDriver);
+        }
+        if !nvrtc {
+            return Err(CudaError::NoNvrtc);
+        }
+        let count = CudaContext::device_count()?;
+        if ordinal >= count.max(0) as usize {
+            return Err(CudaError::NoDevice { ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        // One stream orders every operation, so cudarc's per-buffer events are not needed.
+        // SAFETY: all work of this backend runs on `stream`.
+        unsafe { ctx.disable_event_tracking() };
+        let compute_capability = ctx.compute_capability()?;
+        let ptx = program::compile(compute_capability.0, compute_capability.1)?;
+        let module = ctx.load_module(ptx)?;
+        let stream = ctx.default_stream();
+        Ok(CudaBackend {
+            name: ctx.name()?,
+            ctx,
+            stream,
+            module,
+            functions: Mutex::new(HashMap::new()),
+            pool: Arc::new(BufferPool::default()),
+            compute_capability,
+        })
+    }
+
+    /// The device's name, e.g. "NVIDIA H100 80GB HBM3".
+    pub fn device_name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device's compute capability (major, minor); kernels are compiled for it.
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.compute_capability
+    }
+
+    /// The stream every operation is queued on (for timing with events).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The CUDA context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Waits until every queued operation has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        Ok(self.stream.synchronize()?)
+    }
+
+    /// A buffer of `len` elements whose contents are unspecified until written.
+    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
+        self.pool.take(&self.stream, len)
+    }
+
+    /// Copies `data` to a new device buffer.
+    pub fn upload(&self, data: &[f32]) -> Result<DeviceBuffer> {
+        let mut buffer = self.alloc(data.len())?;
+        if !data.is_empty() {
+            let mut view = buffer.slice_mut().slice_mut(..data.len());
+            self.stream.memcpy_htod(data, &mut view)?;
+        }
+        Ok(buffer)
+    }
+
+    /// Copies a device buffer back to the host (waits for the queued work).
+    pub fn download(&self, buffer: &DeviceBuffer) -> Result<Vec<f32>> {
+        let mut out = vec![0.0f32; buffer.len()];
+        if !out.is_empty() {
+            self.stream
+                .memcpy_dtoh(&buffer.slice().slice(..buffer.len()), &mut out)?;
+        }
+        self.synchronize()?;
+        Ok(out)
+    }
+
+    /// Device-to-device copy of `src` into `dst` (equal lengths).
+    pub fn copy(&self, src: &DeviceBuffer, dst: &mut DeviceBuffer) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(CudaError::Invalid(format!(
+                "copy of {} elements into a buffer of {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        let len = src.len();
+        let mut view = dst.slice_mut().slice_mut(..len);
+        self.stream
+            .memcpy_dtod(&src.slice().slice(..len), &mut view)?;
+        Ok(())
+    }
+
+    /// The kernel of that name from the compiled program.
+    pub(crate) fn function(&self, name: &str) -> Result<CudaFunction> {
+        let mut functions = self.functions.lock().expect("function cache lock");
+        if let Some(f) = functions.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self.module.load_function(name)?;
+        functions.insert(name.to_owned(), f.clone());
+        Ok(f)
+    }
+}
+
+/// A 1-D launch of `blocks` blocks of [`BLOCK`] threads with `shared` dynamic bytes.
+pub(crate) fn launch_1d(blocks: u32, shared: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks.max(1), 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: shared,
+    }
+}
+
+/// Blocks for a grid-stride loop over `n` elements.
+pub(crate) fn blocks_for(n: usize) -> u32 {
+    n.div_ceil(BLOCK as usize).clamp(1, 65_535 * 8) as u32
+}

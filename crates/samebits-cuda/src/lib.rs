@@ -1,0 +1,34 @@
+//! samebits CUDA backend: kernels compiled at run time by NVRTC that give, bit for bit, the
+//! results of the CPU kernels (docs/contract.md), on any GPU and for any launch shape.
+//!
+//! - [`CudaBackend::new`] opens a GPU and compiles `kernels/*.cu` after samebits-math's
+//!   header with `--fmad=false --prec-div=true --prec-sqrt=true --ftz=false` for the device's
+//!   architecture; a missing driver, NVRTC or GPU is a [`CudaError`], never a panic.
+//! - [`DeviceBuffer`]: f32 device memory from a caching pool; [`CudaBackend::upload`] /
+//!   [`CudaBackend::download`].
+//! - Operations: [`CudaBackend::unary`] ([`UnaryOp`]), [`CudaBackend::binary`] ([`BinaryOp`],
+//!   broadcasting), [`CudaBackend::gemm`] ([`DeviceMat`], [`GemmEpilogue`], [`GemmLaunch`]),
+//!   [`CudaBackend::reduce`], [`CudaBackend::softmax`], [`CudaBackend::layer_norm`],
+//!   [`CudaBackend::rms_norm`]; the `*_cpu` functions are their CPU oracles.
+//! - [`testing`]: the [`test_device!`] macro that runs one test body on the CPU and on CUDA.
+
+mod backend;
+mod buffer;
+mod elementwise;
+mod error;
+mod gemm;
+mod program;
+mod reduce;
+pub mod testing;
+
+pub use backend::CudaBackend;
+pub use buffer::DeviceBuffer;
+pub use elementwise::{BinaryOp, BroadcastLayout, MAX_RANK, UnaryOp, binary_cpu};
+pub use error::{CudaError, Result};
+pub use gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape, SPLIT_K_MAX_M};
+pub use reduce::{layer_norm_cpu, rms_norm_cpu, softmax_cpu};
+
+/// The complete CUDA source the backend compiles (for inspection with nvcc / ptxas).
+pub fn cuda_source() -> String {
+    program::source()
+}

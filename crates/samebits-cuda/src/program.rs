@@ -1,0 +1,115 @@
+//! The NVRTC program: samebits-math's header, then the `.cu` files of `kernels/`, compiled for
+//! the device's own architecture with the options the contract requires (`arithmetic`: no FMA
+//! contraction, IEEE division and square root, subnormals kept, no fast math).
+
+use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
+use samebits_math::{Activation, CUDA_SOURCE, UnaryFn};
+
+use crate::error::{CudaError, Result};
+
+const CANONICAL: &str = include_str!("../kernels/canonical.cu");
+const ELEMENTWISE: &str = include_str!("../kernels/elementwise.cu");
+const GEMM: &str = include_str!("../kernels/gemm.cu");
+const REDUCE: &str = include_str!("../kernels/reduce.cu");
+
+/// The device expression of an activation in terms of the input `v` and the parameters `p0`,
+/// `p1` passed by [`activation_params`].
+fn activation_expression(a: Activation) -> String {
+    let name = a.name();
+    match a {
+        Activation::HardSigmoid { .. } | Activation::Selu { .. } => {
+            format!("sb_{name}f(v, p0, p1)")
+        }
+        Activation::Elu { .. } | Activation::Celu { .. } => format!("sb_{name}f(v, p0)"),
+        _ => format!("sb_{name}f(v)"),
+    }
+}
+
+/// The `(p0, p1)` kernel arguments of an activation.
+pub(crate) fn activation_params(a: Activation) -> (f32, f32) {
+    match a {
+        Activation::HardSigmoid { alpha, beta } => (alpha, beta),
+        Activation::Selu { alpha, gamma } => (alpha, gamma),
+        Activation::Elu { alpha } | Activation::Celu { alpha } => (alpha, 0.0),
+        _ => (0.0, 0.0),
+    }
+}
+
+/// One `sb_unary_<name>` kernel per samebits-math function and activation.
+fn unary_kernels() -> String {
+    let mut src = String::new();
+    for f in UnaryFn::IMPLEMENTED {
+        src.push_str(&format!("SB_UNARY_KERNEL({0}, sb_{0}f(v))\n", f.name()));
+    }
+    for &a in Activation::ALL {
+        src.push_str(&format!(
+            "SB_UNARY_KERNEL({}, {})\n",
+            a.name(),
+            activation_expression(a)
+        ));
+    }
+    src
+}
+
+/// The whole CUDA source of the backend.
+pub(crate) fn source() -> String {
+    [
+        CUDA_SOURCE,
+        CANONICAL,
+        ELEMENTWISE,
+        &unary_kernels(),
+        GEMM,
+        REDUCE,
+    ]
+    .join("\n")
+}
+
+/// Compiles [`source`] for `compute_<major><minor>`.
+pub(crate) fn compile(major: i32, minor: i32) -> Result<Ptx> {
+    let options = CompileOptions {
+        fmad: Some(false),
+        prec_div: Some(true),
+        prec_sqrt: Some(true),
+        ftz: Some(false),
+        use_fast_math: Some(false),
+        options: vec![format!("-arch=compute_{major}{minor}"), "-std=c++17".into()],
+        ..Default::default()
+    };
+    compile_ptx_with_opts(source(), options).map_err(|e| CudaError::Compile(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every unary op has its generated `sb_unary_<name>` kernel (the name `unary` launches).
+    #[test]
+    fn every_unary_op_has_a_kernel() {
+        let source = super::source();
+        for op in crate::UnaryOp::all() {
+            assert!(
+                source.contains(&format!("SB_UNARY_KERNEL({}, ", op.name())),
+                "no kernel for {}",
+                op.name()
+            );
+        }
+    }
+
+    /// The kernels compile wherever NVRTC is present, even without a GPU.
+    #[test]
+    fn kernels_compile_for_sm90() {
+        // SAFETY: only tries to load the shared library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("SKIPPED (no NVRTC): program::tests::kernels_compile_for_sm90");
+            return;
+        }
+        let ptx = super::compile(9, 0).expect("kernels compile");
+        let text = ptx.to_src();
+        for kernel in [
+            "sb_gemm_tiled_128x128",
+            "sb_gemv_fold",
+            "sb_softmax_rows",
+            "sb_unary_exp",
+        ] {
+            assert!(text.contains(kernel), "{kernel} missing from the PTX");
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! Row operations on device buffers: reductions along an axis (`reduce-axes`), softmax and
+//! log-softmax (`softmax`), LayerNorm and RMSNorm (`normalization`), each with its CPU oracle.
+//! Canonical sums run tile partials in parallel and fold them in order (kernels/reduce.cu).
+
+use cudarc::driver::PushKernelArg;
+use samebits_kernels::{REDUCTION_TILE, ReduceKind, canonical_dot, canonical_sum};
+
+use crate::backend::{BLOCK, CudaBackend, launch_1d};
+use crate::buffer::DeviceBuffer;
+use crate::error::{CudaError, Result};
+
+/// Most tile partials a row kernel keeps in shared memory (48 KiB).
+const MAX_ROW_TILES: usize = 12 * 1024;
+
+fn kind_code(kind: ReduceKind) -> i32 {
+    match kind {
+        ReduceKind::Sum => 0,
+        ReduceKind::SumSquares => 1,
+        ReduceKind::Prod => 2,
+        ReduceKind::Max => 3,
+        ReduceKind::Min => 4,
+    }
+}
+
+/// Dynamic shared bytes of a row kernel over rows of `len`, or an error if too long.
+fn row_shared_bytes(len: usize) -> Result<u32> {
+    let tiles = len.div_ceil(REDUCTION_TILE);
+    if tiles > MAX_ROW_TILES || len > i32::MAX as usize {
+        return Err(CudaError::Invalid(format!(
+            "rows of {len} elements exceed the row kernels' {} elements",
+            MAX_ROW_TILES * REDUCTION_TILE
+        )));
+    }
+    Ok((tiles * 4) as u32)
+}
+
+/// CPU oracle of [`CudaBackend::softmax`] (contract: softmax).
+pub fn softmax_cpu(x: &[f32], len: usize, log: bool) -> Vec<f32> {
+    let mut y = vec![0.0f32; x.len()];
+    for (xr, yr) in x.chunks(len.max(1)).zip(y.chunks_mut(len.max(1))) {
+        let m = xr.iter().fold(f32::NEG_INFINITY, |a, &b| {
+            samebits_kernels::canonical_max(a, b)
+        });
+        let e: Vec<f32> = xr.iter().map(|&v| samebits_math::exp(v - m)).collect();
+        let s = canonical_sum(&e);
+        if log {
+            let log_s = samebits_math::log(s);
+            for (o, &v) in yr.iter_mut().zip(xr) {
+                *o = (v - m) - log_s;
+            }
+        } else {
+            for (o, &v) in yr.iter_mut().zip(&e) {
+                *o = v / s;
+            }
+        }
+    }
+    y
+}
+
+/// CPU oracle of [`CudaBackend::layer_norm`] (contract: normalization); returns y and the
+/// per-row `[mean, rstd]`.
+pub fn layer_norm_cpu(
+    x: &[f32],
+    scale: &[f32],
+    bias: Option<&[f32]>,
+    len: usize,
+    eps: f32,
+) -> (Vec<f32>, Vec<f32>) {
+    let mut y = vec![0.0f32; x.len()];
+    let mut stats = Vec::new();
+    for (xr, yr) in x.chunks(len.max(1)).zip(y.chunks_mut(len.max(1))) {
+        let n = len as f32;
+        let mean = canonical_sum(xr) / n;
+        let d: Vec<f32> = xr.iter().map(|&v| v - mean).collect();
+        let var = canonical_dot(&d, &d) / n;
+        let rstd = 1.0 / (var + eps).sqrt();
+        for (k, o) in yr.iter_mut().enumerate() {
+            let scaled = (d[k] * rstd) * scale[k];
+            *o = bias.map_or(scaled, |b| scaled + b[k]);
+        }
+        stats.extend([mean, rstd]);
+    }
+    (y, stats)
+}
+
+/// CPU oracle of [`CudaBackend::rms_norm`] (contract: normalization).
+pub fn rms_norm_cpu(x: &[f32], scale: &[f32], len: usize, eps: f32) -> Vec<f32> {
+    let mut y = vec![0.0f32; x.len()];
+    for (xr, yr) in x.chunks(len.max(1)).zip(y.chunks_mut(len.max(1))) {
+        let ms = canonical_dot(xr, xr) / len as f32;
+        let rrms = 1.0 / (ms + eps).sqrt();
+        for (k, o) in yr.iter_mut().enumerate() {
+            *o = (xr[k] * rrms) * scale[k];
+        }
+    }
+    y
+}
+
+impl CudaBackend {
+    /// Reduces `x` viewed as `[outer, len, inner]` over the middle axis; output `[outer, inner]`.
+    /// Same bits as `samebits_kernels::reduce_f32`.
+    pub fn reduce(
+        &self,
+        kind: ReduceKind,
+        x: &DeviceBuffer,
+        outer: usize,
+        len: usize,
+        inner: usize,
+    ) -> Result<DeviceBuffer> {
+        if x.len() != outer * len * inner || len > i32::MAX as usize {
+            return Err(CudaError::Invalid(
+                "reduce: buffer length differs from the shape".into(),
+            ));
+        }
+        let mut y = self.alloc(outer * inner)?;
+        if y.is_empty() {
+            return Ok(y);
+        }
+        let code = kind_code(kind);
+        let len_i = len as i32;
+        match row_shared_bytes(len) {
+            // A block per row once rows are long enough to be worth splitting into tiles.
+            Ok(shared) if inner == 1 && len > REDUCTION_TILE => {
+                let f = self.function("sb_reduce_rows")?;
+                let mut launch = self.stream().launch_builder(&f);
+                launch
+                    .arg(x.slice())
+                    .arg(y.slice_mut())
+                    .arg(&len_i)
+                    .arg(&code);
+                // SAFETY: one block per row of len elements; y holds outer values.
+                unsafe { launch.launch(launch_1d(outer as u32, shared))? };
+            }
+            _ => {
+                let f = self.function("sb_reduce_axis_per_thread")?;
+                let (outer_i, inner_i) = (outer as i64, inner as i64);
+                let mut launch = self.stream().launch_builder(&f);
+                launch
+                    .arg(x.slice())
+                    .arg(y.slice_mut())
+                    .arg(&outer_i)
+                    .arg(&len_i)
+                    .arg(&inner_i)
+                    .arg(&code);
+                // SAFETY: one thread per output, reading its own column of x.
+                unsafe {
+                    launch.launch(launch_1d(
+                        (outer * inner).div_ceil(BLOCK as usize) as u32,
+                        0,
+                    ))?
+                };
+            }
+        }
+        Ok(y)
+    }
+
+    /// Softmax (or log-softmax) of each contiguous row of `len` elements.
+    pub fn softmax(&self, x: &DeviceBuffer, len: usize, log: bool) -> Result<DeviceBuffer> {
+        let rows = rows_of(x, len)?;
+        let shared = row_shared_bytes(len)?;
+        let mut y = self.alloc(x.len())?;
+        if rows == 0 {
+            return Ok(y);
+        }
+        let f = self.function("sb_softmax_rows")?;
+        let (len_i, log_i) = (len as i32, i32::from(log));
+        let mut launch = self.stream().launch_builder(&f);
+        launch
+            .arg(x.slice())
+            .arg(y.slice_mut())
+            .arg(&len_i)
+            .arg(&log_i);
+        // SAFETY: one block per row of len elements of x and y.
+        unsafe { launch.launch(launch_1d(rows as u32, shared))? };
+        Ok(y)
+    }
+
+    /// LayerNorm of each contiguous row of `len = scale.len()` elements; returns y and the
+    /// per-row `[mean, rstd]` pairs.
+    pub fn layer_norm(
+        &self,
+        x: &DeviceBuffer,
+        scale: &DeviceBuffer,
+        bias: Option<&DeviceBuffer>,
+        eps: f32,
+    ) -> Result<(DeviceBuffer, DeviceBuffer)> {
+        let len = scale.len();
+        let rows = rows_of(x, len)?;
+        if bias.is_some_and(|b| b.len() != len) {
+            return Err(CudaError::Invalid(
+                "layer_norm: bias and scale lengths differ".into(),
+            ));
+        }
+        let shared = row_shared_bytes(len)?;
+        let mut y = self.alloc(x.len())?;
+        let mut stats = self.alloc(2 * rows)?;
+        if rows == 0 {
+            return Ok((y, stats));
+        }
+        let f = self.function("sb_layer_norm_rows")?;
+        let (len_i, has_bias) = (len as i32, i32::from(bias.is_some()));
+        let mut launch = self.stream().launch_builder(&f);
+        launch
+            .arg(x.slice())
+            .arg(scale.slice())
+            .arg(bias.unwrap_or(scale).slice())
+            .arg(&has_bias)
+            .arg(y.slice_mut())
+            .arg(stats.slice_mut())
+            .arg(&len_i)
+            .arg(&eps);
+        // SAFETY: one block per row of len elements; stats holds 2 per row.
+        unsafe { launch.launch(launch_1d(rows as u32, shared))? };
+        Ok((y, stats))
+    }
+
+    /// RMSNorm of each contiguous row of `len = scale.len()` elements.
+    pub fn rms_norm(
+        &self,
+        x: &DeviceBuffer,
+        scale: &DeviceBuffer,
+        eps: f32,
+    ) -> Result<DeviceBuffer> {
+        let len = scale.len();
+        let rows = rows_of(x, len)?;
+        let shared = row_shared_bytes(len)?;
+        let mut y = self.alloc(x.len())?;
+        if rows == 0 {
+            return Ok(y);
+        }
+        let f = self.function("sb_rms_norm_rows")?;
+        let len_i = len as i32;
+        let mut launch = self.stream().launch_builder(&f);
+        launch
+            .arg(x.slice())
+            .arg(scale.slice())
+            .arg(y.slice_mut())
+            .arg(&len_i)
+            .arg(&eps);
+        // SAFETY: one block per row of len elements.
+        unsafe { launch.launch(launch_1d(rows as u32, shared))? };
+        Ok(y)
+    }
+}
+
+/// Number of rows of `len` in `x`, or an error if `len` does not divide its length.
+fn rows_of(x: &DeviceBuffer, len: usize) -> Result<usize> {
+    if len == 0 || !x.len().is_multiple_of(len) {
+        return Err(CudaError::Invalid(format!(
+            "a buffer of {} elements is not made of rows of {len}",
+            x.len()
+        )));
+    }
+    Ok(x.len() / len)
+}

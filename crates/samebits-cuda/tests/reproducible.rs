@@ -1,0 +1,184 @@
+//! The reproducible set on CPU and CUDA: every CUDA output must be bit-identical to the CPU
+//! kernels' output (the oracle); on a machine without a GPU the CUDA tests skip loudly.
+
+use samebits_cuda::testing::{
+    BROADCAST_SHAPES, Device, REDUCE_KINDS, ROW_LENGTHS, Rng, assert_same_bits, gemm_cases,
+    large_gemm_case, wide_gemv_cases,
+};
+use samebits_cuda::{BinaryOp, GemmLaunch, UnaryOp, test_device};
+
+fn gemm_small_shapes(device: &Device) {
+    for case in gemm_cases(1) {
+        let want = Device::Cpu.gemm(&case, GemmLaunch::Auto);
+        for how in case.launches() {
+            let got = device.gemm(&case, how);
+            assert_same_bits(
+                &got,
+                &want,
+                &format!("{} gemm {:?} {how:?}", device.name(), case.shape),
+            );
+        }
+    }
+}
+test_device!(
+    gemm_small_shapes,
+    gemm_small_shapes_cpu,
+    gemm_small_shapes_cuda
+);
+
+fn gemv_vectorised_reads(device: &Device) {
+    for case in wide_gemv_cases(9) {
+        let want = Device::Cpu.gemm(&case, GemmLaunch::Auto);
+        assert_same_bits(
+            &device.gemm(&case, GemmLaunch::SplitK),
+            &want,
+            &format!("{:?}", case.b_strides),
+        );
+    }
+}
+test_device!(
+    gemv_vectorised_reads,
+    gemv_vectorised_reads_cpu,
+    gemv_vectorised_reads_cuda
+);
+
+/// Two launch configurations (and the automatic one) give identical bits on a multi-block GEMM.
+fn gemm_forced_launch_shapes(device: &Device) {
+    let case = large_gemm_case(2);
+    let want = Device::Cpu.gemm(&case, GemmLaunch::Auto);
+    let tiled128 = device.gemm(&case, GemmLaunch::Tiled128x128);
+    let tiled64 = device.gemm(&case, GemmLaunch::Tiled64x64);
+    assert_same_bits(&tiled128, &tiled64, "128x128 vs 64x64 blocks");
+    assert_same_bits(&tiled128, &want, "128x128 vs cpu");
+    assert_same_bits(
+        &device.gemm(&case, GemmLaunch::Tiled128x64),
+        &want,
+        "128x64 vs cpu",
+    );
+}
+test_device!(
+    gemm_forced_launch_shapes,
+    gemm_forced_launch_shapes_cpu,
+    gemm_forced_launch_shapes_cuda
+);
+
+/// A row's bits do not depend on M: row i of an M-row product equals the 1-row product.
+fn gemm_rows_do_not_depend_on_m(device: &Device) {
+    let case = large_gemm_case(3);
+    let full = device.gemm(&case, GemmLaunch::Auto);
+    let (n, k) = (case.shape.n, case.shape.k);
+    for row in [0, 1, 150, 299] {
+        let mut single = case.clone();
+        single.shape.m = 1;
+        single.a = case.a[row * k..(row + 1) * k].to_vec();
+        single.a_strides = samebits_cuda::testing::Strides::dense(1, k, false);
+        let got = device.gemm(&single, GemmLaunch::Auto);
+        assert_same_bits(&got, &full[row * n..(row + 1) * n], &format!("row {row}"));
+    }
+}
+test_device!(
+    gemm_rows_do_not_depend_on_m,
+    gemm_rows_do_not_depend_on_m_cpu,
+    gemm_rows_do_not_depend_on_m_cuda
+);
+
+fn unary_functions(device: &Device) {
+    let mut rng = Rng::new(4);
+    let mut x = rng.any_floats(4096);
+    x.extend(rng.values(4096, 10.0));
+    x.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e-45,
+        -1e-45,
+    ]);
+    for op in UnaryOp::all() {
+        let want = Device::Cpu.unary(op, &x);
+        assert_same_bits(&device.unary(op, &x), &want, op.name());
+    }
+}
+test_device!(unary_functions, unary_functions_cpu, unary_functions_cuda);
+
+fn binary_broadcast(device: &Device) {
+    let mut rng = Rng::new(5);
+    for (a_shape, b_shape) in BROADCAST_SHAPES {
+        let a = rng.values(a_shape.iter().product(), 3.0);
+        let b = rng.values(b_shape.iter().product(), 3.0);
+        for op in BinaryOp::ALL {
+            let want = Device::Cpu.binary(op, &a, a_shape, &b, b_shape);
+            let got = device.binary(op, &a, a_shape, &b, b_shape);
+            assert_same_bits(&got, &want, &format!("{op:?} {a_shape:?} {b_shape:?}"));
+        }
+    }
+}
+test_device!(
+    binary_broadcast,
+    binary_broadcast_cpu,
+    binary_broadcast_cuda
+);
+
+fn reductions(device: &Device) {
+    let mut rng = Rng::new(6);
+    for len in ROW_LENGTHS {
+        for (outer, inner) in [(3, 1), (2, 5)] {
+            let x = rng.values(outer * len * inner, 1.5);
+            for kind in REDUCE_KINDS {
+                let want = Device::Cpu.reduce(kind, &x, outer, len, inner);
+                let got = device.reduce(kind, &x, outer, len, inner);
+                assert_same_bits(&got, &want, &format!("{kind:?} [{outer}, {len}, {inner}]"));
+            }
+        }
+    }
+}
+test_device!(reductions, reductions_cpu, reductions_cuda);
+
+fn softmax_rows(device: &Device) {
+    let mut rng = Rng::new(7);
+    for len in ROW_LENGTHS {
+        let x = rng.values(3 * len, 20.0);
+        for log in [false, true] {
+            let want = Device::Cpu.softmax(&x, len, log);
+            assert_same_bits(
+                &device.softmax(&x, len, log),
+                &want,
+                &format!("softmax len {len} log {log}"),
+            );
+        }
+    }
+}
+test_device!(softmax_rows, softmax_rows_cpu, softmax_rows_cuda);
+
+fn normalizations(device: &Device) {
+    let mut rng = Rng::new(8);
+    for len in ROW_LENGTHS {
+        let x = rng.values(3 * len, 4.0);
+        let scale = rng.values(len, 2.0);
+        let bias = rng.values(len, 1.0);
+        for b in [None, Some(bias.as_slice())] {
+            let want = Device::Cpu.layer_norm(&x, &scale, b, 1e-5);
+            assert_same_bits(
+                &device.layer_norm(&x, &scale, b, 1e-5),
+                &want,
+                &format!("layer_norm {len}"),
+            );
+        }
+        let want = Device::Cpu.rms_norm(&x, &scale, 1e-6);
+        assert_same_bits(
+            &device.rms_norm(&x, &scale, 1e-6),
+            &want,
+            &format!("rms_norm {len}"),
+        );
+    }
+}
+test_device!(normalizations, normalizations_cpu, normalizations_cuda);
+
+#[test]
+fn missing_cuda_is_an_error_not_a_panic() {
+    match samebits_cuda::CudaBackend::new(0) {
+        Ok(backend) => eprintln!("CUDA present: {}", backend.device_name()),
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
