@@ -160,7 +160,7 @@ fn max_unpool_scatters_into_the_unpooled_shape() {
     let attrs = [("kernel_shape", ints(&[2, 2])), ("strides", ints(&[2, 2]))];
     let y = run1("MaxUnpool", &[x.clone(), i.clone()], &attrs).unwrap();
     assert_eq!(y.shape(), &[1, 1, 4, 4]);
-    let mut expect = vec![0.0f32; 16];
+    let mut expect = [0.0f32; 16];
     (expect[5], expect[7], expect[13], expect[15]) = (5., 6., 7., 8.);
     assert_eq!(y.as_slice::<f32>().unwrap(), &expect[..]);
     // With output_shape 5x5 the 4x4 result is padded at the end of each axis.
