@@ -225,3 +225,24 @@ fn bad_attributes_and_dtypes_are_named() {
     .unwrap_err();
     assert!(e.is_unsupported(), "{e}");
 }
+
+#[test]
+fn swish_is_x_times_sigmoid_of_alpha_x() {
+    let x = [-3.0f32, -0.5, 0.0, 0.7, 4.0];
+    let alpha = 1.5f32;
+    let y = run1(
+        "Swish",
+        &[f32s(&[5], &x)],
+        &[("alpha", Attribute::Float(alpha))],
+    )
+    .unwrap();
+    // Contract section `activation`: alpha * x rounded, samebits-math's sigmoid, the product.
+    let expect: Vec<f32> = x
+        .iter()
+        .map(|&v| v * Activation::Sigmoid.eval(alpha * v))
+        .collect();
+    assert_eq!(
+        bits(&y),
+        expect.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
+}

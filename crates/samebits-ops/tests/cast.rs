@@ -115,3 +115,30 @@ fn float8_targets_are_unsupported_and_unknown_codes_invalid() {
     let e = cast(f32s(&[1], &[1.0]), 99).unwrap_err();
     assert!(!e.is_unsupported() && e.to_string().contains("99"), "{e}");
 }
+
+#[test]
+fn bitcast_reinterprets_bytes_of_the_same_width() {
+    // 1.0f32 is 0x3f800000; -1i32 read as f32 is a NaN with all bits set.
+    let y = run1(
+        "BitCast",
+        &[f32s(&[2], &[1.0, -0.0])],
+        &[("to", Attribute::Int(6))],
+    )
+    .unwrap();
+    assert_eq!(y.as_slice::<i32>().unwrap(), &[0x3f80_0000, i32::MIN]);
+    let y = run1(
+        "BitCast",
+        &[Tensor::from_vec(vec![1], vec![200u8]).unwrap()],
+        &[("to", Attribute::Int(3))],
+    )
+    .unwrap();
+    // 200 = 0xc8, as i8: 200 - 256 = -56.
+    assert_eq!(y.as_slice::<i8>().unwrap(), &[-56]);
+    let e = run1(
+        "BitCast",
+        &[f32s(&[1], &[1.0])],
+        &[("to", Attribute::Int(7))],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("one width"), "{e}");
+}

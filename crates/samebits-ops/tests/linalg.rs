@@ -279,3 +279,19 @@ fn matmul_and_gemm_rows_do_not_depend_on_batch_or_threads() {
     let g2 = with_threads(2, || bits(&run1("Gemm", &[many, b, c], &attrs).unwrap()));
     assert_eq!(g2, g64);
 }
+
+#[test]
+fn det_by_pivoted_elimination() {
+    // [[1, 2], [3, 4]]: pivot row 1 (|3| > |1|), swap (sign -1); f = 1/3,
+    // a[1][1] = 2 - f * 4; det = -1 * 3 * (2 - f * 4), each step in f32.
+    let y = run1("Det", &[f32s(&[2, 2], &[1., 2., 3., 4.])], &[]).unwrap();
+    let f = 1.0f32 / 3.0;
+    assert_eq!(y.as_slice::<f32>().unwrap(), &[-3.0 * (2.0 - f * 4.0)]);
+    assert_eq!(y.shape(), &[] as &[usize]);
+    // A batch of two 3x3 matrices: the identity scaled by 2 (det 8) and a singular one.
+    let mut data = vec![2., 0., 0., 0., 2., 0., 0., 0., 2.];
+    data.extend([1., 2., 3., 2., 4., 6., 0., 1., 1.]);
+    let y = run1("Det", &[f32s(&[2, 3, 3], &data)], &[]).unwrap();
+    assert_eq!(y.as_slice::<f32>().unwrap(), &[8.0, 0.0]);
+    assert!(run1("Det", &[f32s(&[2, 3], &[0.; 6])], &[]).is_err());
+}

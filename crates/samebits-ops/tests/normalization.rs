@@ -213,3 +213,29 @@ fn bad_attributes_and_inputs_are_named() {
     let e = run1("InstanceNormalization", &[x, f32s(&[2], &[1.; 2]), p], &[]).unwrap_err();
     assert!(e.to_string().contains("scale"), "{e}");
 }
+
+#[test]
+fn lrn_sums_squares_over_the_channel_window() {
+    // size 2: channel c reads channels c ..= c + 1 that exist. alpha / size = 1, bias 1,
+    // beta 1 (pow is then exact): y_c = x_c / (1 + sq_c).
+    let attrs = [
+        ("size", Attribute::Int(2)),
+        ("alpha", Attribute::Float(2.0)),
+        ("beta", Attribute::Float(1.0)),
+        ("bias", Attribute::Float(1.0)),
+    ];
+    let y = run1("LRN", &[f32s(&[1, 3, 1, 1], &[1., 2., 3.])], &attrs).unwrap();
+    // sq = 1 + 4, 4 + 9, 9.
+    assert_eq!(
+        y.as_slice::<f32>().unwrap(),
+        &[1.0 / 6.0, 2.0 / 14.0, 3.0 / 10.0]
+    );
+    assert!(
+        run1(
+            "LRN",
+            &[f32s(&[1, 3], &[1., 2., 3.])],
+            &[("size", Attribute::Int(0))]
+        )
+        .is_err()
+    );
+}

@@ -151,3 +151,29 @@ fn pool_errors_and_inference() {
     let shape = infer_shape("GlobalAveragePool", &[&[2, 3, 7, 8]], &[]).unwrap();
     assert_eq!(shape, Some(vec![2, 3, 1, 1]));
 }
+
+#[test]
+fn max_unpool_scatters_into_the_unpooled_shape() {
+    // ONNX operator documentation example: 2x2 pooled values of a 4x4 input (kernel 2, stride 2).
+    let x = f32s(&[1, 1, 2, 2], &[5., 6., 7., 8.]);
+    let i = i64s(&[1, 1, 2, 2], &[5, 7, 13, 15]);
+    let attrs = [("kernel_shape", ints(&[2, 2])), ("strides", ints(&[2, 2]))];
+    let y = run1("MaxUnpool", &[x.clone(), i.clone()], &attrs).unwrap();
+    assert_eq!(y.shape(), &[1, 1, 4, 4]);
+    let mut expect = [0.0f32; 16];
+    (expect[5], expect[7], expect[13], expect[15]) = (5., 6., 7., 8.);
+    assert_eq!(y.as_slice::<f32>().unwrap(), &expect[..]);
+    // With output_shape 5x5 the 4x4 result is padded at the end of each axis.
+    let y = run1(
+        "MaxUnpool",
+        &[x.clone(), i.clone(), i64s(&[4], &[1, 1, 5, 5])],
+        &attrs,
+    )
+    .unwrap();
+    let y = y.as_slice::<f32>().unwrap();
+    assert_eq!((y[6], y[8], y[16], y[18]), (5., 6., 7., 8.));
+    assert_eq!(y.iter().filter(|&&v| v != 0.0).count(), 4);
+    // An index outside the unpooled tensor is an error.
+    let bad = i64s(&[1, 1, 2, 2], &[5, 7, 13, 16]);
+    assert!(run1("MaxUnpool", &[x, bad], &attrs).is_err());
+}

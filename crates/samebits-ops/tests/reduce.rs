@@ -233,3 +233,29 @@ fn bad_axes_and_attributes_are_named() {
     let e = run1("CumSum", &[x, f32s(&[], &[0.])], &[]).unwrap_err();
     assert!(e.to_string().contains("axis"), "{e}");
 }
+
+#[test]
+fn cumprod_modes() {
+    let x = f32s(&[4], &[1., 2., 3., 4.]);
+    let axis = Tensor::scalar(0i64);
+    let run = |attrs: &[(&str, Attribute)]| {
+        run1("CumProd", &[x.clone(), axis.clone()], attrs)
+            .unwrap()
+            .as_slice::<f32>()
+            .unwrap()
+            .to_vec()
+    };
+    // Running products 1, 1*2, 2*3, 6*4; exclusive starts at 1; reverse runs from the end.
+    assert_eq!(run(&[]), [1., 2., 6., 24.]);
+    assert_eq!(run(&[("exclusive", Attribute::Int(1))]), [1., 1., 2., 6.]);
+    assert_eq!(run(&[("reverse", Attribute::Int(1))]), [24., 24., 12., 4.]);
+    let both = [
+        ("exclusive", Attribute::Int(1)),
+        ("reverse", Attribute::Int(1)),
+    ];
+    assert_eq!(run(&both), [24., 12., 4., 1.]);
+    // Integers wrap: 2^31 * 2 in i32 is 0.
+    let big = Tensor::from_vec(vec![2], vec![i32::MIN, 2]).unwrap();
+    let y = run1("CumProd", &[big, axis], &[]).unwrap();
+    assert_eq!(y.as_slice::<i32>().unwrap(), &[i32::MIN, 0]);
+}

@@ -346,3 +346,27 @@ fn depth_to_space_orders_and_space_to_depth_inverts_dcr() {
     assert!(run1("DepthToSpace", &[iota(&[1, 6, 1, 1])], &b).is_err());
     assert!(run1("SpaceToDepth", &[iota(&[1, 1, 3, 2])], &b).is_err());
 }
+
+#[test]
+fn center_crop_pad_centers_with_the_extra_element_last() {
+    // iota [2, 5]: rows 0..5 and 5..10. Axis 1 cropped to 2: (5 - 2) / 2 = 1 dropped before,
+    // 2 after; axis 0 padded to 5: (5 - 2) / 2 = 1 zero row before, 2 after.
+    let y = run1("CenterCropPad", &[iota(&[2, 5]), i64s(&[2], &[5, 2])], &[]).unwrap();
+    assert_eq!(y.shape(), &[5, 2]);
+    assert_eq!(
+        y.as_slice::<f32>().unwrap(),
+        &[0., 0., 1., 2., 6., 7., 0., 0., 0., 0.]
+    );
+    // With axes: only axis 1, cropped to 4 (one element dropped, at the end).
+    let y = run1(
+        "CenterCropPad",
+        &[iota(&[2, 5]), i64s(&[1], &[4])],
+        &[("axes", ints(&[-1]))],
+    )
+    .unwrap();
+    assert_eq!(
+        y.as_slice::<f32>().unwrap(),
+        &[0., 1., 2., 3., 5., 6., 7., 8.]
+    );
+    assert!(run1("CenterCropPad", &[iota(&[2, 5]), i64s(&[1], &[4])], &[]).is_err());
+}

@@ -1,6 +1,6 @@
 //! Transcendental elementwise ops and activations: Exp, Log, Tanh, Erf, Sigmoid, the
 //! trigonometric and hyperbolic functions, Pow, Softplus, Softsign, Gelu, HardSigmoid,
-//! HardSwish, LeakyRelu, PRelu, Elu, Selu, Celu, Mish, ThresholdedRelu and Shrink.
+//! HardSwish, LeakyRelu, PRelu, Elu, Selu, Celu, Mish, ThresholdedRelu, Shrink and Swish.
 //!
 //! f32, f16 and bf16 tensors (f16/bf16 computed in f32, rounded at the store) use samebits-math
 //! in every operation set: its correctly rounded functions and its composite formulas
@@ -83,6 +83,10 @@ pub fn register(r: &mut Registry) {
         let (bias, lambd) = (args.float_or("bias", 0.0)?, args.float_or("lambd", 0.5)?);
         unary(Elementwise::Shrink { bias, lambd })
     });
+    r.register("", "Swish", |ctx| {
+        let alpha = NodeArgs::new(ctx.node).float_or("alpha", 1.0)?;
+        unary(Elementwise::Swish { alpha })
+    });
     r.register("", "PRelu", |_| Ok(Box::new(Binary::PRelu)));
     r.register("", "Pow", |_| Ok(Box::new(Binary::Pow)));
 }
@@ -115,6 +119,8 @@ enum Elementwise {
     ThresholdedRelu { alpha: f32 },
     /// `x < -lambd ? x + bias : x > lambd ? x - bias : 0`.
     Shrink { bias: f32, lambd: f32 },
+    /// `x * sigmoid(alpha * x)`.
+    Swish { alpha: f32 },
 }
 
 impl Elementwise {
@@ -146,7 +152,9 @@ impl Elementwise {
                     R::ZERO
                 }
             }
-            Elementwise::Math(_) | Elementwise::Composite(_) => return None,
+            Elementwise::Math(_) | Elementwise::Composite(_) | Elementwise::Swish { .. } => {
+                return None;
+            }
         })
     }
 
@@ -154,6 +162,7 @@ impl Elementwise {
         match self {
             Elementwise::Math(f) => f.eval(x),
             Elementwise::Composite(a) => a.eval(x),
+            Elementwise::Swish { alpha } => x * Activation::Sigmoid.eval(alpha * x),
             _ => self.piecewise(x).unwrap_or(f32::NAN),
         }
     }
@@ -161,6 +170,13 @@ impl Elementwise {
     /// Rust std in binary64 (outside the contract); `None` where std has no such function.
     fn eval_f64(self, x: f64) -> Option<f64> {
         let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
+        let sigmoid = |x: f64| {
+            if x >= 0.0 {
+                1.0 / (1.0 + (-x).exp())
+            } else {
+                x.exp() / (1.0 + x.exp())
+            }
+        };
         let expm1 = f64::exp_m1;
         Some(match self {
             Elementwise::Math(f) => match f {
@@ -181,8 +197,7 @@ impl Elementwise {
                 _ => return None,
             },
             Elementwise::Composite(a) => match a {
-                Activation::Sigmoid if x >= 0.0 => 1.0 / (1.0 + (-x).exp()),
-                Activation::Sigmoid => x.exp() / (1.0 + x.exp()),
+                Activation::Sigmoid => sigmoid(x),
                 Activation::Softplus => softplus(x),
                 Activation::Mish => x * softplus(x).tanh(),
                 Activation::GeluTanh => {
@@ -202,6 +217,7 @@ impl Elementwise {
                 Activation::Elu { .. } | Activation::Celu { .. } => x,
                 Activation::GeluErf | Activation::RsqrtFormula => return None,
             },
+            Elementwise::Swish { alpha } => x * sigmoid(alpha as f64 * x),
             _ => self.piecewise(x)?,
         })
     }

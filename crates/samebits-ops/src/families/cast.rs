@@ -17,6 +17,9 @@
 //!   once with the `saturate` attribute (default 1), to float8 e8m0 by `round_mode` (default
 //!   `up`), as `samebits_ir::small_types` states; to a 4-/2-bit integer: the integer (a float
 //!   truncated toward zero, NaN → 0) wrapped to the low bits.
+//!
+//! BitCast reinterprets the little-endian bytes of each element as the target dtype of the same
+//! width (no conversion, so no rounding); string tensors and width changes are errors.
 
 use crate::registry::Registry;
 use crate::{Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
@@ -38,6 +41,10 @@ pub fn register(r: &mut Registry) {
             to: None,
             rules: CastRules::of(&NodeArgs::new(ctx.node))?,
         }))
+    });
+    r.register("", "BitCast", |ctx| {
+        let to = onnx_dtype(NodeArgs::new(ctx.node).req_int("to")?, "to")?;
+        Ok(Box::new(BitCast { to }))
     });
 }
 
@@ -412,4 +419,42 @@ pub fn cast_tensor_with(t: &Tensor, to: DType, rules: CastRules) -> Result<Tenso
         let out: Vec<D> = values.into_iter().map(D::from_number).collect();
         Ok(Tensor::from_vec(shape, out)?)
     }, else unreachable!("string and bool targets handled above"))
+}
+
+/// BitCast: the same bytes read as `to`, element by element.
+#[derive(Debug)]
+struct BitCast {
+    to: DType,
+}
+
+impl Op for BitCast {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let shape = inputs
+            .first()
+            .cloned()
+            .flatten()
+            .and_then(|t| t.shape().cloned());
+        Ok(vec![Some(ValueType::tensor(self.to, shape))])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        let from = x.dtype();
+        if from == DType::String || self.to == DType::String {
+            bail!(
+                "BitCast from {from} to {}: string tensors have no bits",
+                self.to
+            );
+        }
+        if from.size() != self.to.size() {
+            bail!(
+                "BitCast needs dtypes of one width, got {from} ({} bits) to {} ({} bits)",
+                from.size() * 8,
+                self.to,
+                self.to.size() * 8
+            );
+        }
+        let y = Tensor::from_le_bytes(self.to, x.shape().to_vec(), x.bytes()?)?;
+        Ok(vec![y.into()])
+    }
 }

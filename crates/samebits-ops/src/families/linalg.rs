@@ -1,4 +1,4 @@
-//! Linear algebra: MatMul, Gemm, MatMulInteger and Einsum.
+//! Linear algebra: MatMul, Gemm, MatMulInteger, Einsum and Det.
 //!
 //! f32, f16 and bf16 products run on the canonical GEMM of `samebits-kernels` (contract sections
 //! `gemm` and `gemm-epilogue`); f16 / bf16 results are rounded once at the store. f64 and integer
@@ -6,7 +6,9 @@
 //! `fma` chains from zero, partials folded left to right), integer arithmetic wrapping.
 //! Einsum follows contract section `einsum`: two-operand forms without diagonals or one-sided
 //! sums run on the GEMM, every other form in the general loop, which computes the same thing.
+//! Det is Gaussian elimination with partial pivoting in the fixed order of contract section `det`.
 
+use super::numeric::{Real, with_real_type};
 use crate::broadcast::{broadcast_shapes, broadcast_strides, strides};
 use crate::registry::Registry;
 use crate::staging::{f32_values, is_f32_staged, known_dtype, known_shape, store_f32, tensor_type};
@@ -21,6 +23,7 @@ pub fn register(r: &mut Registry) {
     r.register("", "Gemm", gemm_op);
     r.register("", "MatMulInteger", |_| Ok(Box::new(MatMulInteger)));
     r.register("", "Einsum", einsum_op);
+    r.register("", "Det", |_| Ok(Box::new(Det)));
 }
 
 /// Element types whose products run outside the GEMM, in the canonical order in their own
@@ -941,5 +944,70 @@ impl Op for Einsum {
             }, else unsupported!("Einsum on {dtype}"))
         };
         Ok(vec![out.into()])
+    }
+}
+
+/// Det of the trailing `[M, M]` matrices (contract: det).
+#[derive(Debug)]
+struct Det;
+
+/// The determinant of the row-major `m x m` matrix `a` (overwritten): for each column `k`, the
+/// pivot is the first row `r >= k` with the largest `|a[r][k]|`; a zero pivot gives `0`; rows
+/// are swapped (negating the sign) and each row `i > k` becomes
+/// `a[i][j] - (a[i][k] / a[k][k]) * a[k][j]` for `j > k`, every operation rounded, no `fma`.
+/// The result is the diagonal multiplied left to right from the sign (`+1` or `-1`).
+fn determinant<R: Real>(a: &mut [R], m: usize) -> R {
+    let mut det = R::ONE;
+    for k in 0..m {
+        let pivot = (k..m).fold(k, |best, r| {
+            if a[r * m + k].abs() > a[best * m + k].abs() {
+                r
+            } else {
+                best
+            }
+        });
+        if a[pivot * m + k] == R::ZERO {
+            return R::ZERO;
+        }
+        if pivot != k {
+            for j in 0..m {
+                a.swap(k * m + j, pivot * m + j);
+            }
+            det = -det;
+        }
+        for i in k + 1..m {
+            let factor = a[i * m + k] / a[k * m + k];
+            for j in k + 1..m {
+                a[i * m + j] = a[i * m + j] - factor * a[k * m + j];
+            }
+        }
+    }
+    (0..m).fold(det, |d, k| d * a[k * m + k])
+}
+
+impl Det {
+    fn eval_as<R: Real>(&self, x: &Tensor) -> Result<Tensor> {
+        let shape = x.shape();
+        let m = shape[shape.len() - 1];
+        let mut data = R::read(x, "input 0")?.into_owned();
+        let dets: Vec<R> = if m == 0 {
+            vec![R::ONE; shape[..shape.len() - 2].iter().product()]
+        } else {
+            data.chunks_mut(m * m).map(|a| determinant(a, m)).collect()
+        };
+        R::store(x.dtype(), shape[..shape.len() - 2].to_vec(), dets)
+    }
+}
+
+impl Op for Det {
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        let shape = x.shape();
+        if shape.len() < 2 || shape[shape.len() - 1] != shape[shape.len() - 2] {
+            bail!("input 0 must be [..., M, M] square matrices, got shape {shape:?}");
+        }
+        let y = with_real_type!(x.dtype(), R => self.eval_as::<R>(x)?,
+            else unsupported!("Det of {} tensors", x.dtype()));
+        Ok(vec![y.into()])
     }
 }

@@ -10,15 +10,18 @@ mod elementwise;
 mod generators;
 mod indexing;
 mod linalg;
+mod loss;
 mod normalization;
 mod numeric;
 mod optional;
 mod pool;
 mod quantize;
+mod random;
 mod reduce;
 mod resize;
 mod sequence;
 mod shape;
+mod signal;
 mod softmax;
 mod string;
 
@@ -45,6 +48,9 @@ pub fn register_all(r: &mut Registry) {
     conv::register(r);
     pool::register(r);
     resize::register(r);
+    random::register(r);
+    loss::register(r);
+    signal::register(r);
 }
 
 /// The dtype of input `i`, when known.

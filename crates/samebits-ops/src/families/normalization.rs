@@ -1,11 +1,13 @@
 //! Normalizations: LayerNormalization, RMSNormalization, BatchNormalization,
-//! InstanceNormalization, GroupNormalization, LpNormalization and MeanVarianceNormalization.
+//! InstanceNormalization, GroupNormalization, LpNormalization, MeanVarianceNormalization and
+//! LRN (local response normalization across channels).
 //!
 //! Each op evaluates the formula written for it in docs/contract.md, section `normalization`:
 //! statistics are canonical sums and dot products over one row of the normalized elements
 //! (`canonical-sum`), every other step one IEEE operation in the written order. Rows are
 //! independent, so a row's bits do not depend on the batch size or the thread count.
 
+use super::activation::pow_f32;
 use super::numeric::{Layout, Real, normalize_axes, permute, with_real_type};
 use crate::broadcast::{broadcast_shapes, expand};
 use crate::registry::Registry;
@@ -33,6 +35,7 @@ pub fn register(r: &mut Registry) {
     });
     r.register("", "LpNormalization", LpNorm::build);
     r.register("", "MeanVarianceNormalization", Mvn::build);
+    r.register("", "LRN", Lrn::build);
 }
 
 /// Rows of `len` elements processed in parallel: `f(row_index, row_out)`.
@@ -429,6 +432,64 @@ impl Op for LpNorm {
         let y = with_real_type!(x.dtype(), R => self.eval_as::<R>(x)?,
             else unsupported!("LpNormalization of {} tensors", x.dtype()));
         Ok(vec![y.into()])
+    }
+}
+
+/// LRN: `y = x / (bias + (alpha / size) * sq) ^ beta`, `sq` the canonical sum of squares of
+/// the channels `c - (size - 1) / 2 ..= c + size / 2` that exist, at the same image and
+/// position (contract: normalization, LRN).
+#[derive(Debug)]
+struct Lrn {
+    alpha: f32,
+    beta: f32,
+    bias: f32,
+    size: usize,
+}
+
+impl Lrn {
+    fn build(ctx: &BuildContext) -> Result<Box<dyn Op>> {
+        let args = NodeArgs::new(ctx.node);
+        let size = args.req_int("size")?;
+        if size < 1 {
+            bail!("attribute \"size\" must be at least 1, got {size}");
+        }
+        Ok(Box::new(Lrn {
+            alpha: args.float_or("alpha", 1e-4)?,
+            beta: args.float_or("beta", 0.75)?,
+            bias: args.float_or("bias", 1.0)?,
+            size: size as usize,
+        }))
+    }
+}
+
+impl Op for Lrn {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        Ok(vec![inputs.first().cloned().flatten()])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        if x.dtype() == DType::F64 {
+            unsupported!("LRN of f64 tensors");
+        }
+        let (_, c, len) = nc_dims(x)?;
+        let data = f32::read(x, "input 0")?;
+        let scale = self.alpha / self.size as f32;
+        let (below, above) = ((self.size - 1) / 2, self.size / 2);
+        let mut out = vec![0.0f32; data.len()];
+        for_each_row(&mut out, c * len, |image, block| {
+            let src = &data[image * c * len..(image + 1) * c * len];
+            for ch in 0..c {
+                let (first, end) = (ch.saturating_sub(below), (ch + above + 1).min(c));
+                for j in 0..len {
+                    let window = &src[first * len + j..];
+                    let sq = f32::dot_strided(window, len, window, len, end - first);
+                    let base = self.bias + scale * sq;
+                    block[ch * len + j] = src[ch * len + j] / pow_f32(base, self.beta);
+                }
+            }
+        });
+        Ok(vec![f32::store(x.dtype(), x.shape().to_vec(), out)?.into()])
     }
 }
 

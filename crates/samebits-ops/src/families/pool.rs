@@ -1,5 +1,6 @@
-//! Pooling: MaxPool (with its optional Indices output), AveragePool, LpPool and the global
-//! forms GlobalMaxPool, GlobalAveragePool, GlobalLpPool.
+//! Pooling: MaxPool (with its optional Indices output), AveragePool, LpPool, the global
+//! forms GlobalMaxPool, GlobalAveragePool, GlobalLpPool, and MaxUnpool (MaxPool's inverse
+//! scatter: an exact element move).
 //!
 //! Max and average pooling run `pool_f32` / `global_pool_f32` of `samebits-kernels` (contract
 //! section `pool`). MaxPool's Indices and LpPool walk the same windows here: a window's taps in
@@ -9,6 +10,7 @@
 
 use std::borrow::Cow;
 
+use crate::layout::{Movable, MoveKernel, move_elements};
 use crate::registry::Registry;
 use crate::spatial::{SpatialAttrs, check_windows_fit};
 use crate::staging::{f32_values, known_dtype, known_shape, store_f32, tensor_type};
@@ -18,6 +20,7 @@ use samebits_ir::{DType, Tensor, Value, ValueType};
 use samebits_kernels::{PoolGeometry, PoolKind, canonical_dot, global_pool_f32, pool_f32};
 
 pub fn register(r: &mut Registry) {
+    r.register("", "MaxUnpool", MaxUnpool::build);
     r.register("", "MaxPool", |ctx| pool(ctx, "MaxPool", WindowOp::Max));
     r.register("", "AveragePool", |ctx| {
         let include = NodeArgs::new(ctx.node).int_or("count_include_pad", 0)? != 0;
@@ -374,5 +377,127 @@ impl Op for GlobalPool {
             WindowOp::Lp(_) => {}
         }
         Ok(vec![pool_output(x.dtype(), shape, out)?.into()])
+    }
+}
+
+/// MaxUnpool: a zero tensor of the unpooled shape (per spatial axis
+/// `(in - 1) * stride - pad_begin - pad_end + kernel`) with `X[k]` written at the flat index
+/// `indices[k]`, in the order of `k` (a repeated index keeps the last element); with
+/// `output_shape` (input 2), that tensor is then zero-padded at the end of each axis to it (as
+/// ONNX's reference and test data do).
+#[derive(Debug)]
+struct MaxUnpool {
+    kernel: Vec<i64>,
+    strides: Vec<i64>,
+    pads: Vec<i64>,
+}
+
+impl MaxUnpool {
+    fn build(ctx: &BuildContext) -> Result<Box<dyn Op>> {
+        let args = NodeArgs::new(ctx.node);
+        let kernel = args
+            .ints("kernel_shape")?
+            .ok_or_else(|| crate::OpError::Invalid("missing attribute \"kernel_shape\"".into()))?;
+        let strides = args.ints_or("strides", vec![1; kernel.len()])?;
+        let pads = args.ints_or("pads", vec![0; 2 * kernel.len()])?;
+        if strides.len() != kernel.len() || pads.len() != 2 * kernel.len() {
+            bail!("strides {strides:?} and pads {pads:?} do not fit kernel_shape {kernel:?}");
+        }
+        Ok(Box::new(MaxUnpool {
+            kernel,
+            strides,
+            pads,
+        }))
+    }
+
+    /// The output shape without `output_shape`.
+    fn inferred_shape(&self, x: &[usize]) -> Result<Vec<usize>> {
+        let spatial = self.kernel.len();
+        if x.len() != spatial + 2 {
+            bail!("input 0 (X) has shape {x:?}; kernel_shape names {spatial} spatial axes");
+        }
+        let mut shape = x[..2].to_vec();
+        for d in 0..spatial {
+            let len =
+                (x[d + 2] as i64 - 1) * self.strides[d] - self.pads[d] - self.pads[d + spatial]
+                    + self.kernel[d];
+            if len < 0 {
+                bail!("spatial axis {d} of the output would have negative length {len}");
+            }
+            shape.push(len as usize);
+        }
+        Ok(shape)
+    }
+}
+
+/// Scatters the elements of input 0 to `targets` in a zero tensor of the unpooled shape, then
+/// places it at the start of a zero tensor of `padded` shape.
+struct UnpoolKernel {
+    targets: Vec<usize>,
+    unpooled: Vec<usize>,
+    padded: Vec<usize>,
+}
+
+impl MoveKernel for UnpoolKernel {
+    fn run<E: Movable>(&self, inputs: &[&[E]]) -> Result<Vec<E>> {
+        let out_strides = crate::broadcast::strides(&self.padded);
+        let in_strides = crate::broadcast::strides(&self.unpooled);
+        let mut out = vec![E::default(); self.padded.iter().product()];
+        for (v, &t) in inputs[0].iter().zip(&self.targets) {
+            let at: usize = in_strides
+                .iter()
+                .zip(&out_strides)
+                .zip(&self.unpooled)
+                .map(|((&is, &os), &n)| (t / is) % n * os)
+                .sum();
+            out[at] = v.clone();
+        }
+        Ok(out)
+    }
+}
+
+impl Op for MaxUnpool {
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        let indices = inputs.ints(1, "I")?;
+        if indices.len() != x.numel() {
+            bail!(
+                "input 1 (I) holds {} indices for the {} elements of X",
+                indices.len(),
+                x.numel()
+            );
+        }
+        let unpooled = self.inferred_shape(x.shape())?;
+        let padded = match inputs.opt_ints(2, "output_shape")? {
+            Some(s) => {
+                let fits = s.len() == unpooled.len()
+                    && s.iter().zip(&unpooled).all(|(&d, &u)| d >= u as i64);
+                if !fits {
+                    bail!(
+                        "output_shape {s:?} must have rank {} and hold the unpooled shape {unpooled:?}",
+                        unpooled.len()
+                    );
+                }
+                s.iter().map(|&d| d as usize).collect()
+            }
+            None => unpooled.clone(),
+        };
+        let len: usize = unpooled.iter().product();
+        let targets = indices
+            .iter()
+            .map(|&i| match usize::try_from(i) {
+                Ok(t) if t < len => Ok(t),
+                _ => Err(crate::OpError::Invalid(format!(
+                    "index {i} is outside the {len} elements of the unpooled shape {unpooled:?}"
+                ))),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let kernel = UnpoolKernel {
+            targets,
+            unpooled,
+            padded: padded.clone(),
+        };
+        let y = move_elements(&[x], padded, &kernel)?;
+        Ok(vec![y.into()])
     }
 }

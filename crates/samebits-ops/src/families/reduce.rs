@@ -1,5 +1,5 @@
 //! Reductions: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2,
-//! ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax, ArgMin and CumSum.
+//! ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax, ArgMin, CumSum and CumProd.
 //!
 //! Every reduction views its input as `[outer, len, inner]` (contract section `reduce-axes`:
 //! several reduced axes are one reduction over the row-major order of the reduced index tuple)
@@ -38,7 +38,8 @@ pub fn register(r: &mut Registry) {
     });
     r.register("", "ArgMax", |ctx| ArgReduce::build(ctx, ArgKind::ArgMax));
     r.register("", "ArgMin", |ctx| ArgReduce::build(ctx, ArgKind::ArgMin));
-    r.register("", "CumSum", CumSum::build);
+    r.register("", "CumSum", |ctx| Cumulative::build(ctx, false));
+    r.register("", "CumProd", |ctx| Cumulative::build(ctx, true));
 }
 
 /// Reductions along the middle axis in the canonical order, per element type: f32 on the
@@ -409,25 +410,37 @@ impl Op for ArgReduce {
     }
 }
 
-/// CumSum: each output is the running sum `s = s + x_k` in index order (reversed with
-/// `reverse`), starting at the first term, or at `0` before it with `exclusive`.
+/// CumSum and CumProd: each output is the running sum `s = s + x_k` (product `s = s * x_k`)
+/// in index order (reversed with `reverse`), starting at the first term, or at `0` (`1`) before
+/// it with `exclusive`.
 #[derive(Debug)]
-struct CumSum {
+struct Cumulative {
+    product: bool,
     exclusive: bool,
     reverse: bool,
 }
 
-impl CumSum {
-    fn build(ctx: &BuildContext) -> Result<Box<dyn Op>> {
+impl Cumulative {
+    fn build(ctx: &BuildContext, product: bool) -> Result<Box<dyn Op>> {
         let args = NodeArgs::new(ctx.node);
-        Ok(Box::new(CumSum {
+        Ok(Box::new(Cumulative {
+            product,
             exclusive: args.int_or("exclusive", 0)? != 0,
             reverse: args.int_or("reverse", 0)? != 0,
         }))
     }
 
+    fn name(&self) -> &'static str {
+        if self.product { "CumProd" } else { "CumSum" }
+    }
+
     fn running_sums<T: Num>(&self, data: &[T], (outer, len, inner): Dims) -> Vec<T> {
-        let mut out = vec![T::ZERO; data.len()];
+        let (empty, combine): (T, fn(T, T) -> T) = if self.product {
+            (T::ONE, Num::mul)
+        } else {
+            (T::ZERO, Num::add)
+        };
+        let mut out = vec![empty; data.len()];
         for o in 0..outer {
             for i in 0..inner {
                 let at = |k: usize| (o * len + k) * inner + i;
@@ -436,10 +449,10 @@ impl CumSum {
                     let k = if self.reverse { len - 1 - step } else { step };
                     let next = match sum {
                         None => data[at(k)],
-                        Some(s) => s.add(data[at(k)]),
+                        Some(s) => combine(s, data[at(k)]),
                     };
                     out[at(k)] = if self.exclusive {
-                        sum.unwrap_or(T::ZERO)
+                        sum.unwrap_or(empty)
                     } else {
                         next
                     };
@@ -451,7 +464,7 @@ impl CumSum {
     }
 }
 
-impl Op for CumSum {
+impl Op for Cumulative {
     fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
         Ok(vec![inputs.first().cloned().flatten()])
     }
@@ -472,7 +485,7 @@ impl Op for CumSum {
         let dims = Layout::new(x.shape(), &[axis]).dims;
         let dtype = x.dtype();
         if dtype == DType::Bool {
-            unsupported!("CumSum of bool tensors");
+            unsupported!("{} of bool tensors", self.name());
         }
         let out = with_reduce_type!(x, T, data, store => {
             store(x.shape().to_vec(), self.running_sums::<T>(&data, dims))?

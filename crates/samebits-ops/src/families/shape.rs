@@ -1,8 +1,9 @@
 //! Shape ops: ops that rearrange elements without computing with them (Reshape, Squeeze,
-//! Unsqueeze, Flatten, Expand, Transpose, Concat, Split, Tile, Pad, DepthToSpace, SpaceToDepth)
-//! and ops that report shapes (Shape, Size). They work on every dtype: reshapes share the input's
-//! bytes, and every other op is a [`StridedView`] or a [`MoveKernel`] run by the generic element
-//! mover in `layout.rs`. Moves are exact, so these ops are reproducible by construction.
+//! Unsqueeze, Flatten, Expand, Transpose, Concat, Split, Tile, Pad, CenterCropPad,
+//! DepthToSpace, SpaceToDepth) and ops that report shapes (Shape, Size). They work on every
+//! dtype: reshapes share the input's bytes, and every other op is a [`StridedView`] or a
+//! [`MoveKernel`] run by the generic element mover in `layout.rs`. Moves are exact, so these
+//! ops are reproducible by construction.
 
 use super::{input_dtype, output_of};
 use crate::broadcast::{broadcast_shapes, broadcast_strides};
@@ -36,6 +37,10 @@ pub fn register(r: &mut Registry) {
     r.register("", "Split", split);
     r.register("", "Tile", |_| Ok(Box::new(Tile)));
     r.register("", "Pad", pad);
+    r.register("", "CenterCropPad", |ctx| {
+        let axes = NodeArgs::new(ctx.node).ints("axes")?;
+        Ok(Box::new(CenterCropPad { axes }))
+    });
     r.register("", "DepthToSpace", depth_to_space);
     r.register("", "SpaceToDepth", |ctx| {
         Ok(Box::new(SpaceToDepth(block_size(ctx)?)))
@@ -684,6 +689,59 @@ impl Op for Pad {
             None => move_elements(&[x], out_shape, &kernel),
         };
         Ok(vec![out?.into()])
+    }
+}
+
+/// CenterCropPad: each listed axis is cropped or zero-padded to its target length, centered;
+/// an odd difference puts the extra element at the end (ONNX's reference slicing).
+#[derive(Debug)]
+struct CenterCropPad {
+    /// The axes `shape` lists, all of them when absent.
+    axes: Option<Vec<i64>>,
+}
+
+impl Op for CenterCropPad {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        same_dtype(inputs)
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        let target = dims_from(&inputs.ints(1, "shape")?, "input 1 (shape)")?;
+        let axes = match &self.axes {
+            Some(a) => normalize_axes(a, x.rank(), "attribute \"axes\"")?,
+            None => (0..x.rank()).collect(),
+        };
+        if target.len() != axes.len() {
+            bail!(
+                "input 1 (shape) holds {} lengths for {} axes",
+                target.len(),
+                axes.len()
+            );
+        }
+        let mut per_axis = vec![(0i64, 0i64); x.rank()];
+        for (&a, &want) in axes.iter().zip(&target) {
+            let (n, want) = (x.shape()[a] as i64, want as i64);
+            let before = if want >= n {
+                (want - n) / 2
+            } else {
+                -((n - want) / 2)
+            };
+            per_axis[a] = (before, want - n - before);
+        }
+        let maps = x
+            .shape()
+            .iter()
+            .zip(&per_axis)
+            .map(|(&n, &(b, e))| pad_axis_map(n, b, e, PadMode::Constant))
+            .collect::<Result<Vec<_>>>()?;
+        let out_shape: Vec<usize> = maps.iter().map(Vec::len).collect();
+        let kernel = PadKernel {
+            in_strides: crate::broadcast::strides(x.shape()),
+            maps,
+            fill_from_input: false,
+        };
+        Ok(vec![move_elements(&[x], out_shape, &kernel)?.into()])
     }
 }
 
