@@ -21,5 +21,6 @@ pub mod registry;
 
 pub use args::{NodeArgs, normalize_axis};
 pub use error::{OpError, Result};
+pub use families::softmax_f32;
 pub use op::{BuildContext, Inputs, InputsExt, Op, OperationSet};
 pub use plan::{Plan, RunOptions, StepObserver, free_variables, topological_order};

@@ -7,6 +7,7 @@ mod cast;
 mod control_flow;
 mod elementwise;
 mod generators;
+mod gguf_matmul;
 mod indexing;
 mod normalization;
 mod numeric;
@@ -17,6 +18,8 @@ mod sequence;
 mod shape;
 mod softmax;
 mod string;
+
+pub use softmax::softmax_f32;
 
 use crate::registry::Registry;
 use samebits_ir::{DType, ValueType};
@@ -37,6 +40,7 @@ pub fn register_all(r: &mut Registry) {
     softmax::register(r);
     activation::register(r);
     attention::register(r);
+    gguf_matmul::register(r);
 }
 
 /// The dtype of input `i`, when known.
