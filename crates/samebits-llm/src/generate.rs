@@ -67,9 +67,12 @@ pub fn generate(
     let mut logits = llm.forward(&prompt_tokens, &mut cache)?;
     let prefill_time = start.elapsed();
     let start = Instant::now();
-    let budget = options
-        .max_tokens
-        .min(llm.config.context_length.saturating_sub(prompt_tokens.len()) + 1);
+    let budget = options.max_tokens.min(
+        llm.config
+            .context_length
+            .saturating_sub(prompt_tokens.len())
+            + 1,
+    );
     for step in 0..budget {
         let last = &logits[logits.len() - vocab..];
         chain.push(last);

@@ -28,7 +28,9 @@
 use crate::weights::{self, MatrixWeight};
 use crate::{LlmError, Result};
 use samebits_gguf::{GgufFile, GgufTokenizer, ModelConfig};
-use samebits_ir::{Attribute, DType, Dim, Graph, Node, OpsetImports, Shape, Tensor, Value, ValueInfo, ValueType};
+use samebits_ir::{
+    Attribute, DType, Dim, Graph, Node, OpsetImports, Shape, Tensor, Value, ValueInfo, ValueType,
+};
 use samebits_ops::{OperationSet, Plan, RunOptions};
 use std::path::{Path, PathBuf};
 
@@ -155,7 +157,13 @@ impl GraphBuilder {
     }
 
     /// One-output ONNX node named `out`.
-    fn onnx(&mut self, op_type: &str, inputs: &[&str], out: &str, attributes: &[(&str, Attribute)]) -> String {
+    fn onnx(
+        &mut self,
+        op_type: &str,
+        inputs: &[&str],
+        out: &str,
+        attributes: &[(&str, Attribute)],
+    ) -> String {
         self.node(("", op_type), inputs, &[out], attributes);
         out.to_string()
     }
@@ -182,14 +190,24 @@ impl GraphBuilder {
         Ok(out.to_string())
     }
 
-    fn rms_norm(&mut self, file: &GgufFile, x: &str, name: &str, eps: f32, out: &str) -> Result<String> {
+    fn rms_norm(
+        &mut self,
+        file: &GgufFile,
+        x: &str,
+        name: &str,
+        eps: f32,
+        out: &str,
+    ) -> Result<String> {
         let scale = weights::vector(file, name)?;
         self.initializer(name, scale);
         Ok(self.onnx(
             "RMSNormalization",
             &[x, name],
             out,
-            &[("axis", Attribute::Int(-1)), ("epsilon", Attribute::Float(eps))],
+            &[
+                ("axis", Attribute::Int(-1)),
+                ("epsilon", Attribute::Float(eps)),
+            ],
         ))
     }
 }
@@ -239,8 +257,16 @@ fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)
             Dim::Known(c.head_dim),
         ]
     };
-    b.graph.inputs.push(tensor_info("input_ids", DType::I64, vec![Dim::Known(1), seq()]));
-    b.graph.inputs.push(tensor_info("position_ids", DType::I64, vec![Dim::Known(1), seq()]));
+    b.graph.inputs.push(tensor_info(
+        "input_ids",
+        DType::I64,
+        vec![Dim::Known(1), seq()],
+    ));
+    b.graph.inputs.push(tensor_info(
+        "position_ids",
+        DType::I64,
+        vec![Dim::Known(1), seq()],
+    ));
     b.graph.outputs.push(tensor_info(
         "logits",
         DType::F32,
@@ -267,10 +293,18 @@ fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)
         let val = |n: &str| format!("l{i}.{n}");
         let (past_k, past_v) = (format!("past_key_{i}"), format!("past_value_{i}"));
         let (present_k, present_v) = (format!("present_key_{i}"), format!("present_value_{i}"));
-        b.graph.inputs.push(tensor_info(&past_k, DType::F32, cache_dims("past")));
-        b.graph.inputs.push(tensor_info(&past_v, DType::F32, cache_dims("past")));
-        b.graph.outputs.push(tensor_info(&present_k, DType::F32, cache_dims("total")));
-        b.graph.outputs.push(tensor_info(&present_v, DType::F32, cache_dims("total")));
+        b.graph
+            .inputs
+            .push(tensor_info(&past_k, DType::F32, cache_dims("past")));
+        b.graph
+            .inputs
+            .push(tensor_info(&past_v, DType::F32, cache_dims("past")));
+        b.graph
+            .outputs
+            .push(tensor_info(&present_k, DType::F32, cache_dims("total")));
+        b.graph
+            .outputs
+            .push(tensor_info(&present_v, DType::F32, cache_dims("total")));
 
         let h = b.rms_norm(file, &x, &blk("attn_norm"), eps, &val("attn_in"))?;
         let q = b.matmul(file, &h, &blk("attn_q"), &val("q"))?;

@@ -10,7 +10,7 @@
 //! for bit), then checks each step's hash and that its token follows from its logits.
 
 use crate::sampling::{SamplingOptions, sample};
-use crate::{Generation, GenerateOptions, Llm, LlmError, Result, prompt_tokens};
+use crate::{GenerateOptions, Generation, Llm, LlmError, Result, prompt_tokens};
 use samebits_ops::OperationSet;
 use samebits_runtime::hashing::{hex, sha256_file};
 use samebits_runtime::receipt::{FileRecord, portable_path};
@@ -195,7 +195,10 @@ pub fn verify(path: &Path) -> Result<GenerationCheck> {
     if actual != receipt.model.sha256 {
         return Err(unusable(
             &model_path,
-            format!("model sha256 is {actual}, the receipt records {}", receipt.model.sha256),
+            format!(
+                "model sha256 is {actual}, the receipt records {}",
+                receipt.model.sha256
+            ),
         ));
     }
     let llm = Llm::load(&model_path, receipt.options.operation_set)?;
@@ -207,7 +210,10 @@ pub fn verify(path: &Path) -> Result<GenerationCheck> {
     if prompt != receipt.prompt_tokens {
         return Ok(mismatch(
             None,
-            format!("the prompt tokenizes to {prompt:?}, the receipt records {:?}", receipt.prompt_tokens),
+            format!(
+                "the prompt tokenizes to {prompt:?}, the receipt records {:?}",
+                receipt.prompt_tokens
+            ),
         ));
     }
     let n = receipt.tokens.len();

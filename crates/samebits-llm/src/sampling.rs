@@ -35,13 +35,15 @@ impl Default for SamplingOptions {
 impl SamplingOptions {
     /// Errors name the option that is out of range.
     pub fn check(&self) -> Result<()> {
-        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+        let temperature_ok = self.temperature.is_finite() && self.temperature >= 0.0;
+        if !temperature_ok {
             return Err(LlmError::Usage(format!(
                 "--temperature must be a finite number >= 0, got {}",
                 self.temperature
             )));
         }
-        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+        let top_p_ok = self.top_p > 0.0 && self.top_p <= 1.0;
+        if !top_p_ok {
             return Err(LlmError::Usage(format!(
                 "--top-p must lie in (0, 1], got {}",
                 self.top_p
@@ -112,7 +114,15 @@ pub fn sample(logits: &[f32], options: &SamplingOptions, step: u64) -> u32 {
 /// The index of the largest logit, the lowest index on ties (contract: reduce-extrema).
 pub fn argmax(logits: &[f32]) -> u32 {
     let mut index = [0i64];
-    argreduce_f32(ArgKind::ArgMax, false, logits, 1, logits.len(), 1, &mut index);
+    argreduce_f32(
+        ArgKind::ArgMax,
+        false,
+        logits,
+        1,
+        logits.len(),
+        1,
+        &mut index,
+    );
     index[0] as u32
 }
 
@@ -155,7 +165,10 @@ mod tests {
         let draws: Vec<u32> = (0..50).map(|s| sample(&logits, &options, s)).collect();
         let again: Vec<u32> = (0..50).map(|s| sample(&logits, &options, s)).collect();
         assert_eq!(draws, again);
-        assert!(draws.iter().any(|&t| t != draws[0]), "sampling should vary: {draws:?}");
+        assert!(
+            draws.iter().any(|&t| t != draws[0]),
+            "sampling should vary: {draws:?}"
+        );
     }
 
     #[test]

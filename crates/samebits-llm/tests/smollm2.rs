@@ -34,7 +34,10 @@ fn load() -> Option<Llm> {
 #[test]
 fn prefill_and_decode_give_the_same_logits_bit_for_bit() {
     let Some(llm) = load() else { return };
-    let tokens = llm.tokenizer.encode("The capital of France is", true).unwrap();
+    let tokens = llm
+        .tokenizer
+        .encode("The capital of France is", true)
+        .unwrap();
     let tokens = &tokens[..tokens.len().min(6)];
     let vocab = llm.vocab_size();
     let prefill = llm.forward(tokens, &mut llm.new_cache()).unwrap();
@@ -64,7 +67,9 @@ struct Case {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 #[test]
@@ -75,7 +80,11 @@ fn greedy_tokens_and_logits_match_the_float64_reference() {
     let logits = samebits_runtime::tensor_file::read_npy(&fixture("reference_logits.npy")).unwrap();
     let logits = logits.as_slice::<f32>().unwrap();
     let vocab = llm.vocab_size();
-    let count = if std::env::var_os("SAMEBITS_LLM_FULL").is_some() { reference.cases.len() } else { 2 };
+    let count = if std::env::var_os("SAMEBITS_LLM_FULL").is_some() {
+        reference.cases.len()
+    } else {
+        2
+    };
     for (c, case) in reference.cases.iter().take(count).enumerate() {
         let prompt = llm.tokenizer.encode(&case.text, true).unwrap();
         assert_eq!(prompt, case.prompt_ids, "{:?}: prompt tokens", case.text);
@@ -83,14 +92,27 @@ fn greedy_tokens_and_logits_match_the_float64_reference() {
         let prefill = llm.forward(&prompt, &mut cache).unwrap();
         let last = &prefill[prefill.len() - vocab..];
         let expected = &logits[c * vocab..(c + 1) * vocab];
-        let max_diff = last.iter().zip(expected).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        let max_diff = last
+            .iter()
+            .zip(expected)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
         let max_ref = expected.iter().map(|b| b.abs()).fold(0f32, f32::max);
         let relative = max_diff / max_ref;
-        eprintln!("{:?}: logits max relative difference {relative:e}", case.text);
-        assert!(relative <= 1e-4, "{:?}: logits differ by {relative:e} relative", case.text);
+        eprintln!(
+            "{:?}: logits max relative difference {relative:e}",
+            case.text
+        );
+        assert!(
+            relative <= 1e-4,
+            "{:?}: logits differ by {relative:e} relative",
+            case.text
+        );
         let mut greedy = vec![argmax(last)];
         while greedy.len() < case.greedy_ids.len() {
-            let next = llm.forward(&greedy[greedy.len() - 1..], &mut cache).unwrap();
+            let next = llm
+                .forward(&greedy[greedy.len() - 1..], &mut cache)
+                .unwrap();
             greedy.push(argmax(&next));
         }
         assert_eq!(greedy, case.greedy_ids, "{:?}: greedy tokens", case.text);
@@ -105,10 +127,16 @@ fn generation_receipt_verifies_and_a_changed_token_is_caught() {
     let options = GenerateOptions {
         chat: false,
         max_tokens: 4,
-        sampling: SamplingOptions { temperature: 0.8, top_k: 40, top_p: 0.95, seed: 7 },
+        sampling: SamplingOptions {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            seed: 7,
+        },
     };
     let generation = generate(&llm, "Once upon a time", &options, |_| {}).unwrap();
-    let receipt = GenerationReceipt::new(&llm, "Once upon a time", &options, &generation, &path).unwrap();
+    let receipt =
+        GenerationReceipt::new(&llm, "Once upon a time", &options, &generation, &path).unwrap();
     receipt.write(&path).unwrap();
     let check = verify(&path).unwrap();
     assert_eq!(check.first_mismatch, None);

@@ -88,7 +88,10 @@ pub fn main(args: Args) -> Result<ExitCode> {
         "prefill: {} tokens in {:.3} s ({:.1} tok/s); decode: {} tokens in {:.3} s ({:.1} tok/s)",
         generation.prompt_tokens.len(),
         generation.prefill_time.as_secs_f64(),
-        per_second(generation.prompt_tokens.len(), generation.prefill_time.as_secs_f64()),
+        per_second(
+            generation.prompt_tokens.len(),
+            generation.prefill_time.as_secs_f64()
+        ),
         decoded,
         generation.decode_time.as_secs_f64(),
         per_second(decoded, generation.decode_time.as_secs_f64()),

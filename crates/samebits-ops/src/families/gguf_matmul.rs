@@ -80,7 +80,10 @@ impl QuantizedMatrix {
     fn blocks<'a>(&self, inputs: &'a Inputs, i: usize) -> Result<&'a [u8]> {
         let t = inputs.tensor(i)?;
         if t.dtype() != DType::U8 {
-            bail!("input {i} (quantized weight) must be uint8 blocks, is {}", t.dtype());
+            bail!(
+                "input {i} (quantized weight) must be uint8 blocks, is {}",
+                t.dtype()
+            );
         }
         let bytes = t.bytes()?;
         if bytes.len() != self.rows * self.row_bytes {
@@ -195,7 +198,9 @@ impl Op for GatherGguf {
             dequantize_row(w.ggml_type, row_blocks, out)
                 .map_err(|e| crate::OpError::Invalid(e.to_string()))?;
         }
-        Ok(vec![Tensor::from_vec(w.out_shape(indices.shape()), y)?.into()])
+        Ok(vec![
+            Tensor::from_vec(w.out_shape(indices.shape()), y)?.into(),
+        ])
     }
 }
 
@@ -206,7 +211,6 @@ mod tests {
     use samebits_ir::{Attribute, Node};
 
     fn node(op: &str, ggml_type: GgmlType, rows: usize, cols: usize) -> Node {
-        let int = |v: i64| Attribute::Int(v);
         Node {
             name: String::new(),
             op_type: op.into(),
@@ -214,9 +218,12 @@ mod tests {
             inputs: vec!["a".into(), "b".into()],
             outputs: vec!["y".into()],
             attributes: [
-                ("ggml_type".to_string(), int(ggml_type.id() as i64)),
-                ("rows".to_string(), int(rows as i64)),
-                ("cols".to_string(), int(cols as i64)),
+                (
+                    "ggml_type".to_string(),
+                    Attribute::Int(ggml_type.id() as i64),
+                ),
+                ("rows".to_string(), Attribute::Int(rows as i64)),
+                ("cols".to_string(), Attribute::Int(cols as i64)),
             ]
             .into_iter()
             .collect(),
@@ -250,7 +257,12 @@ mod tests {
     fn run(op: &dyn Op, a: Tensor, b: Tensor) -> Vec<f32> {
         let (a, b) = (Value::Tensor(a), Value::Tensor(b));
         let out = op.eval(&[Some(&a), Some(&b)]).unwrap();
-        out[0].as_tensor().unwrap().as_slice::<f32>().unwrap().to_vec()
+        out[0]
+            .as_tensor()
+            .unwrap()
+            .as_slice::<f32>()
+            .unwrap()
+            .to_vec()
     }
 
     #[test]
@@ -259,17 +271,31 @@ mod tests {
         let blocks = q8_0_blocks(rows, cols);
         let op = build(&node("MatMulGguf", GgmlType::Q8_0, rows, cols));
         let w = Tensor::from_vec(vec![blocks.len()], blocks.clone()).unwrap();
-        let x: Vec<f32> = (0..3 * cols).map(|i| ((i * 7919) % 97) as f32 / 13.0 - 3.5).collect();
-        let many = run(op.as_ref(), Tensor::from_vec(vec![3, cols], x.clone()).unwrap(), w.clone());
+        let x: Vec<f32> = (0..3 * cols)
+            .map(|i| ((i * 7919) % 97) as f32 / 13.0 - 3.5)
+            .collect();
+        let many = run(
+            op.as_ref(),
+            Tensor::from_vec(vec![3, cols], x.clone()).unwrap(),
+            w.clone(),
+        );
         let row_bytes = GgmlType::Q8_0.row_bytes(cols).unwrap();
         for m in 0..3 {
             let xm = &x[m * cols..(m + 1) * cols];
-            let one = run(op.as_ref(), Tensor::from_vec(vec![1, cols], xm.to_vec()).unwrap(), w.clone());
+            let one = run(
+                op.as_ref(),
+                Tensor::from_vec(vec![1, cols], xm.to_vec()).unwrap(),
+                w.clone(),
+            );
             for n in 0..rows {
                 let row = &blocks[n * row_bytes..(n + 1) * row_bytes];
                 let expected = dot_q_f32(GgmlType::Q8_0, row, xm).unwrap();
                 assert_eq!(one[n].to_bits(), expected.to_bits(), "one row, ({m}, {n})");
-                assert_eq!(many[m * rows + n].to_bits(), expected.to_bits(), "many rows, ({m}, {n})");
+                assert_eq!(
+                    many[m * rows + n].to_bits(),
+                    expected.to_bits(),
+                    "many rows, ({m}, {n})"
+                );
             }
         }
     }
