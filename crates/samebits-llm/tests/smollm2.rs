@@ -5,7 +5,7 @@
 //! - greedy continuations and last-prompt-position logits agree with the independent float64
 //!   reference of `tools/reference_forward.py` (fixtures in `tests/fixtures/`): tokens equal,
 //!   logits max |a - b| / max |b| <= 1e-4. Two prompts run by default; all five with
-//!   `SAMEBITS_LLM_FULL=1`;
+//!   `SAMEBITS_LLM_FULL=1`; the logits check says SKIPPED when `reference_logits.npy` is absent;
 //! - a generation receipt verifies, and one with a changed token is rejected at that step.
 
 use samebits_llm::receipt::{GenerationReceipt, verify};
@@ -77,8 +77,17 @@ fn greedy_tokens_and_logits_match_the_float64_reference() {
     let Some(llm) = load() else { return };
     let text = std::fs::read_to_string(fixture("reference_greedy.json")).unwrap();
     let reference: Reference = serde_json::from_str(&text).unwrap();
-    let logits = samebits_runtime::tensor_file::read_npy(&fixture("reference_logits.npy")).unwrap();
-    let logits = logits.as_slice::<f32>().unwrap();
+    // The last-prompt-position logits; absent when only the ids were recorded.
+    let logits_file = fixture("reference_logits.npy");
+    let logits = if logits_file.exists() {
+        let t = samebits_runtime::tensor_file::read_npy(&logits_file).unwrap();
+        Some(t.as_slice::<f32>().unwrap().to_vec())
+    } else {
+        let notice =
+            b"SKIPPED: logits comparison (tests/fixtures/reference_logits.npy not present)\n";
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), notice);
+        None
+    };
     let vocab = llm.vocab_size();
     let count = if std::env::var_os("SAMEBITS_LLM_FULL").is_some() {
         reference.cases.len()
@@ -91,23 +100,25 @@ fn greedy_tokens_and_logits_match_the_float64_reference() {
         let mut cache = llm.new_cache();
         let prefill = llm.forward(&prompt, &mut cache).unwrap();
         let last = &prefill[prefill.len() - vocab..];
-        let expected = &logits[c * vocab..(c + 1) * vocab];
-        let max_diff = last
-            .iter()
-            .zip(expected)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
-        let max_ref = expected.iter().map(|b| b.abs()).fold(0f32, f32::max);
-        let relative = max_diff / max_ref;
-        eprintln!(
-            "{:?}: logits max relative difference {relative:e}",
-            case.text
-        );
-        assert!(
-            relative <= 1e-4,
-            "{:?}: logits differ by {relative:e} relative",
-            case.text
-        );
+        if let Some(logits) = &logits {
+            let expected = &logits[c * vocab..(c + 1) * vocab];
+            let max_diff = last
+                .iter()
+                .zip(expected)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            let max_ref = expected.iter().map(|b| b.abs()).fold(0f32, f32::max);
+            let relative = max_diff / max_ref;
+            eprintln!(
+                "{:?}: logits max relative difference {relative:e}",
+                case.text
+            );
+            assert!(
+                relative <= 1e-4,
+                "{:?}: logits differ by {relative:e} relative",
+                case.text
+            );
+        }
         let mut greedy = vec![argmax(last)];
         while greedy.len() < case.greedy_ids.len() {
             let next = llm
