@@ -23,6 +23,7 @@ const EXAMPLES: &str = "\
 Examples:
   samebits run model.onnx --input x=x.npy --out out/ --receipt run.json
   samebits verify run.json
+  samebits generate --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt \"The capital of France is\" --receipt gen.json
   samebits compile model.onnx --artifacts-dir build/ 
   samebits bench model.onnx --input-shape x=1,3,640,640 --runs 20";
 
@@ -31,6 +32,7 @@ enum Command {
     Run(commands::run::Args),
     Compile(commands::compile::Args),
     Verify(commands::verify::Args),
+    Generate(commands::generate::Args),
     Bench(commands::bench::Args),
     Conformance(commands::conformance::Args),
 }
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::main(args),
         Command::Compile(args) => commands::compile::main(args),
         Command::Verify(args) => commands::verify::main(args),
+        Command::Generate(args) => commands::generate::main(args),
         Command::Bench(args) => commands::bench::main(args),
         Command::Conformance(args) => commands::conformance::main(args),
     };

@@ -84,6 +84,17 @@ impl QuantizedTensor {
         &self.source.bytes()[self.offset..self.offset + self.len]
     }
 
+    /// The raw blocks as a 1-D `u8` IR tensor viewing the same bytes (no copy).
+    pub fn blocks_tensor(&self) -> Result<Tensor> {
+        Ok(Tensor::from_source(
+            DType::U8,
+            vec![self.len],
+            self.source.clone(),
+            self.offset,
+            self.len,
+        )?)
+    }
+
     /// Elements per row.
     pub fn row_len(&self) -> usize {
         self.shape.last().copied().unwrap_or(1)

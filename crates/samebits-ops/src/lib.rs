@@ -23,5 +23,6 @@ mod staging;
 
 pub use args::{NodeArgs, normalize_axis};
 pub use error::{OpError, Result};
+pub use families::softmax_f32;
 pub use op::{BuildContext, Inputs, InputsExt, Op, OperationSet};
 pub use plan::{Plan, RunOptions, StepObserver, free_variables, node_captures, topological_order};

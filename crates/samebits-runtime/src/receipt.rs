@@ -47,7 +47,7 @@ pub struct Receipt {
 }
 
 /// A path as the receipt stores it: relative to `base` when it lies under it, else absolute.
-fn portable_path(path: &Path, base: &Path) -> String {
+pub fn portable_path(path: &Path, base: &Path) -> String {
     let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
     match abs.strip_prefix(&base) {

@@ -1,26 +1,49 @@
-//! `samebits verify`: re-run a receipt on this machine and compare every output hash.
-//! Exit 0: all outputs match; 1: some output differs; 2: the receipt or its files are unusable.
+//! `samebits verify`: re-run a receipt on this machine and compare its hashes. Run receipts
+//! (`samebits run`) compare every output; generation receipts (`samebits generate`) recompute
+//! every step's logits in one prefill pass and check their hashes and the sampled tokens.
+//! Exit 0: all match; 1: something differs; 2: the receipt or its files are unusable.
 
 use anyhow::Result;
+use samebits_llm::receipt as generation_receipt;
 use samebits_runtime::receipt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Re-run a receipt here and check the outputs bit for bit.
+/// Re-run a receipt here and check it bit for bit.
 ///
-/// Exit status: 0 when every output hash matches, 1 when any differs (each output is reported),
-/// 2 when the receipt, the model or an input file is missing, corrupt or has another hash.
+/// A run receipt: every output hash is compared. A generation receipt: the prompt and all
+/// generated tokens are run through the model in ONE prefill pass; each step's logits hash must
+/// equal the receipt's, in order, and each recorded token must be the one the sampling rule picks
+/// from those logits (the first step that differs is named).
+///
+/// Exit status: 0 when everything matches, 1 when anything differs, 2 when the receipt, the model
+/// or an input file is missing, corrupt or has another hash.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The receipt written by `samebits run --receipt`.
+    /// The receipt written by `samebits run --receipt` or `samebits generate --receipt`.
     receipt: PathBuf,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
-    let v = match receipt::verify(&args.receipt) {
+    let text = match std::fs::read_to_string(&args.receipt) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", args.receipt.display());
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if generation_receipt::is_generation_receipt(&text) {
+        verify_generation(&args.receipt)
+    } else {
+        verify_run(&args.receipt)
+    }
+}
+
+fn verify_run(path: &Path) -> Result<ExitCode> {
+    let v = match receipt::verify(path) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("error: cannot verify {}: {e}", args.receipt.display());
+            eprintln!("error: cannot verify {}: {e}", path.display());
             return Ok(ExitCode::from(2));
         }
     };
@@ -37,5 +60,35 @@ pub fn main(args: Args) -> Result<ExitCode> {
     } else {
         println!("NOT verified: outputs differ from the receipt");
         Ok(ExitCode::from(1))
+    }
+}
+
+fn verify_generation(path: &Path) -> Result<ExitCode> {
+    let check = match generation_receipt::verify(path) {
+        Ok(check) => check,
+        Err(e) => {
+            eprintln!("error: cannot verify {}: {e}", path.display());
+            return Ok(ExitCode::from(2));
+        }
+    };
+    match check.first_mismatch {
+        None => {
+            println!(
+                "verified: all {} generated tokens and their logits are bit-identical",
+                check.steps_matched
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(m) => {
+            match m.step {
+                Some(step) => println!("MISMATCH  step {step}: {}", m.message),
+                None => println!("MISMATCH  {}", m.message),
+            }
+            println!(
+                "NOT verified: {} steps matched before the first difference",
+                check.steps_matched
+            );
+            Ok(ExitCode::from(1))
+        }
     }
 }

@@ -8,6 +8,7 @@ mod control_flow;
 mod conv;
 mod elementwise;
 mod generators;
+mod gguf_matmul;
 mod indexing;
 mod linalg;
 mod loss;
@@ -51,6 +52,7 @@ pub fn register_all(r: &mut Registry) {
     random::register(r);
     loss::register(r);
     signal::register(r);
+    gguf_matmul::register(r);
 }
 
 /// The dtype of input `i`, when known.

@@ -25,6 +25,12 @@ pub fn register(r: &mut Registry) {
     });
 }
 
+/// The softmax of one f32 row, in place, exactly as the Softmax op computes it (contract:
+/// softmax); for callers outside the op graph, such as LLM sampling.
+pub fn softmax_f32(row: &mut [f32], correctly_rounded: bool) {
+    softmax_row(row, false, correctly_rounded);
+}
+
 /// The softmax of one row, in place (contract: softmax): `m = max(x)` (`reduce-extrema`),
 /// `e_k = exp(x_k - m)`, `s = canonical_sum(e)`, then `y_k = e_k / s`, or with `log`,
 /// `y_k = (x_k - m) - log(s)`. `correctly_rounded` picks samebits-math's exp and log.

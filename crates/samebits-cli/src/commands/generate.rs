@@ -1,0 +1,104 @@
+//! `samebits generate`: generate text with a llama-family GGUF model, streaming it to stdout, with
+//! prefill and decode speeds on stderr and optionally a generation receipt.
+
+use anyhow::{Context, Result};
+use samebits_llm::receipt::GenerationReceipt;
+use samebits_llm::{GenerateOptions, Llm, SamplingOptions, generate};
+use samebits_runtime::OperationSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Generate text from a prompt with a GGUF language model (llama architecture: SmolLM2, ...).
+///
+/// The prompt is tokenized (with --chat, first wrapped as a user message in the model's own chat
+/// template), processed in one prefill pass, then one token is generated per decode step with a
+/// KV cache until the end-of-sequence token or --max-tokens. Text is printed as it is produced;
+/// speeds go to stderr.
+///
+/// With --temperature 0 (the default) each token is the most likely one (lowest id on ties). With
+/// a temperature above 0 the logits are divided by it, turned into probabilities, cut to the
+/// --top-k most likely tokens and then to the fewest whose probabilities reach --top-p, and one
+/// token is drawn with a random number that depends only on --seed and the step
+/// (docs/contract.md, section `sampling`): the same options give the same text on every machine.
+///
+/// --receipt FILE records the model hash, prompt, options, every generated token and the sha256
+/// of each step's logits; `samebits verify FILE` re-checks all of it anywhere.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:
+  samebits generate --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt \"The capital of France is\"
+  samebits generate --model m.gguf --chat --prompt \"Write a haiku\" --temperature 0.7 --top-p 0.9 --seed 7
+  samebits generate --model m.gguf --prompt \"Once upon a time\" --receipt gen.json && samebits verify gen.json")]
+pub struct Args {
+    /// The GGUF model file.
+    #[arg(long, value_name = "PATH")]
+    model: PathBuf,
+    /// The text to continue (or, with --chat, the user's message).
+    #[arg(long, value_name = "TEXT")]
+    prompt: String,
+    /// Wrap the prompt in the model's chat template as one user turn.
+    #[arg(long)]
+    chat: bool,
+    /// Most tokens to generate.
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    max_tokens: usize,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, value_name = "T", default_value_t = 0.0)]
+    temperature: f32,
+    /// Sample only among the K most likely tokens (0: all).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    top_k: usize,
+    /// Sample only among the most likely tokens whose probabilities reach P (1: all).
+    #[arg(long, value_name = "P", default_value_t = 1.0)]
+    top_p: f32,
+    /// Seed of the random draws.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    seed: u64,
+    /// Write a generation receipt to FILE.
+    #[arg(long, value_name = "FILE")]
+    receipt: Option<PathBuf>,
+    /// Kernel promise: reproducible (the default), deterministic or default.
+    #[arg(long, value_name = "SET", default_value = "reproducible")]
+    operation_set: OperationSet,
+}
+
+pub fn main(args: Args) -> Result<ExitCode> {
+    let options = GenerateOptions {
+        chat: args.chat,
+        max_tokens: args.max_tokens,
+        sampling: SamplingOptions {
+            temperature: args.temperature,
+            top_k: args.top_k,
+            top_p: args.top_p,
+            seed: args.seed,
+        },
+    };
+    options.sampling.check()?;
+    let llm = Llm::load(&args.model, args.operation_set)
+        .with_context(|| format!("cannot load model {}", args.model.display()))?;
+    let mut stdout = std::io::stdout();
+    let generation = generate(&llm, &args.prompt, &options, |text| {
+        let _ = stdout.write_all(text.as_bytes());
+        let _ = stdout.flush();
+    })?;
+    println!();
+    let per_second = |tokens: usize, seconds: f64| tokens as f64 / seconds.max(1e-9);
+    let decoded = generation.tokens.len().saturating_sub(1);
+    eprintln!(
+        "prefill: {} tokens in {:.3} s ({:.1} tok/s); decode: {} tokens in {:.3} s ({:.1} tok/s)",
+        generation.prompt_tokens.len(),
+        generation.prefill_time.as_secs_f64(),
+        per_second(
+            generation.prompt_tokens.len(),
+            generation.prefill_time.as_secs_f64()
+        ),
+        decoded,
+        generation.decode_time.as_secs_f64(),
+        per_second(decoded, generation.decode_time.as_secs_f64()),
+    );
+    if let Some(path) = &args.receipt {
+        GenerationReceipt::new(&llm, &args.prompt, &options, &generation, path)?.write(path)?;
+        eprintln!("receipt: {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,327 @@
+//! Ops over GGUF block-quantized weights, domain `"samebits"`: the weights stay in their raw
+//! ggml blocks (usually a view of the memory-mapped file) and are dequantized on the fly by the
+//! canonical formulas of `docs/gguf.md`.
+//!
+//! - `MatMulGguf(x [.., K] f32, w [bytes] u8)`, attributes `ggml_type` (the ggml type id),
+//!   `rows` (N) and `cols` (K): `y [.., N]`, `y[m, n]` = the canonical dot product of row `n` of
+//!   the dequantized weight with row `m` of `x` (`x · Wᵀ`), exactly
+//!   `samebits_gguf::dot_q_f32`. One activation row runs `matvec_q_f32` over tasks of whole
+//!   weight rows; several rows dequantize a tile of weight rows once and multiply it by the
+//!   canonical GEMM (contract section `gemm`), which computes the same canonical dot products,
+//!   so a token's bits do not depend on how many tokens are processed together.
+//! - `GatherGguf(w [bytes] u8, indices)`, same attributes: `y [indices.., K]`, the dequantized
+//!   rows picked by `indices` (an embedding lookup that dequantizes only those rows).
+
+use crate::registry::Registry;
+use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail};
+use rayon::prelude::*;
+use samebits_gguf::{GgmlType, dequantize_row, matvec_q_f32};
+use samebits_ir::{DType, Tensor, Value, ValueType};
+use samebits_kernels::{MatRef, gemm_f32};
+
+pub fn register(r: &mut Registry) {
+    r.register("samebits", "MatMulGguf", |ctx| {
+        Ok(Box::new(MatMulGguf(QuantizedMatrix::build(ctx)?)))
+    });
+    r.register("samebits", "GatherGguf", |ctx| {
+        Ok(Box::new(GatherGguf(QuantizedMatrix::build(ctx)?)))
+    });
+}
+
+/// Weight rows per parallel task of the one-row (decode) path.
+const ROWS_PER_TASK: usize = 64;
+/// Weight rows dequantized together by the several-rows (prefill) path.
+const ROWS_PER_TILE: usize = 256;
+
+/// The quantized `[rows, cols]` matrix an op reads from its `u8` input.
+#[derive(Debug)]
+struct QuantizedMatrix {
+    ggml_type: GgmlType,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+}
+
+impl QuantizedMatrix {
+    fn build(ctx: &BuildContext) -> Result<QuantizedMatrix> {
+        let args = NodeArgs::new(ctx.node);
+        let id = args.req_int("ggml_type")?;
+        let ggml_type = u32::try_from(id)
+            .ok()
+            .and_then(GgmlType::from_id)
+            .filter(|t| t.can_dequantize())
+            .ok_or_else(|| {
+                crate::OpError::Unsupported(format!(
+                    "attribute \"ggml_type\" = {id} is not a ggml type samebits dequantizes"
+                ))
+            })?;
+        let dim = |name: &str| -> Result<usize> {
+            let v = args.req_int(name)?;
+            usize::try_from(v).map_err(|_| {
+                crate::OpError::Invalid(format!("attribute \"{name}\" = {v} must not be negative"))
+            })
+        };
+        let (rows, cols) = (dim("rows")?, dim("cols")?);
+        let row_bytes = ggml_type.row_bytes(cols).ok_or_else(|| {
+            crate::OpError::Invalid(format!(
+                "attribute \"cols\" = {cols} is not a whole number of {}-element {ggml_type} blocks",
+                ggml_type.block_elems()
+            ))
+        })?;
+        Ok(QuantizedMatrix {
+            ggml_type,
+            rows,
+            cols,
+            row_bytes,
+        })
+    }
+
+    /// The raw blocks of input `i`, checked to hold the whole matrix.
+    fn blocks<'a>(&self, inputs: &'a Inputs, i: usize) -> Result<&'a [u8]> {
+        let t = inputs.tensor(i)?;
+        if t.dtype() != DType::U8 {
+            bail!(
+                "input {i} (quantized weight) must be uint8 blocks, is {}",
+                t.dtype()
+            );
+        }
+        let bytes = t.bytes()?;
+        if bytes.len() != self.rows * self.row_bytes {
+            bail!(
+                "input {i} holds {} bytes, a [{}, {}] {} matrix needs {}",
+                bytes.len(),
+                self.rows,
+                self.cols,
+                self.ggml_type,
+                self.rows * self.row_bytes
+            );
+        }
+        Ok(bytes)
+    }
+
+    /// `[.., cols]` with the leading dims of `shape`: the output shape.
+    fn out_shape(&self, leading: &[usize]) -> Vec<usize> {
+        leading.iter().copied().chain([self.cols]).collect()
+    }
+}
+
+#[derive(Debug)]
+struct MatMulGguf(QuantizedMatrix);
+
+impl Op for MatMulGguf {
+    fn infer(&self, _inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        Ok(vec![Some(ValueType::tensor(DType::F32, None))])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let w = &self.0;
+        let x_in = inputs.tensor(0)?;
+        let blocks = w.blocks(inputs, 1)?;
+        let x = x_in.as_slice::<f32>().map_err(|e| {
+            crate::OpError::Invalid(format!("input 0 (activations) must be float32: {e}"))
+        })?;
+        if x_in.shape().last() != Some(&w.cols) {
+            bail!(
+                "input 0 has shape {:?}, its last dim must be the {} columns of the weight",
+                x_in.shape(),
+                w.cols
+            );
+        }
+        let m = x.len() / w.cols.max(1);
+        let mut y = vec![0f32; m * w.rows];
+        if m == 1 {
+            y.par_chunks_mut(ROWS_PER_TASK)
+                .enumerate()
+                .try_for_each(|(t, out)| {
+                    let first = t * ROWS_PER_TASK * w.row_bytes;
+                    let rows = &blocks[first..first + out.len() * w.row_bytes];
+                    matvec_q_f32(w.ggml_type, rows, x, out)
+                })
+                .map_err(|e| crate::OpError::Invalid(e.to_string()))?;
+        } else if m > 1 {
+            let tiles: Vec<(usize, Vec<f32>)> = blocks
+                .par_chunks(ROWS_PER_TILE * w.row_bytes)
+                .enumerate()
+                .map(|(t, tile_blocks)| {
+                    let n = tile_blocks.len() / w.row_bytes;
+                    let mut tile = vec![0f32; n * w.cols];
+                    dequantize_row(w.ggml_type, tile_blocks, &mut tile)?;
+                    let mut out = vec![0f32; m * n];
+                    // contract: gemm (each output the canonical dot of a weight row and an x row)
+                    gemm_f32(
+                        1,
+                        m,
+                        n,
+                        w.cols,
+                        MatRef::row_major(x, m, w.cols),
+                        MatRef::row_major(&tile, n, w.cols).transposed(),
+                        &mut out,
+                    );
+                    Ok((t * ROWS_PER_TILE, out))
+                })
+                .collect::<samebits_gguf::Result<_>>()
+                .map_err(|e| crate::OpError::Invalid(e.to_string()))?;
+            for (first, out) in tiles {
+                let n = out.len() / m;
+                for (i, row) in out.chunks_exact(n).enumerate() {
+                    y[i * w.rows + first..][..n].copy_from_slice(row);
+                }
+            }
+        }
+        let leading = &x_in.shape()[..x_in.rank() - 1];
+        let shape: Vec<usize> = leading.iter().copied().chain([w.rows]).collect();
+        Ok(vec![Tensor::from_vec(shape, y)?.into()])
+    }
+}
+
+#[derive(Debug)]
+struct GatherGguf(QuantizedMatrix);
+
+impl Op for GatherGguf {
+    fn infer(&self, _inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        Ok(vec![Some(ValueType::tensor(DType::F32, None))])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let w = &self.0;
+        let blocks = w.blocks(inputs, 0)?;
+        let indices = inputs.tensor(1)?;
+        let ids = inputs.ints(1, "indices")?;
+        let mut y = vec![0f32; ids.len() * w.cols];
+        for (&id, out) in ids.iter().zip(y.chunks_exact_mut(w.cols.max(1))) {
+            // Negative indices count from the end, as in ONNX Gather.
+            let row = if id < 0 { id + w.rows as i64 } else { id };
+            let Some(row) = usize::try_from(row).ok().filter(|&r| r < w.rows) else {
+                bail!("index {id} lies outside the {} rows of the weight", w.rows);
+            };
+            let row_blocks = &blocks[row * w.row_bytes..(row + 1) * w.row_bytes];
+            dequantize_row(w.ggml_type, row_blocks, out)
+                .map_err(|e| crate::OpError::Invalid(e.to_string()))?;
+        }
+        Ok(vec![
+            Tensor::from_vec(w.out_shape(indices.shape()), y)?.into(),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use samebits_gguf::dot_q_f32;
+    use samebits_ir::{Attribute, Node};
+
+    fn node(op: &str, ggml_type: GgmlType, rows: usize, cols: usize) -> Node {
+        Node {
+            name: String::new(),
+            op_type: op.into(),
+            domain: "samebits".into(),
+            inputs: vec!["a".into(), "b".into()],
+            outputs: vec!["y".into()],
+            attributes: [
+                (
+                    "ggml_type".to_string(),
+                    Attribute::Int(ggml_type.id() as i64),
+                ),
+                ("rows".to_string(), Attribute::Int(rows as i64)),
+                ("cols".to_string(), Attribute::Int(cols as i64)),
+            ]
+            .into_iter()
+            .collect(),
+        }
+    }
+
+    fn build(node: &Node) -> Box<dyn Op> {
+        let opsets = Default::default();
+        let ctx = BuildContext {
+            node,
+            opset: 1,
+            operation_set: crate::OperationSet::Reproducible,
+            opsets: &opsets,
+            input_types: &[],
+            captures: &[],
+        };
+        crate::registry::global().build(&ctx).unwrap()
+    }
+
+    /// Q8_0 blocks with varied scales and codes: `rows` rows of `cols` elements.
+    fn q8_0_blocks(rows: usize, cols: usize) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for b in 0..rows * cols / 32 {
+            let d = half::f16::from_f32(0.01 + (b % 7) as f32 * 0.003);
+            bytes.extend_from_slice(&d.to_le_bytes());
+            bytes.extend((0..32).map(|i| ((b * 37 + i * 11) % 255) as u8));
+        }
+        bytes
+    }
+
+    fn run(op: &dyn Op, a: Tensor, b: Tensor) -> Vec<f32> {
+        let (a, b) = (Value::Tensor(a), Value::Tensor(b));
+        let out = op.eval(&[Some(&a), Some(&b)]).unwrap();
+        out[0]
+            .as_tensor()
+            .unwrap()
+            .as_slice::<f32>()
+            .unwrap()
+            .to_vec()
+    }
+
+    #[test]
+    fn matmul_equals_dot_q_f32_for_one_and_many_rows() {
+        let (rows, cols) = (300, 160);
+        let blocks = q8_0_blocks(rows, cols);
+        let op = build(&node("MatMulGguf", GgmlType::Q8_0, rows, cols));
+        let w = Tensor::from_vec(vec![blocks.len()], blocks.clone()).unwrap();
+        let x: Vec<f32> = (0..3 * cols)
+            .map(|i| ((i * 7919) % 97) as f32 / 13.0 - 3.5)
+            .collect();
+        let many = run(
+            op.as_ref(),
+            Tensor::from_vec(vec![3, cols], x.clone()).unwrap(),
+            w.clone(),
+        );
+        let row_bytes = GgmlType::Q8_0.row_bytes(cols).unwrap();
+        for m in 0..3 {
+            let xm = &x[m * cols..(m + 1) * cols];
+            let one = run(
+                op.as_ref(),
+                Tensor::from_vec(vec![1, cols], xm.to_vec()).unwrap(),
+                w.clone(),
+            );
+            for n in 0..rows {
+                let row = &blocks[n * row_bytes..(n + 1) * row_bytes];
+                let expected = dot_q_f32(GgmlType::Q8_0, row, xm).unwrap();
+                assert_eq!(one[n].to_bits(), expected.to_bits(), "one row, ({m}, {n})");
+                assert_eq!(
+                    many[m * rows + n].to_bits(),
+                    expected.to_bits(),
+                    "many rows, ({m}, {n})"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn gather_dequantizes_the_picked_rows() {
+        let (rows, cols) = (5, 64);
+        let blocks = q8_0_blocks(rows, cols);
+        let op = build(&node("GatherGguf", GgmlType::Q8_0, rows, cols));
+        let w = Tensor::from_vec(vec![blocks.len()], blocks.clone()).unwrap();
+        let ids = Tensor::from_vec(vec![1, 2], vec![3i64, -5]).unwrap();
+        let y = run(op.as_ref(), w, ids);
+        let mut all = vec![0f32; rows * cols];
+        dequantize_row(GgmlType::Q8_0, &blocks, &mut all).unwrap();
+        assert_eq!(&y[..cols], &all[3 * cols..4 * cols]);
+        assert_eq!(&y[cols..], &all[..cols]);
+    }
+
+    #[test]
+    fn rejects_a_weight_of_the_wrong_size() {
+        let op = build(&node("MatMulGguf", GgmlType::Q8_0, 2, 32));
+        let (x, w) = (
+            Value::Tensor(Tensor::from_vec(vec![1, 32], vec![0f32; 32]).unwrap()),
+            Value::Tensor(Tensor::from_vec(vec![3], vec![0u8; 3]).unwrap()),
+        );
+        let err = op.eval(&[Some(&x), Some(&w)]).unwrap_err().to_string();
+        assert!(err.contains("68"), "{err}");
+    }
+}
