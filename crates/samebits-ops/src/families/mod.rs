@@ -26,6 +26,8 @@ mod signal;
 mod softmax;
 mod string;
 
+pub use softmax::softmax_f32;
+
 use crate::registry::Registry;
 use samebits_ir::{DType, ValueType};
 
