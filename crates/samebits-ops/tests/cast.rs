@@ -108,10 +108,10 @@ fn cast_like_takes_the_dtype_of_input_1() {
 }
 
 #[test]
-fn float8_targets_are_unsupported_and_unknown_codes_invalid() {
-    let e = cast(f32s(&[1], &[1.0]), 17).unwrap_err();
+fn complex_targets_are_unsupported_and_unknown_codes_invalid() {
+    // 14 is ONNX's COMPLEX64, which samebits does not implement.
+    let e = cast(f32s(&[1], &[1.0]), 14).unwrap_err();
     assert!(e.is_unsupported(), "{e}");
-    assert!(e.to_string().contains("saturate"), "{e}");
     let e = cast(f32s(&[1], &[1.0]), 99).unwrap_err();
     assert!(!e.is_unsupported() && e.to_string().contains("99"), "{e}");
 }
