@@ -135,7 +135,10 @@ fn quantize_errors_name_the_problem() {
         &[("output_dtype", Attribute::Int(14))],
     )
     .unwrap_err();
-    assert!(e.to_string().contains("= 14 is not a quantized dtype"), "{e}");
+    assert!(
+        e.to_string().contains("= 14 is not a quantized dtype"),
+        "{e}"
+    );
     let e = quantize(x(), f32s(&[], &[1.]), Some(t::<i32>(&[], &[0])), &[]).unwrap_err();
     assert!(e.to_string().contains("cannot quantize to i32"), "{e}");
     let e = quantize(x(), f32s(&[3], &[1., 1., 1.]), None, &[]).unwrap_err();
