@@ -4,7 +4,7 @@
 //! Each weight `w_k` is first dequantized by its canonical formula (`docs/gguf.md`) and rounded to
 //! f32; then, per reduction tile of 64 terms, `p = fma(w_k, x_k, p)` from `+0.0` in index order,
 //! and the tile partials are folded left to right. So [`dot_q_f32`] equals
-//! `canonical_dot(dequantized row, x)` bit for bit, whatever the CPU.
+//! `samebits_kernels::canonical_dot(dequantized row, x)` bit for bit, whatever the CPU.
 //!
 //! [`matvec_q_f32`] computes many rows at once: SIMD lanes are independent output rows (each with
 //! its own fma chain), never parts of one sum, so vector width cannot change the bits. The kernel
@@ -15,20 +15,9 @@ use crate::quant::{BlockFormat, FormatVisitor, GgmlType};
 use crate::{Error, Result};
 
 /// Terms per reduction tile (`docs/contract.md`, canonical-sum).
-const TILE: usize = 64;
+const TILE: usize = samebits_kernels::REDUCTION_TILE;
 /// Output rows computed together by the vectorised kernel.
 const LANES: usize = 32;
-
-/// The canonical dot product of two f32 vectors of equal length (contract: canonical-sum).
-pub fn canonical_dot(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "canonical_dot of unequal lengths");
-    let mut tiles = a
-        .chunks(TILE)
-        .zip(b.chunks(TILE))
-        .map(|(a, b)| a.iter().zip(b).fold(0.0f32, |p, (&a, &b)| a.mul_add(b, p)));
-    let first = tiles.next().unwrap_or(0.0);
-    tiles.fold(first, |s, p| s + p)
-}
 
 /// The canonical dot product of one quantized row (`blocks`, `x.len()` elements of `ggml_type`)
 /// with `x`: equal bit for bit to `canonical_dot` of the dequantized row with `x`.

@@ -15,7 +15,7 @@ mod tokenizer;
 
 pub use chat::{ChatMessage, ChatTemplate};
 pub use config::ModelConfig;
-pub use dot::{canonical_dot, dot_q_f32, matvec_q_f32};
+pub use dot::{dot_q_f32, matvec_q_f32};
 pub use error::{Error, Result};
 pub use metadata::{Metadata, MetadataValue};
 pub use quant::{GgmlType, dequantize_row};

@@ -8,7 +8,8 @@
 mod common;
 
 use common::Rng;
-use samebits_gguf::{GgmlType, canonical_dot, dequantize_row, dot_q_f32, matvec_q_f32};
+use samebits_gguf::{GgmlType, dequantize_row, dot_q_f32, matvec_q_f32};
+use samebits_kernels::canonical_dot;
 
 const TYPES: [GgmlType; 11] = [
     GgmlType::F32,

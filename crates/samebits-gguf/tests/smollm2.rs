@@ -5,10 +5,10 @@ mod common;
 
 use common::{GgufWriter, smollm2_path, string};
 use samebits_gguf::{
-    Error, GgmlType, GgufFile, MetadataValue, ModelConfig, TensorData, canonical_dot,
-    dequantize_row, matvec_q_f32,
+    Error, GgmlType, GgufFile, MetadataValue, ModelConfig, TensorData, dequantize_row, matvec_q_f32,
 };
 use samebits_ir::DType;
+use samebits_kernels::canonical_dot;
 use std::sync::Arc;
 
 /// Printed by `python3 tools/reference_weights.py <SmolLM2 GGUF>` (the `gguf` package's numpy
