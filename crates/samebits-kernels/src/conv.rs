@@ -309,6 +309,30 @@ pub fn conv_f32(
         return;
     }
     let packed = PackedA::for_active_isa(groups, mg, reduction, &weights);
+    gemm_over_column_blocks(
+        images,
+        &taps,
+        im2col,
+        &packed,
+        &epilogue,
+        (groups, reduction, mg),
+    );
+}
+
+/// One column-block GEMM pass, shared by convolution and transposed convolution: for each
+/// image, the output columns are split into blocks of `im2col_block_columns`; `build_columns`
+/// writes each block's reduction rows into thread-local scratch, and the packed filters
+/// multiply them (contract: conv, conv-transpose). Blocks run in parallel; each output is one
+/// task's canonical chain, so the split does not change bits.
+fn gemm_over_column_blocks<'a>(
+    images: impl Iterator<Item = (&'a mut [f32], &'a [f32])>,
+    taps: &Taps,
+    build_columns: fn(&Taps, &[f32], usize, usize, &mut [f32]),
+    packed: &PackedA,
+    epilogue: &Epilogue,
+    (groups, reduction, mg): (usize, usize, usize),
+) {
+    let out_len = taps.output_len();
     let rows = groups * reduction;
     let block = im2col_block_columns(rows, out_len);
     for (out_image, planes) in images {
@@ -324,7 +348,7 @@ pub fn conv_f32(
                 let cols = block.min(out_len - col0);
                 let mut columns = COLUMNS.take();
                 columns.resize(rows * cols, 0.0);
-                im2col(&taps, planes, col0, cols, &mut columns);
+                build_columns(taps, planes, col0, cols, &mut columns);
                 let col_view = MatRef {
                     data: &columns[..],
                     offset: 0,
@@ -337,7 +361,7 @@ pub fn conv_f32(
                 // of every (group, channel) row of this image, which `out_block` addresses
                 // inside `out_image`. The bias epilogue broadcasts over columns (column stride
                 // 0), so the local column index it gets is immaterial.
-                unsafe { gemm_serial(&packed, cols, &col_view, &epilogue, out_block) };
+                unsafe { gemm_serial(packed, cols, &col_view, epilogue, out_block) };
                 COLUMNS.set(columns);
             });
     }
@@ -547,39 +571,15 @@ pub fn conv_transpose_f32(
     let filters_view = MatRef::row_major(&filters[..], mg, reduction);
     let packed = PackedA::for_active_isa(groups, mg, reduction, &filters_view);
     let epilogue = bias_epilogue(bias, mg);
-    let rows = groups * reduction;
-    let block = im2col_block_columns(rows, out_len);
     let images = out
         .chunks_exact_mut(geometry.out_channels * out_len)
         .zip(input.chunks_exact(geometry.in_channels * in_len));
-    for (out_image, planes) in images {
-        let layout = OutLayout {
-            ptr: out_image.as_mut_ptr(),
-            batch_stride: mg * out_len,
-            row_stride: out_len,
-        };
-        (0..out_len.div_ceil(block))
-            .into_par_iter()
-            .for_each(|task| {
-                let col0 = task * block;
-                let cols = block.min(out_len - col0);
-                let mut columns = COLUMNS.take();
-                columns.resize(rows * cols, 0.0);
-                gather_columns(&taps, planes, col0, cols, &mut columns);
-                let col_view = MatRef {
-                    data: &columns[..],
-                    offset: 0,
-                    batch_stride: reduction * cols,
-                    row_stride: cols,
-                    col_stride: 1,
-                };
-                let out_block = layout.shifted_to_column(col0);
-                // SAFETY: as in `conv_f32`: task `task` is the only writer of output columns
-                // `col0 .. col0 + cols` of every (group, channel) row of this image, which
-                // `out_block` addresses inside `out_image`; the bias epilogue broadcasts over
-                // columns.
-                unsafe { gemm_serial(&packed, cols, &col_view, &epilogue, out_block) };
-                COLUMNS.set(columns);
-            });
-    }
+    gemm_over_column_blocks(
+        images,
+        &taps,
+        gather_columns,
+        &packed,
+        &epilogue,
+        (groups, reduction, mg),
+    );
 }
