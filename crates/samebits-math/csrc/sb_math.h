@@ -1758,7 +1758,11 @@ SB_FN float sb_powf(float x, float y)
 }
 
 /* ---- composite activation formulas (binary32 arithmetic, one rounding per written op) ----------- */
-/* Each formula is written in docs/math.md; NaN inputs give the canonical NaN. */
+/* Each formula is written in docs/math.md; NaN inputs give the canonical NaN, and so do NaN
+ * results of non-NaN inputs (inf * 0, sqrt of a negative), whose bits the hardware would
+ * otherwise choose (x86: 0xffc00000, CUDA: 0x7fffffff). */
+
+SB_FN float sb_canonical_nanf(float r) { return r == r ? r : sb_nanf(); }
 
 /* sigmoid x = 1 / (1 + exp(-x)) for x >= 0, e / (1 + e) with e = exp(x) for x < 0. */
 SB_FN float sb_sigmoidf(float x)
@@ -1782,7 +1786,7 @@ SB_FN float sb_softplusf(float x)
 SB_FN float sb_gelu_erff(float x)
 {
   if (x != x) return sb_nanf();
-  return (0.5f * x) * (1.0f + sb_erff(x * 0x1.6a09e6p-1f));
+  return sb_canonical_nanf((0.5f * x) * (1.0f + sb_erff(x * 0x1.6a09e6p-1f)));
 }
 
 /* gelu_tanh x = (0.5 x) (1 + tanh(0x1.988454p-1 * (x + 0.044715 ((x x) x)))),
@@ -1792,7 +1796,7 @@ SB_FN float sb_gelu_tanhf(float x)
   float inner;
   if (x != x) return sb_nanf();
   inner = 0x1.988454p-1f * (x + 0.044715f * ((x * x) * x));
-  return (0.5f * x) * (1.0f + sb_tanhf(inner));
+  return sb_canonical_nanf((0.5f * x) * (1.0f + sb_tanhf(inner)));
 }
 
 /* hardsigmoid x = min(1, max(0, alpha x + beta)). */
@@ -1809,14 +1813,14 @@ SB_FN float sb_hardsigmoidf(float x, float alpha, float beta)
 SB_FN float sb_hardswishf(float x)
 {
   if (x != x) return sb_nanf();
-  return x * sb_hardsigmoidf(x, 0x1.555556p-3f, 0.5f);
+  return sb_canonical_nanf(x * sb_hardsigmoidf(x, 0x1.555556p-3f, 0.5f));
 }
 
 /* mish x = x tanh(softplus x). */
 SB_FN float sb_mishf(float x)
 {
   if (x != x) return sb_nanf();
-  return x * sb_tanhf(sb_softplusf(x));
+  return sb_canonical_nanf(x * sb_tanhf(sb_softplusf(x)));
 }
 
 /* elu x = x for x > 0, alpha expm1(x) otherwise. */
@@ -1844,7 +1848,7 @@ SB_FN float sb_celuf(float x, float alpha)
 SB_FN float sb_rsqrt_formulaf(float x)
 {
   if (x != x) return sb_nanf();
-  return 1.0f / sb_sqrtf(x);
+  return sb_canonical_nanf(1.0f / sb_sqrtf(x));
 }
 
 #endif /* SB_MATH_H */
