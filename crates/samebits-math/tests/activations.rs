@@ -167,7 +167,11 @@ fn activations_give_the_canonical_nan() {
         // the GPU check found x86's 0xffc00000 against CUDA's 0x7fffffff before this rule.
         for x in [f32::NEG_INFINITY, -1.0] {
             let r = a.eval(x);
-            assert!(!r.is_nan() || r.to_bits() == 0x7fc0_0000, "{}({x})", a.name());
+            assert!(
+                !r.is_nan() || r.to_bits() == 0x7fc0_0000,
+                "{}({x})",
+                a.name()
+            );
         }
     }
 }
