@@ -1,10 +1,11 @@
 //! Throughput of every `UnaryFn`, scalar and over 4096-float slices, against Rust std's `f32`
-//! methods (the platform libm). Prints a markdown table; `speed vs libm` above 1 means faster.
+//! methods (the platform libm), all three timed side by side in one run. Prints a markdown
+//! table; a ratio above 1 means samebits is faster.
 //!
 //! Run: cargo bench -p samebits-math --bench throughput
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use samebits_math::UnaryFn;
 
@@ -49,22 +50,30 @@ fn range(f: UnaryFn) -> (f32, f32) {
     }
 }
 
-/// Nanoseconds per element of `run` over the input slice (best of several repetitions).
-fn time_per_elem(mut run: impl FnMut()) -> f64 {
-    let mut best = Duration::MAX;
-    for _ in 0..30 {
-        let start = Instant::now();
-        for _ in 0..10 {
-            run();
-        }
-        best = best.min(start.elapsed());
+/// Nanoseconds per element of one call of `run` over the input slice (10 passes).
+fn ns_per_elem(run: &mut dyn FnMut()) -> f64 {
+    let start = Instant::now();
+    for _ in 0..10 {
+        run();
     }
-    best.as_secs_f64() * 1e9 / (10 * LEN) as f64
+    start.elapsed().as_secs_f64() * 1e9 / (10 * LEN) as f64
+}
+
+/// Best time per element of each of `runs`, measured side by side: 30 rounds, each round
+/// timing every run once in turn (A B C A B C ...), so that load drifts hit them alike.
+fn side_by_side(runs: &mut [&mut dyn FnMut()]) -> Vec<f64> {
+    let mut best = vec![f64::MAX; runs.len()];
+    for _ in 0..30 {
+        for (b, run) in best.iter_mut().zip(runs.iter_mut()) {
+            *b = b.min(ns_per_elem(*run));
+        }
+    }
+    best
 }
 
 fn main() {
     println!(
-        "| function | scalar ns | slice ns | libm ns | speed vs libm (scalar) | speed vs libm (slice) |"
+        "| function | samebits scalar ns/elem | samebits slice ns/elem | libm ns/elem | ratio scalar (libm / samebits) | ratio slice (libm / samebits) |"
     );
     println!("|---|---|---|---|---|---|");
     for &f in UnaryFn::IMPLEMENTED {
@@ -72,36 +81,47 @@ fn main() {
         let src: Vec<f32> = (0..LEN)
             .map(|i| lo + (hi - lo) * (i as f32 + 0.5) / LEN as f32)
             .collect();
-        let mut dst = vec![0.0f32; LEN];
-        let scalar = time_per_elem(|| {
-            for (d, &s) in dst.iter_mut().zip(&src) {
+        let mut d1 = vec![0.0f32; LEN];
+        let mut d2 = vec![0.0f32; LEN];
+        let mut d3 = vec![0.0f32; LEN];
+        let mut scalar = || {
+            for (d, &s) in d1.iter_mut().zip(&src) {
                 *d = f.eval(black_box(s));
             }
-            black_box(&mut dst);
-        });
-        let slice = time_per_elem(|| {
-            f.eval_slice(black_box(&src), &mut dst);
-            black_box(&mut dst);
-        });
+            black_box(&mut d1);
+        };
+        let mut slice = || {
+            f.eval_slice(black_box(&src), &mut d2);
+            black_box(&mut d2);
+        };
         match libm(f) {
             Some(g) => {
-                let reference = time_per_elem(|| {
-                    for (d, &s) in dst.iter_mut().zip(&src) {
+                let mut reference = || {
+                    for (d, &s) in d3.iter_mut().zip(&src) {
                         *d = g(black_box(s));
                     }
-                    black_box(&mut dst);
-                });
+                    black_box(&mut d3);
+                };
+                let t = side_by_side(&mut [&mut scalar, &mut slice, &mut reference]);
                 println!(
-                    "| {} | {scalar:.2} | {slice:.2} | {reference:.2} | {:.2}x | {:.2}x |",
+                    "| {} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.2}x |",
                     f.name(),
-                    reference / scalar,
-                    reference / slice
+                    t[0],
+                    t[1],
+                    t[2],
+                    t[2] / t[0],
+                    t[2] / t[1]
                 );
             }
-            None => println!(
-                "| {} | {scalar:.2} | {slice:.2} | n/a | n/a | n/a |",
-                f.name()
-            ),
+            None => {
+                let t = side_by_side(&mut [&mut scalar, &mut slice]);
+                println!(
+                    "| {} | {:.2} | {:.2} | n/a | n/a | n/a |",
+                    f.name(),
+                    t[0],
+                    t[1]
+                );
+            }
         }
     }
 }

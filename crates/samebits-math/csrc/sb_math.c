@@ -1,32 +1,57 @@
 /* sb_math.c: the CPU build of sb_math.h. Exports each function as a scalar C symbol samebits_<f>f,
- * a slice loop samebits_<f>f_slice
- * and (for tools/gen_exceptions.py) its hard-case query; src/lib.rs binds to these. */
+ * a slice loop samebits_<f>f_slice and (for tools/gen_exceptions.py) its hard-case query;
+ * src/lib.rs binds to these. On x86-64 with AVX2 (build.rs defines SB_HAVE_AVX2_SLICES) the
+ * slice functions of SB_VECTOR_SLICE_FUNCTIONS call the vectorised loops of sb_math_avx2.c,
+ * which return the same bits as the scalar loop. */
 #include <stddef.h>
 
 #include "sb_math.h"
+#include "sb_math_slice.h"
 
-#define SB_EXPORT_CORRECTLY_ROUNDED(name)                                                          \
+/* The scalar entry points of a function and its scalar slice loop sb_scalar_<name>f_slice. */
+#define SB_EXPORT_SCALAR(name)                                                                     \
   float samebits_##name##f(float x) { return sb_##name##f(x); }                                  \
-  void samebits_##name##f_slice(const float *src, float *dst, size_t n)                                  \
+  sb_u64 samebits_##name##f_hard_case(float x) { return sb_##name##f_hard_case(x); }             \
+  static void sb_scalar_##name##f_slice(const float *src, float *dst, size_t n)                   \
   {                                                                                                \
     for (size_t i = 0; i < n; i++) dst[i] = sb_##name##f(src[i]);                                  \
-  }                                                                                                \
-  sb_u64 samebits_##name##f_hard_case(float x) { return sb_##name##f_hard_case(x); }
+  }
 
-SB_EXPORT_CORRECTLY_ROUNDED(exp)
-SB_EXPORT_CORRECTLY_ROUNDED(exp2)
+#define SB_EXPORT_CORRECTLY_ROUNDED(name)                                                          \
+  SB_EXPORT_SCALAR(name)                                                                           \
+  void samebits_##name##f_slice(const float *src, float *dst, size_t n)                           \
+  {                                                                                                \
+    sb_scalar_##name##f_slice(src, dst, n);                                                        \
+  }
+
+#ifdef SB_HAVE_AVX2_SLICES
+#define SB_DECLARE_AVX2_SLICE(name) void samebits_avx2_##name##f_slice(const float *, float *, size_t);
+SB_VECTOR_SLICE_FUNCTIONS(SB_DECLARE_AVX2_SLICE)
+#define SB_EXPORT_VECTORISED(name)                                                                 \
+  SB_EXPORT_SCALAR(name)                                                                           \
+  void samebits_##name##f_slice(const float *src, float *dst, size_t n)                           \
+  {                                                                                                \
+    if (__builtin_cpu_supports("avx2")) samebits_avx2_##name##f_slice(src, dst, n);                \
+    else sb_scalar_##name##f_slice(src, dst, n);                                                   \
+  }
+#else
+#define SB_EXPORT_VECTORISED(name) SB_EXPORT_CORRECTLY_ROUNDED(name)
+#endif
+
+SB_EXPORT_VECTORISED(exp)
+SB_EXPORT_VECTORISED(exp2)
 SB_EXPORT_CORRECTLY_ROUNDED(exp10)
 SB_EXPORT_CORRECTLY_ROUNDED(expm1)
-SB_EXPORT_CORRECTLY_ROUNDED(log)
-SB_EXPORT_CORRECTLY_ROUNDED(log2)
+SB_EXPORT_VECTORISED(log)
+SB_EXPORT_VECTORISED(log2)
 SB_EXPORT_CORRECTLY_ROUNDED(log10)
 SB_EXPORT_CORRECTLY_ROUNDED(log1p)
-SB_EXPORT_CORRECTLY_ROUNDED(sin)
-SB_EXPORT_CORRECTLY_ROUNDED(cos)
+SB_EXPORT_VECTORISED(sin)
+SB_EXPORT_VECTORISED(cos)
 SB_EXPORT_CORRECTLY_ROUNDED(tan)
-SB_EXPORT_CORRECTLY_ROUNDED(asin)
-SB_EXPORT_CORRECTLY_ROUNDED(acos)
-SB_EXPORT_CORRECTLY_ROUNDED(atan)
+SB_EXPORT_VECTORISED(asin)
+SB_EXPORT_VECTORISED(acos)
+SB_EXPORT_VECTORISED(atan)
 SB_EXPORT_CORRECTLY_ROUNDED(sinh)
 SB_EXPORT_CORRECTLY_ROUNDED(cosh)
 SB_EXPORT_CORRECTLY_ROUNDED(tanh)
@@ -35,7 +60,7 @@ SB_EXPORT_CORRECTLY_ROUNDED(acosh)
 SB_EXPORT_CORRECTLY_ROUNDED(atanh)
 SB_EXPORT_CORRECTLY_ROUNDED(erf)
 SB_EXPORT_CORRECTLY_ROUNDED(erfc)
-SB_EXPORT_CORRECTLY_ROUNDED(cbrt)
+SB_EXPORT_VECTORISED(cbrt)
 
 float samebits_powf(float x, float y) { return sb_powf(x, y); }
 void samebits_powf_slice(const float *x, const float *y, float *dst, size_t n)

@@ -74,9 +74,16 @@ SB_FN double sb_pow2(sb_i32 e) { return sb_f64_from_bits((sb_u64)(e + 1023) << 5
 SB_FN double sb_horner(const double *c, sb_i32 n, double u)
 {
   double p = c[n - 1];
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+#pragma GCC unroll 16
+#endif
   for (sb_i32 i = n - 2; i >= 0; i--) p = p * u + c[i];
   return p;
 }
+
+/* The input a vectorised lane evaluates: x, or `safe` (a value inside the kernel's domain) when
+ * the lane is flagged for the scalar path. Written as a select so that loops stay branch-free. */
+SB_FN float sb_lane_input(float x, sb_i32 flagged, float safe) { return flagged ? safe : x; }
 
 /* ==== BEGIN GENERATED TABLES (tools/gen_tables.py) ==== */
 SB_CONST double sb_exp2_64_dd[128] = {
@@ -785,8 +792,10 @@ SB_CONST sb_u32 sb_acos_exceptions[][2] = {
     {0x39826222u, 0x3fc907b5u},
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* atan: 0 inputs fail the rounding test, 0 need an entry */
+/* atan: 46 inputs fail the rounding test, 2 need an entry */
 SB_CONST sb_u32 sb_atan_exceptions[][2] = {
+    {0x3d8d6b23u, 0x3d8d31c3u},
+    {0xbd8d6b23u, 0xbd8d31c3u},
     {0xffffffffu, 0u}, /* sentinel */
 };
 /* sinh: 0 inputs fail the rounding test, 0 need an entry */
@@ -801,12 +810,23 @@ SB_CONST sb_u32 sb_cosh_exceptions[][2] = {
 SB_CONST sb_u32 sb_tanh_exceptions[][2] = {
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* asinh: 0 inputs fail the rounding test, 0 need an entry */
+/* asinh: 110 inputs fail the rounding test, 8 need an entry */
 SB_CONST sb_u32 sb_asinh_exceptions[][2] = {
+    {0x4bdd65a5u, 0x418f034bu},
+    {0x5e68984eu, 0x422e4a21u},
+    {0x655890d3u, 0x4254d1f9u},
+    {0x6eb1a8ecu, 0x42845a89u},
+    {0xcbdd65a5u, 0xc18f034bu},
+    {0xde68984eu, 0xc22e4a21u},
+    {0xe55890d3u, 0xc254d1f9u},
+    {0xeeb1a8ecu, 0xc2845a89u},
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* acosh: 0 inputs fail the rounding test, 0 need an entry */
+/* acosh: 50 inputs fail the rounding test, 3 need an entry */
 SB_CONST sb_u32 sb_acosh_exceptions[][2] = {
+    {0x5e68984eu, 0x422e4a21u},
+    {0x655890d3u, 0x4254d1f9u},
+    {0x6eb1a8ecu, 0x42845a89u},
     {0xffffffffu, 0u}, /* sentinel */
 };
 /* atanh: 0 inputs fail the rounding test, 0 need an entry */
@@ -817,8 +837,9 @@ SB_CONST sb_u32 sb_atanh_exceptions[][2] = {
 SB_CONST sb_u32 sb_erf_exceptions[][2] = {
     {0xffffffffu, 0u}, /* sentinel */
 };
-/* erfc: 0 inputs fail the rounding test, 0 need an entry */
+/* erfc: 21 inputs fail the rounding test, 1 need an entry */
 SB_CONST sb_u32 sb_erfc_exceptions[][2] = {
+    {0xb76c9f62u, 0x3f800085u},
     {0xffffffffu, 0u}, /* sentinel */
 };
 /* cbrt: 0 inputs fail the rounding test, 0 need an entry */
@@ -858,8 +879,10 @@ SB_FN sb_u64 sb_hard_case(double y, double rel)
 }
 
 /* Defines sb_<name>f(x) and sb_<name>f_hard_case(x) from sb_<name>_core, which returns 1 with the
- * final result in *r for special inputs, or 0 with the binary64 approximation in *y. */
+ * final result in *r for special inputs, or 0 with the binary64 approximation in *y; and
+ * sb_<name>_err(), the bound of the rounding test (for the vectorised slice loops of sb_math.c). */
 #define SB_DEFINE_CORRECTLY_ROUNDED(name, rel_err)                                                 \
+  SB_FN double sb_##name##_err(void) { return rel_err; }                                          \
   SB_FN float sb_##name##f(float x)                                                                \
   {                                                                                                \
     float r;                                                                                       \
@@ -885,8 +908,8 @@ SB_FN double sb_exp_q(double h) { return h * sb_horner(sb_exp_q_coef, 5, h); }
  * table entry as double-double, q(h) with fit error < 2^-60, one rounding in the final add. */
 SB_FN double sb_exp2_64_kernel(sb_i32 k, double h)
 {
-  sb_u32 i = (sb_u32)k & 63u;
-  sb_i32 e = (k - (sb_i32)i) / 64;
+  sb_i32 i = k & 63; /* signed table indices let a vectorising compiler use gathers */
+  sb_i32 e = (k - i) / 64;
   double th = sb_exp2_64_dd[2 * i], tl = sb_exp2_64_dd[2 * i + 1];
   double y = th + (tl + th * sb_exp_q(h));
   return y * sb_pow2(e);
@@ -947,14 +970,14 @@ SB_FN double sb_log_dd(double hi, double lo)
   sb_u64 u = sb_f64_bits(hi);
   sb_i32 e = (sb_i32)(u >> 52) - 1023;
   sb_u64 mbits = (u & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
-  sb_u32 i = (sb_u32)(u >> 44) & 255u;
+  sb_i32 i = (sb_i32)((u >> 44) & 255u);
   double m = sb_f64_from_bits(mbits);
   double mh = sb_f64_from_bits(mbits & ~((1ull << 26) - 1ull));
   double ml = m - mh;
   double r = sb_log_tab[3 * i], lh = sb_log_tab[3 * i + 1], ll = sb_log_tab[3 * i + 2];
   double z = (mh * r - 1.0) + ml * r;
   double p = z + (z * z) * sb_horner(sb_log1p_p, 7, z);
-  double ed = (double)(e + (sb_i32)(i >> 7));
+  double ed = (double)(e + (i >> 7));
   double tail = p + (ll + ed * SB_LN2_LO);
   /* lo == 0 (binary32 arguments) skips the division; tail is never -0, so the bits are equal */
   if (lo != 0.0) tail = tail + lo / hi;
@@ -987,25 +1010,50 @@ SB_FN sb_i32 sb_exp_specials(float x, float over, float under, float under_resul
   return 0;
 }
 
-SB_FN sb_i32 sb_exp_core(float x, float *r, double *y)
+/* exp x in binary64 for -104 <= x <= 89. */
+SB_FN double sb_exp_y(float x)
 {
   double h;
-  sb_i32 k;
+  sb_i32 k = sb_exp_reduce_f32(x, SB_INV_LN2_64_HI, SB_INV_LN2_64_LO, &h);
+  return sb_exp2_64_kernel(k, h);
+}
+
+SB_FN sb_i32 sb_exp_core(float x, float *r, double *y)
+{
   if (sb_exp_specials(x, 89.0f, -104.0f, 0.0f, r)) return 1;
-  k = sb_exp_reduce_f32(x, SB_INV_LN2_64_HI, SB_INV_LN2_64_LO, &h);
-  *y = sb_exp2_64_kernel(k, h);
+  *y = sb_exp_y(x);
   return 0;
+}
+
+/* Lane functions (for the vectorised slice loops): 1 when x is a special input of the core
+ * (the scalar function answers it), else 0 with *y the core's binary64 value; no branches. */
+SB_FN sb_i32 sb_exp_lane(float x, double *y)
+{
+  sb_i32 flagged = !((x >= -104.0f) & (x <= 89.0f));
+  *y = sb_exp_y(sb_lane_input(x, flagged, 0.0f));
+  return flagged;
 }
 SB_DEFINE_CORRECTLY_ROUNDED(exp, 0x1p-50)
 
+/* 2^x in binary64 for -150 <= x <= 128. */
+SB_FN double sb_exp2_y(float x)
+{
+  double t = (double)x * 64.0, kd = sb_rint(t);
+  return sb_exp2_64_kernel((sb_i32)kd, t - kd);
+}
+
 SB_FN sb_i32 sb_exp2_core(float x, float *r, double *y)
 {
-  double t, kd;
   if (sb_exp_specials(x, 128.0f, -150.0f, 0.0f, r)) return 1;
-  t = (double)x * 64.0;
-  kd = sb_rint(t);
-  *y = sb_exp2_64_kernel((sb_i32)kd, t - kd);
+  *y = sb_exp2_y(x);
   return 0;
+}
+
+SB_FN sb_i32 sb_exp2_lane(float x, double *y)
+{
+  sb_i32 flagged = !((x >= -150.0f) & (x <= 128.0f));
+  *y = sb_exp2_y(sb_lane_input(x, flagged, 0.0f));
+  return flagged;
 }
 SB_DEFINE_CORRECTLY_ROUNDED(exp2, 0x1p-50)
 
@@ -1052,6 +1100,16 @@ SB_FN sb_i32 sb_log_core(float x, float *r, double *y)
 }
 SB_DEFINE_CORRECTLY_ROUNDED(log, 0x1p-50)
 
+/* Positive finite x (the inputs sb_log_specials passes on). */
+SB_FN sb_i32 sb_log_domain(float x) { return (x > 0.0f) & (x < sb_inff()); }
+
+SB_FN sb_i32 sb_log_lane(float x, double *y)
+{
+  sb_i32 flagged = !sb_log_domain(x);
+  *y = sb_log_dd((double)sb_lane_input(x, flagged, 1.0f), 0.0);
+  return flagged;
+}
+
 SB_FN sb_i32 sb_log2_core(float x, float *r, double *y)
 {
   if (sb_log_specials(x, 0.0f, r)) return 1;
@@ -1059,6 +1117,13 @@ SB_FN sb_i32 sb_log2_core(float x, float *r, double *y)
   return 0;
 }
 SB_DEFINE_CORRECTLY_ROUNDED(log2, 0x1p-50)
+
+SB_FN sb_i32 sb_log2_lane(float x, double *y)
+{
+  sb_i32 flagged = !sb_log_domain(x);
+  *y = sb_log_dd((double)sb_lane_input(x, flagged, 1.0f), 0.0) * SB_INV_LN2;
+  return flagged;
+}
 
 SB_FN sb_i32 sb_log10_core(float x, float *r, double *y)
 {
@@ -1219,14 +1284,15 @@ SB_FN sb_i32 sb_reduce_payne_hanek(float a, double *r)
 /* a = q pi/2 + r, |r| <= pi/4 + 2^-20, for a binary32 a >= 0 (finite). Below 2^17 Cody-Waite with
  * pi/2 in three parts: k P1 and k P2 are exact (36-bit parts, k < 2^17), a - k P1 is exact, and
  * the second subtraction is exact when it cancels, so r has relative error < 2^-52. */
+SB_FN sb_i32 sb_reduce_cody_waite(float a, double *r)
+{
+  double ad = (double)a, kd = sb_rint(ad * SB_TWO_OVER_PI);
+  *r = ((ad - kd * SB_PIO2_1) - kd * SB_PIO2_2) - kd * SB_PIO2_3;
+  return (sb_i32)kd & 3;
+}
 SB_FN sb_i32 sb_reduce_pio2(float a, double *r)
 {
-  double ad = (double)a, kd;
-  if (a < 0x1p17f) {
-    kd = sb_rint(ad * SB_TWO_OVER_PI);
-    *r = ((ad - kd * SB_PIO2_1) - kd * SB_PIO2_2) - kd * SB_PIO2_3;
-    return (sb_i32)kd & 3;
-  }
+  if (a < 0x1p17f) return sb_reduce_cody_waite(a, r);
   return sb_reduce_payne_hanek(a, r);
 }
 
@@ -1242,35 +1308,68 @@ SB_FN double sb_cos_poly(double r)
   return 1.0 + u * sb_horner(sb_cos_c, 9, u);
 }
 
+/* sin x from the reduction |x| = q pi/2 + t (ux: the bits of x). */
+SB_FN double sb_sin_reduced(sb_i32 q, double t, sb_u32 ux)
+{
+  double v = (q & 1) ? sb_cos_poly(t) : sb_sin_poly(t);
+  if (q & 2) v = -v;
+  return sb_with_sign(v, ux);
+}
+/* cos x from the reduction |x| = q pi/2 + t. */
+SB_FN double sb_cos_reduced(sb_i32 q, double t)
+{
+  double v = (q & 1) ? sb_sin_poly(t) : sb_cos_poly(t);
+  if ((q + 1) & 2) v = -v;
+  return v;
+}
+
 SB_FN sb_i32 sb_sin_core(float x, float *r, double *y)
 {
   sb_u32 ux = sb_f32_bits(x), ax = ux & 0x7fffffffu;
-  double t, v;
+  double t;
   sb_i32 q;
   if (ax >= 0x7f800000u) { *r = sb_nanf(); return 1; }
   if (ax < 0x39800000u) { *r = x; return 1; } /* |x| < 2^-12: x - x^3/6 rounds to x */
   q = sb_reduce_pio2(sb_f32_from_bits(ax), &t);
-  v = (q & 1) ? sb_cos_poly(t) : sb_sin_poly(t);
-  if (q & 2) v = -v;
-  *y = sb_with_sign(v, ux);
+  *y = sb_sin_reduced(q, t, ux);
   return 0;
 }
 SB_DEFINE_CORRECTLY_ROUNDED(sin, 0x1p-49)
 
+/* Lanes of sin and cos take the Cody-Waite reduction only (|x| < 2^17); larger arguments,
+ * tiny ones, infinities and NaN are flagged. */
+SB_FN sb_i32 sb_sin_lane(float x, double *y)
+{
+  sb_u32 ux = sb_f32_bits(x), ax = ux & 0x7fffffffu;
+  sb_i32 flagged = (ax >= 0x48000000u) | (ax < 0x39800000u), q;
+  double t;
+  q = sb_reduce_cody_waite(sb_lane_input(sb_f32_from_bits(ax), flagged, 1.0f), &t);
+  *y = sb_sin_reduced(q, t, ux);
+  return flagged;
+}
+
 SB_FN sb_i32 sb_cos_core(float x, float *r, double *y)
 {
   sb_u32 ax = sb_f32_bits(x) & 0x7fffffffu;
-  double t, v;
+  double t;
   sb_i32 q;
   if (ax >= 0x7f800000u) { *r = sb_nanf(); return 1; }
   if (ax < 0x39000000u) { *r = 1.0f; return 1; } /* |x| < 2^-13: 1 - x^2/2 rounds to 1 */
   q = sb_reduce_pio2(sb_f32_from_bits(ax), &t);
-  v = (q & 1) ? sb_sin_poly(t) : sb_cos_poly(t);
-  if ((q + 1) & 2) v = -v;
-  *y = v;
+  *y = sb_cos_reduced(q, t);
   return 0;
 }
 SB_DEFINE_CORRECTLY_ROUNDED(cos, 0x1p-49)
+
+SB_FN sb_i32 sb_cos_lane(float x, double *y)
+{
+  sb_u32 ax = sb_f32_bits(x) & 0x7fffffffu;
+  sb_i32 flagged = (ax >= 0x48000000u) | (ax < 0x39000000u), q;
+  double t;
+  q = sb_reduce_cody_waite(sb_lane_input(sb_f32_from_bits(ax), flagged, 1.0f), &t);
+  *y = sb_cos_reduced(q, t);
+  return flagged;
+}
 
 SB_FN sb_i32 sb_tan_core(float x, float *r, double *y)
 {
@@ -1315,28 +1414,62 @@ SB_FN sb_i32 sb_atan_core(float x, float *r, double *y)
 }
 SB_DEFINE_CORRECTLY_ROUNDED(atan, 0x1p-49)
 
+SB_FN sb_i32 sb_atan_lane(float x, double *y)
+{
+  sb_u32 ux = sb_f32_bits(x), ax = ux & 0x7fffffffu;
+  sb_i32 flagged = (ax > 0x7f800000u) | (ax < 0x39800000u);
+  float a = sb_lane_input(sb_f32_from_bits(ax), flagged, 0.5f);
+  *y = sb_with_sign(sb_atan_f64((double)a), ux);
+  return flagged;
+}
+
+/* asin a = atan(a / sqrt((1 - a)(1 + a))) for 0 <= a <= 1; 1 - a, 1 + a exact; a = 1 gives
+ * atan(inf). */
+SB_FN double sb_asin_abs(float a)
+{
+  double ad = (double)a;
+  return sb_atan_f64(ad / sb_sqrt((1.0 - ad) * (1.0 + ad)));
+}
+
 SB_FN sb_i32 sb_asin_core(float x, float *r, double *y)
 {
   sb_u32 ux = sb_f32_bits(x), ax = ux & 0x7fffffffu;
-  double a;
   if (ax > 0x3f800000u) { *r = sb_nanf(); return 1; } /* |x| > 1, NaN */
   if (ax < 0x39800000u) { *r = x; return 1; }         /* |x| < 2^-12: x + x^3/6 rounds to x */
-  a = (double)sb_f32_from_bits(ax);
-  /* asin a = atan(a / sqrt((1 - a)(1 + a))); 1 - a, 1 + a exact; a = 1 gives atan(inf). */
-  *y = sb_with_sign(sb_atan_f64(a / sb_sqrt((1.0 - a) * (1.0 + a))), ux);
+  *y = sb_with_sign(sb_asin_abs(sb_f32_from_bits(ax)), ux);
   return 0;
 }
 SB_DEFINE_CORRECTLY_ROUNDED(asin, 0x1p-49)
 
-SB_FN sb_i32 sb_acos_core(float x, float *r, double *y)
+SB_FN sb_i32 sb_asin_lane(float x, double *y)
+{
+  sb_u32 ux = sb_f32_bits(x), ax = ux & 0x7fffffffu;
+  sb_i32 flagged = (ax > 0x3f800000u) | (ax < 0x39800000u);
+  *y = sb_with_sign(sb_asin_abs(sb_lane_input(sb_f32_from_bits(ax), flagged, 0.5f)), ux);
+  return flagged;
+}
+
+/* acos x = 2 atan(sqrt((1 - x)/(1 + x))) for -1 <= x <= 1; x = -1 gives 2 atan(inf) = pi. */
+SB_FN double sb_acos_y(float x)
 {
   double a = (double)x;
+  return 2.0 * sb_atan_f64(sb_sqrt((1.0 - a) / (1.0 + a)));
+}
+
+SB_FN sb_i32 sb_acos_core(float x, float *r, double *y)
+{
   if (!(x >= -1.0f && x <= 1.0f)) { *r = sb_nanf(); return 1; }
-  /* acos x = 2 atan(sqrt((1 - x)/(1 + x))); x = -1 gives 2 atan(inf) = pi. */
-  *y = 2.0 * sb_atan_f64(sb_sqrt((1.0 - a) / (1.0 + a)));
+  *y = sb_acos_y(x);
   return 0;
 }
 SB_DEFINE_CORRECTLY_ROUNDED(acos, 0x1p-49)
+
+SB_FN sb_i32 sb_acos_lane(float x, double *y)
+{
+  sb_i32 flagged = !((x >= -1.0f) & (x <= 1.0f));
+  *y = sb_acos_y(sb_lane_input(x, flagged, 0.5f));
+  return flagged;
+}
 
 /* ---- erf, erfc ----------------------------------------------------------------------------------- */
 
@@ -1380,15 +1513,12 @@ SB_DEFINE_CORRECTLY_ROUNDED(erfc, 0x1p-49)
 
 /* ---- cbrt ---------------------------------------------------------------------------------------- */
 
-SB_FN sb_i32 sb_cbrt_core(float x, float *r, double *y)
+/* cbrt of a positive finite binary32 a. */
+SB_FN double sb_cbrt_abs(float a)
 {
-  sb_u32 ux = sb_f32_bits(x), ax = ux & 0x7fffffffu;
-  sb_u64 u;
+  sb_u64 u = sb_f64_bits((double)a);
   sb_i32 e, q, rem, i;
   double m, c;
-  if (ax > 0x7f800000u) { *r = sb_nanf(); return 1; }
-  if (ax == 0x7f800000u || ax == 0) { *r = x; return 1; }
-  u = sb_f64_bits((double)sb_f32_from_bits(ax));
   e = (sb_i32)(u >> 52) - 1023;
   m = sb_f64_from_bits((u & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
   q = (e + 300) / 3 - 100;
@@ -1396,10 +1526,26 @@ SB_FN sb_i32 sb_cbrt_core(float x, float *r, double *y)
   /* cbrt m, m in [1, 2): polynomial seed (rel err < 2^-10), then three Newton steps. */
   c = sb_horner(sb_cbrt_seed, 4, m);
   for (i = 0; i < 3; i++) c = c - (c * c * c - m) / (3.0 * (c * c));
-  *y = sb_with_sign(c * sb_cbrt_2k3[rem] * sb_pow2(q), ux);
+  return c * sb_cbrt_2k3[rem] * sb_pow2(q);
+}
+
+SB_FN sb_i32 sb_cbrt_core(float x, float *r, double *y)
+{
+  sb_u32 ux = sb_f32_bits(x), ax = ux & 0x7fffffffu;
+  if (ax > 0x7f800000u) { *r = sb_nanf(); return 1; }
+  if (ax == 0x7f800000u || ax == 0) { *r = x; return 1; }
+  *y = sb_with_sign(sb_cbrt_abs(sb_f32_from_bits(ax)), ux);
   return 0;
 }
 SB_DEFINE_CORRECTLY_ROUNDED(cbrt, 0x1p-49)
+
+SB_FN sb_i32 sb_cbrt_lane(float x, double *y)
+{
+  sb_u32 ux = sb_f32_bits(x), ax = ux & 0x7fffffffu;
+  sb_i32 flagged = (ax >= 0x7f800000u) | (ax == 0u);
+  *y = sb_with_sign(sb_cbrt_abs(sb_lane_input(sb_f32_from_bits(ax), flagged, 1.0f)), ux);
+  return flagged;
+}
 
 /* ---- pow ------------------------------------------------------------------------------------------ */
 
@@ -1612,7 +1758,11 @@ SB_FN float sb_powf(float x, float y)
 }
 
 /* ---- composite activation formulas (binary32 arithmetic, one rounding per written op) ----------- */
-/* Each formula is written in docs/math.md; NaN inputs give the canonical NaN. */
+/* Each formula is written in docs/math.md; NaN inputs give the canonical NaN, and so do NaN
+ * results of non-NaN inputs (inf * 0, sqrt of a negative), whose bits the hardware would
+ * otherwise choose (x86: 0xffc00000, CUDA: 0x7fffffff). */
+
+SB_FN float sb_canonical_nanf(float r) { return r == r ? r : sb_nanf(); }
 
 /* sigmoid x = 1 / (1 + exp(-x)) for x >= 0, e / (1 + e) with e = exp(x) for x < 0. */
 SB_FN float sb_sigmoidf(float x)
@@ -1636,7 +1786,7 @@ SB_FN float sb_softplusf(float x)
 SB_FN float sb_gelu_erff(float x)
 {
   if (x != x) return sb_nanf();
-  return (0.5f * x) * (1.0f + sb_erff(x * 0x1.6a09e6p-1f));
+  return sb_canonical_nanf((0.5f * x) * (1.0f + sb_erff(x * 0x1.6a09e6p-1f)));
 }
 
 /* gelu_tanh x = (0.5 x) (1 + tanh(0x1.988454p-1 * (x + 0.044715 ((x x) x)))),
@@ -1646,7 +1796,7 @@ SB_FN float sb_gelu_tanhf(float x)
   float inner;
   if (x != x) return sb_nanf();
   inner = 0x1.988454p-1f * (x + 0.044715f * ((x * x) * x));
-  return (0.5f * x) * (1.0f + sb_tanhf(inner));
+  return sb_canonical_nanf((0.5f * x) * (1.0f + sb_tanhf(inner)));
 }
 
 /* hardsigmoid x = min(1, max(0, alpha x + beta)). */
@@ -1663,14 +1813,14 @@ SB_FN float sb_hardsigmoidf(float x, float alpha, float beta)
 SB_FN float sb_hardswishf(float x)
 {
   if (x != x) return sb_nanf();
-  return x * sb_hardsigmoidf(x, 0x1.555556p-3f, 0.5f);
+  return sb_canonical_nanf(x * sb_hardsigmoidf(x, 0x1.555556p-3f, 0.5f));
 }
 
 /* mish x = x tanh(softplus x). */
 SB_FN float sb_mishf(float x)
 {
   if (x != x) return sb_nanf();
-  return x * sb_tanhf(sb_softplusf(x));
+  return sb_canonical_nanf(x * sb_tanhf(sb_softplusf(x)));
 }
 
 /* elu x = x for x > 0, alpha expm1(x) otherwise. */
@@ -1698,7 +1848,7 @@ SB_FN float sb_celuf(float x, float alpha)
 SB_FN float sb_rsqrt_formulaf(float x)
 {
   if (x != x) return sb_nanf();
-  return 1.0f / sb_sqrtf(x);
+  return sb_canonical_nanf(1.0f / sb_sqrtf(x));
 }
 
 #endif /* SB_MATH_H */

@@ -66,24 +66,60 @@ impl Checked {
 }
 
 /// Mismatches (count, canonical-NaN differences, first examples) of one function.
+#[derive(Default)]
 struct Report {
     mismatches: u64,
     nan_bit_differences: u64,
     examples: Vec<(u32, u32, u32)>,
 }
 
+impl Report {
+    fn merge(mut self, other: Report) -> Report {
+        self.mismatches += other.mismatches;
+        self.nan_bit_differences += other.nan_bit_differences;
+        self.examples.extend(other.examples);
+        self.examples.truncate(8);
+        self
+    }
+}
+
+/// Compares one chunk: `cpu` and `gpu` hold the results at `first`, `first + 1`, ...
+fn compare(first: u32, cpu: &[f32], gpu: &[f32]) -> Report {
+    cpu.par_chunks(1 << 16)
+        .zip(gpu.par_chunks(1 << 16))
+        .enumerate()
+        .map(|(i, (cpu_part, gpu_part))| {
+            let base = first + (i as u32) * (1 << 16);
+            let mut r = Report::default();
+            for (k, (c, g)) in cpu_part.iter().zip(gpu_part).enumerate() {
+                if c.is_nan() && g.is_nan() {
+                    if c.to_bits() != g.to_bits() {
+                        r.nan_bit_differences += 1;
+                    }
+                } else if c.to_bits() != g.to_bits() {
+                    r.mismatches += 1;
+                    if r.examples.len() < 8 {
+                        r.examples.push((base + k as u32, c.to_bits(), g.to_bits()));
+                    }
+                }
+            }
+            r
+        })
+        .reduce(Report::default, Report::merge)
+}
+
+/// All 2^32 inputs in chunks: the GPU kernel runs while the CPU evaluates the same chunk, then
+/// the GPU results are copied back into a reused buffer and compared.
 fn check(
     stream: &Arc<CudaStream>,
     func: &CudaFunction,
     what: Checked,
 ) -> Result<Report, Box<dyn std::error::Error>> {
     let mut out = stream.alloc_zeros::<f32>(CHUNK as usize)?;
+    let mut gpu = vec![0.0f32; CHUNK as usize];
+    let mut cpu = vec![0.0f32; CHUNK as usize];
     let (p0, p1) = what.params();
-    let mut report = Report {
-        mismatches: 0,
-        nan_bit_differences: 0,
-        examples: Vec::new(),
-    };
+    let mut report = Report::default();
     for chunk in 0..(1u64 << 32) / CHUNK as u64 {
         let first = chunk as u32 * CHUNK;
         let n = CHUNK;
@@ -95,54 +131,18 @@ fn check(
         launch.arg(&mut out);
         // SAFETY: the kernel writes n floats into `out`, which holds CHUNK = n floats.
         unsafe { launch.launch(LaunchConfig::for_num_elems(n))? };
-        let gpu = stream.clone_dtoh(&out)?;
-        let part = gpu
-            .par_chunks(1 << 16)
+        cpu.par_chunks_mut(1 << 16)
             .enumerate()
-            .map(|(i, gpu_part)| {
+            .for_each(|(i, dst)| {
                 let base = first + (i as u32) * (1 << 16);
-                let src: Vec<f32> = (0..gpu_part.len() as u32)
+                let src: Vec<f32> = (0..dst.len() as u32)
                     .map(|k| f32::from_bits(base + k))
                     .collect();
-                let mut cpu = vec![0.0f32; src.len()];
-                what.eval_cpu(&src, &mut cpu);
-                let mut r = Report {
-                    mismatches: 0,
-                    nan_bit_differences: 0,
-                    examples: Vec::new(),
-                };
-                for ((x, c), g) in src.iter().zip(&cpu).zip(gpu_part) {
-                    if c.is_nan() && g.is_nan() {
-                        if c.to_bits() != g.to_bits() {
-                            r.nan_bit_differences += 1;
-                        }
-                    } else if c.to_bits() != g.to_bits() {
-                        r.mismatches += 1;
-                        if r.examples.len() < 8 {
-                            r.examples.push((x.to_bits(), c.to_bits(), g.to_bits()));
-                        }
-                    }
-                }
-                r
-            })
-            .reduce(
-                || Report {
-                    mismatches: 0,
-                    nan_bit_differences: 0,
-                    examples: Vec::new(),
-                },
-                |mut a, b| {
-                    a.mismatches += b.mismatches;
-                    a.nan_bit_differences += b.nan_bit_differences;
-                    a.examples.extend(b.examples);
-                    a.examples.truncate(8);
-                    a
-                },
-            );
-        report.mismatches += part.mismatches;
-        report.nan_bit_differences += part.nan_bit_differences;
-        report.examples.extend(part.examples);
-        report.examples.truncate(8);
+                what.eval_cpu(&src, dst);
+            });
+        stream.memcpy_dtoh(&out, &mut gpu)?;
+        stream.synchronize()?;
+        report = report.merge(compare(first, &cpu, &gpu));
     }
     Ok(report)
 }
@@ -169,7 +169,9 @@ fn check_pow(
         unsafe { launch.launch(LaunchConfig::for_num_elems(n))? };
         let gpu = stream.clone_dtoh(&out)?;
         let mut cpu = vec![0.0f32; x.len()];
-        samebits_math::pow_slice(x, y, &mut cpu);
+        cpu.par_chunks_mut(1 << 16)
+            .zip(x.par_chunks(1 << 16).zip(y.par_chunks(1 << 16)))
+            .for_each(|(dst, (xp, yp))| samebits_math::pow_slice(xp, yp, dst));
         for (i, (c, g)) in cpu.iter().zip(&gpu).enumerate() {
             if c.to_bits() != g.to_bits() {
                 if mismatches < 8 {
@@ -222,9 +224,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             names.push(arg);
         }
     }
-    let selected: Vec<Checked> = if names.is_empty() && pow_samples.is_some() {
-        Vec::new()
-    } else if names.is_empty() {
+    let selected: Vec<Checked> = if names.is_empty() {
         all
     } else {
         names

@@ -148,16 +148,18 @@ impl UnaryFn {
         UnaryFn::Cosh,
         UnaryFn::Atanh,
         UnaryFn::Cbrt,
+        UnaryFn::Atan,
+        UnaryFn::Asinh,
+        UnaryFn::Acosh,
+        UnaryFn::Erfc,
     ];
 
     /// Implemented with the same method and passing the CI comparison with CORE-MATH (more than
-    /// 10^6 inputs each), but not yet correctly rounded everywhere: the exhaustive check of
-    /// 2026-11-22 found hard cases that still need exception-table entries (atan 2, asinh 8,
-    /// acosh 3, erfc 1; the inputs are listed in docs/math.md). A function moves to
-    /// [`UnaryFn::ALL`] when `cargo run --release -p samebits-math --example exhaustive -- NAME`
-    /// prints 0 mismatches.
-    pub const PENDING: &'static [UnaryFn] =
-        &[UnaryFn::Atan, UnaryFn::Asinh, UnaryFn::Acosh, UnaryFn::Erfc];
+    /// 10^6 inputs each), but not yet verified exhaustively. Empty since 2026-11-22: atan, asinh,
+    /// acosh and erfc got their exception-table entries and passed the exhaustive check. A
+    /// function moves to [`UnaryFn::ALL`] when
+    /// `cargo run --release -p samebits-math --example exhaustive -- NAME` prints 0 mismatches.
+    pub const PENDING: &'static [UnaryFn] = &[];
 }
 
 unsafe extern "C" {

@@ -11,9 +11,12 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// `count` (x, y) pairs from `seed`, a quarter each of: any bit patterns; positive x with
+/// `count` (x, y) pairs from `seed`, an eighth each of: any bit patterns; positive x with
 /// `|y ln x| < 100` (finite, non-trivial results); x within 2048 ulps of 1 with large y;
-/// signed x with integer and half-integer y in [-16, 16).
+/// signed x with integer and half-integer y in [-16, 16); results near overflow and in the
+/// subnormal range (`y ln x` in [80, 89] or [-104, -87]); subnormal x; negative x with an
+/// integer y of any size up to 2^24 (odd and even, results mostly finite); exact powers and
+/// exact float midpoints (small integers and their squares with integer and half-integer y).
 #[must_use]
 pub fn pow_sample_pairs(count: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
     let mut state = seed;
@@ -22,23 +25,59 @@ pub fn pow_sample_pairs(count: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
     for i in 0..count {
         let r = splitmix(&mut state);
         let (lo, hi) = (r as u32, (r >> 32) as u32);
-        let (x, y) = match i % 4 {
+        // uniform in [0, 1) from the high word
+        let unit = hi as f32 / 4_294_967_296.0;
+        let (x, y) = match i % 8 {
             0 => (f32::from_bits(lo), f32::from_bits(hi)),
             1 => {
                 let x = f32::from_bits(lo & 0x7fff_ffff);
-                let t = (hi as f32 / u32::MAX as f32 - 0.5) * 200.0;
-                (x, t / x.ln())
+                (x, (unit - 0.5) * 200.0 / x.ln())
             }
             2 => {
                 let x = f32::from_bits(0x3f80_0000u32.wrapping_add(lo % 4096).wrapping_sub(2048));
                 (x, f32::from_bits(0x4000_0000 + hi % 0x0a00_0000))
             }
-            _ => {
+            3 => {
                 let sign = if r >> 63 == 0 { 1.0 } else { -1.0 };
                 (
                     f32::from_bits(lo & 0x7fff_ffff) * sign,
                     (hi % 64) as f32 * 0.5 - 16.0,
                 )
+            }
+            4 => {
+                let x = f32::from_bits(lo & 0x7fff_ffff);
+                let t = if hi & 1 == 0 {
+                    80.0 + 9.0 * unit
+                } else {
+                    -104.0 + 17.0 * unit
+                };
+                (x, t / x.ln())
+            }
+            5 => {
+                let x = f32::from_bits(1 + lo % 0x007f_ffff);
+                (x, (unit - 0.5) * 200.0 / x.ln())
+            }
+            6 => {
+                let x = -f32::from_bits(lo & 0x7fff_ffff);
+                let t = (unit - 0.5) * 200.0 / (-x).ln();
+                let n = if t.is_finite() {
+                    t.round().clamp(-16_777_216.0, 16_777_216.0)
+                } else {
+                    (hi >> 8) as f32
+                };
+                (x, n)
+            }
+            _ => {
+                let k = 2 + lo % 4096;
+                let (x, y) = if hi & 1 == 0 {
+                    (k as f32, (hi >> 1) % 41)
+                } else {
+                    ((k * k) as f32, (hi >> 1) % 9)
+                };
+                let y = y as f32 - if hi & 1 == 0 { 20.0 } else { 4.0 };
+                let y = if hi & 1 == 0 { y } else { y + 0.5 };
+                let x = if lo >> 31 == 0 { x } else { x * 2f32.powi(-12) };
+                (x, y)
             }
         };
         xs.push(x);

@@ -163,6 +163,16 @@ fn activations_give_the_canonical_nan() {
         for x in [f32::NAN, -f32::NAN, f32::from_bits(0xff80_0001)] {
             assert_eq!(a.eval(x).to_bits(), 0x7fc0_0000, "{}", a.name());
         }
+        // NaN results of other inputs (-inf * 0 in gelu, mish, hardswish; 1/sqrt(-1)) too:
+        // the GPU check found x86's 0xffc00000 against CUDA's 0x7fffffff before this rule.
+        for x in [f32::NEG_INFINITY, -1.0] {
+            let r = a.eval(x);
+            assert!(
+                !r.is_nan() || r.to_bits() == 0x7fc0_0000,
+                "{}({x})",
+                a.name()
+            );
+        }
     }
 }
 

@@ -267,31 +267,10 @@ enum Binary {
     Pow,
 }
 
-/// `x^y` in f32 (contract: activation, Pow): exact special cases, binary powering for integer
-/// exponents, else `exp(y * log(x))` with samebits-math's exp and log.
+/// `x^y` in f32 (contract: activation, Pow): samebits-math's `pow`, C99 `powf` special cases
+/// and correctly rounded (docs/math.md), the same bits on every backend.
 pub fn pow_f32(x: f32, y: f32) -> f32 {
-    if y == 0.0 || x == 1.0 {
-        return 1.0;
-    }
-    if x.is_nan() || y.is_nan() {
-        return f32::NAN;
-    }
-    if y.fract() == 0.0 && y.abs() <= 16_777_216.0 {
-        let mut n = y.abs() as u32;
-        let (mut result, mut base) = (1.0f32, x);
-        while n > 0 {
-            if n & 1 == 1 {
-                result *= base;
-            }
-            base *= base;
-            n >>= 1;
-        }
-        return if y < 0.0 { 1.0 / result } else { result };
-    }
-    if x < 0.0 {
-        return f32::NAN;
-    }
-    samebits_math::exp(y * samebits_math::log(x))
+    samebits_math::pow(x, y)
 }
 
 /// `x^y` for integers: exact (wrapping) binary powering; a negative exponent is an error.
