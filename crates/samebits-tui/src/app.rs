@@ -398,11 +398,11 @@ impl App {
         match self.shown().map(|e| &e.state) {
             Some(RunState::Done(o)) => (
                 format!(
-                    "done: prefill {} tokens {:.1} tok/s · decode {} tokens {:.1} tok/s",
+                    "done: prefill {} tokens {} tok/s · decode {} tokens {} tok/s",
                     o.prompt_tokens,
-                    o.prefill_tokens_per_second,
+                    rate(o.prefill_tokens_per_second),
                     o.generated_tokens.saturating_sub(1),
-                    o.decode_tokens_per_second
+                    rate(o.decode_tokens_per_second)
                 ),
                 false,
             ),
@@ -427,8 +427,10 @@ impl App {
                 let decode_steps = progress.tokens.saturating_sub(1);
                 let decode = decode_steps as f64 / progress.decode.as_secs_f64().max(1e-9);
                 format!(
-                    "generating: {} tokens · prefill {prefill:.1} tok/s · decode {decode:.1} tok/s",
-                    progress.tokens
+                    "generating: {} tokens · prefill {} tok/s · decode {} tok/s",
+                    progress.tokens,
+                    rate(prefill),
+                    rate(decode)
                 )
             }
             Activity::Verifying => "verifying: re-running the receipt…".to_string(),
@@ -454,6 +456,15 @@ impl App {
 }
 
 const PROMPT: Focus = Focus::Field(Field::Prompt);
+
+/// Tokens per second with one decimal, two below 10 (so slow builds do not show 0.0).
+fn rate(tokens_per_second: f64) -> String {
+    if tokens_per_second < 10.0 {
+        format!("{tokens_per_second:.2}")
+    } else {
+        format!("{tokens_per_second:.1}")
+    }
+}
 
 pub fn focus_index(focus: Focus) -> usize {
     FOCUS_ORDER

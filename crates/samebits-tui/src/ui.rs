@@ -527,7 +527,7 @@ mod tests {
         });
         let text = screen(&app);
         assert!(text.contains("The capital of France is Paris."));
-        assert!(text.contains("done: prefill 30 tokens 61.5 tok/s · decode 8 tokens 9.8 tok/s"));
+        assert!(text.contains("done: prefill 30 tokens 61.5 tok/s · decode 8 tokens 9.75 tok/s"));
         assert!(text.contains("file    /tmp/receipts/generation-1-1.json"));
         assert!(text.contains("sha256  0123456789abcdef0123456789abcdef"));
         assert!(text.contains("logits  fedcba9876543210fedcba9876543210"));
