@@ -32,7 +32,8 @@ pub enum Job {
 pub struct Progress {
     /// Time from the start of the prefill to the first generated token.
     pub prefill: Duration,
-    /// Generated tokens so far.
+    /// Pieces of text streamed so far: one per generated token but the end-of-sequence one,
+    /// plus the final flush of any incomplete character (the finished run's counts are exact).
     pub tokens: usize,
     /// Time from the first generated token to the latest.
     pub decode: Duration,
