@@ -25,7 +25,8 @@ Examples:
   samebits verify run.json
   samebits generate --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt \"The capital of France is\" --receipt gen.json
   samebits compile model.onnx --artifacts-dir build/ 
-  samebits bench model.onnx --input-shape x=1,3,640,640 --runs 20";
+  samebits bench model.onnx --input-shape x=1,3,640,640 --runs 20
+  samebits tui";
 
 #[derive(Subcommand)]
 enum Command {
@@ -35,6 +36,7 @@ enum Command {
     Generate(commands::generate::Args),
     Bench(commands::bench::Args),
     Conformance(commands::conformance::Args),
+    Tui(commands::tui::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => commands::generate::main(args),
         Command::Bench(args) => commands::bench::main(args),
         Command::Conformance(args) => commands::conformance::main(args),
+        Command::Tui(args) => commands::tui::main(args),
     };
     match result {
         Ok(code) => code,

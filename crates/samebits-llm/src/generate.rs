@@ -33,6 +33,27 @@ pub struct Generation {
     pub decode_time: Duration,
 }
 
+impl Generation {
+    /// Prompt tokens per second of the prefill.
+    pub fn prefill_tokens_per_second(&self) -> f64 {
+        per_second(self.prompt_tokens.len(), self.prefill_time)
+    }
+
+    /// Tokens generated after the first one (which the prefill produced), per second of decode.
+    pub fn decode_tokens_per_second(&self) -> f64 {
+        per_second(self.decoded_tokens(), self.decode_time)
+    }
+
+    /// Tokens the decode steps produced: all generated tokens but the first.
+    pub fn decoded_tokens(&self) -> usize {
+        self.tokens.len().saturating_sub(1)
+    }
+}
+
+fn per_second(tokens: usize, time: Duration) -> f64 {
+    tokens as f64 / time.as_secs_f64().max(1e-9)
+}
+
 /// The token ids of `prompt`: with `chat`, the chat template's rendering of one user message with
 /// the assistant's turn opened; else the raw text, with BOS when the tokenizer asks for it.
 pub fn prompt_tokens(llm: &Llm, prompt: &str, chat: bool) -> Result<Vec<u32>> {

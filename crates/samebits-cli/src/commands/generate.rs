@@ -82,19 +82,14 @@ pub fn main(args: Args) -> Result<ExitCode> {
         let _ = stdout.flush();
     })?;
     println!();
-    let per_second = |tokens: usize, seconds: f64| tokens as f64 / seconds.max(1e-9);
-    let decoded = generation.tokens.len().saturating_sub(1);
     eprintln!(
         "prefill: {} tokens in {:.3} s ({:.1} tok/s); decode: {} tokens in {:.3} s ({:.1} tok/s)",
         generation.prompt_tokens.len(),
         generation.prefill_time.as_secs_f64(),
-        per_second(
-            generation.prompt_tokens.len(),
-            generation.prefill_time.as_secs_f64()
-        ),
-        decoded,
+        generation.prefill_tokens_per_second(),
+        generation.decoded_tokens(),
         generation.decode_time.as_secs_f64(),
-        per_second(decoded, generation.decode_time.as_secs_f64()),
+        generation.decode_tokens_per_second(),
     );
     if let Some(path) = &args.receipt {
         GenerationReceipt::new(&llm, &args.prompt, &options, &generation, path)?.write(path)?;

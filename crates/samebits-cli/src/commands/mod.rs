@@ -5,6 +5,7 @@ pub mod compile;
 pub mod conformance;
 pub mod generate;
 pub mod run;
+pub mod tui;
 pub mod verify;
 
 use anyhow::{Context, Result, bail};
