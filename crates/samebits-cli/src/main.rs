@@ -25,7 +25,8 @@ Examples:
   samebits verify run.json
   samebits generate --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt \"The capital of France is\" --receipt gen.json
   samebits compile model.onnx --artifacts-dir build/ 
-  samebits bench model.onnx --input-shape x=1,3,640,640 --runs 20";
+  samebits bench model.onnx --input-shape x=1,3,640,640 --runs 20
+  samebits bench --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt-tokens 128,512 --gen-tokens 128";
 
 #[derive(Subcommand)]
 enum Command {
