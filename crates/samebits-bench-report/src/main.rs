@@ -9,6 +9,7 @@
 use anyhow::{Context, Result, bail};
 use plotters::prelude::*;
 use plotters::style::FontStyle;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -91,6 +92,11 @@ fn render(cli: &Cli) -> Result<()> {
     draw(&chart, cli).map_err(|e| anyhow::anyhow!("{}: {e}", cli.out.display()))
 }
 
+/// Black text of the registered font at `size` pixels.
+fn text(size: u32) -> TextStyle<'static> {
+    TextStyle::from((FONT, size).into_font())
+}
+
 fn draw(chart: &Chart, cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
     let rows = chart.rows.len().max(1);
     let height = 140 + 34 * rows as u32 * (chart.series.len().max(1) as u32 + 1) / 2;
@@ -117,10 +123,10 @@ fn draw(chart: &Chart, cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
         .label_style((FONT, 13))
         .draw()?;
     // Parity line.
-    plot.draw_series(LineSeries::new(
-        [(1.0, 0.0), (1.0, rows as f64)],
+    plot.draw_series(std::iter::once(PathElement::new(
+        vec![(1.0, 0.0), (1.0, rows as f64)],
         BLACK.stroke_width(2),
-    ))?;
+    )))?;
     let slot = 0.8 / chart.series.len().max(1) as f64;
     for (i, row) in chart.rows.iter().enumerate() {
         // Row 0 at the top.
@@ -136,47 +142,37 @@ fn draw(chart: &Chart, cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
             plot.draw_series(std::iter::once(Text::new(
                 format!(" {ratio:.2}x"),
                 (end, y0 + slot * 0.45),
-                (FONT, 12)
-                    .into_font()
-                    .pos(plotters::style::text_anchor::Pos::new(
-                        plotters::style::text_anchor::HPos::Left,
-                        plotters::style::text_anchor::VPos::Center,
-                    )),
+                text(12).pos(Pos::new(HPos::Left, VPos::Center)),
             )))?;
         }
         if let Some(target) = row.target {
-            plot.draw_series(LineSeries::new(
-                [(target, top), (target, top - 0.8)],
+            plot.draw_series(std::iter::once(PathElement::new(
+                vec![(target, top), (target, top - 0.8)],
                 RED.stroke_width(3),
-            ))?;
+            )))?;
         }
         let (x, y) = plot.backend_coord(&(lo, top - 0.4));
         root.draw_text(
             &row.label,
-            &(FONT, 14)
-                .into_font()
-                .pos(plotters::style::text_anchor::Pos::new(
-                    plotters::style::text_anchor::HPos::Right,
-                    plotters::style::text_anchor::VPos::Center,
-                )),
+            &text(14).pos(Pos::new(HPos::Right, VPos::Center)),
             (x - 8, y),
         )?;
     }
-    // Legend: one swatch per series, then the target mark.
-    let mut x = 460;
+    // Legend, top right: one swatch per series, then the target mark.
+    let mut x = 760;
     for (s, name) in chart.series.iter().enumerate() {
         header.draw(&Rectangle::new(
-            [(x, 40), (x + 14, 52)],
+            [(x, 12), (x + 14, 24)],
             SERIES_COLOURS[s].filled(),
         ))?;
-        header.draw_text(name, &(FONT, 14).into_font(), (x + 20, 38))?;
+        header.draw_text(name, &text(14), (x + 20, 10))?;
         x += 30 + 9 * name.len() as i32;
     }
     header.draw(&PathElement::new(
-        vec![(x, 38), (x, 54)],
+        vec![(x, 10), (x, 26)],
         RED.stroke_width(3),
     ))?;
-    header.draw_text("target", &(FONT, 14).into_font(), (x + 8, 38))?;
+    header.draw_text("target", &text(14), (x + 8, 10))?;
     root.present()?;
     Ok(())
 }
