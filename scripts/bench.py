@@ -370,7 +370,7 @@ def cpu_main(args):
     ensure_ort()
     import onnxruntime as ort
     sdist = peers.llama_sdist()
-    bin_dir = peers.build_llama(peers.llama_source(sdist), os.path.join(peers.PEERS, "llama.cpp-cpu"),
+    bin_dir = peers.build_llama(peers.llama_source(sdist), os.path.join(peers.PEERS, "build-cpu"),
                                 cuda=False, jobs=os.cpu_count())
     cases = onnx_cases(args)
     speed = []
