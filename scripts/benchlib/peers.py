@@ -1,0 +1,103 @@
+"""The peers of scripts/bench.py, fetched from package registries (never committed):
+llama.cpp, built from the source vendored in the pinned llama-cpp-python sdist on PyPI, and
+cmake from PyPI when none is installed. Everything lands under $SAMEBITS_CACHE/peers."""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+CACHE = os.environ.get("SAMEBITS_CACHE", os.path.expanduser("~/.cache/samebits"))
+PEERS = os.path.join(CACHE, "peers")
+# llama-cpp-python 0.3.36: its sdist vendors the llama.cpp source it binds to.
+LLAMA_SDIST = ("llama-cpp-python", "0.3.36",
+               "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e")
+CMAKE_PIN = "cmake==4.4.4"
+# Top-level parts of the llama.cpp tree a CPU or CUDA build of llama-bench and libllama needs
+# (the GPU machine gets only these: one call carries at most 64 MiB).
+LLAMA_BUILD_PARTS = ["CMakeLists.txt", "cmake", "common", "ggml", "include", "src", "tools", "vendor",
+                     "licenses", "LICENSE", "gguf-py"]
+
+
+def log(msg):
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def llama_sdist():
+    """The unpacked llama-cpp-python sdist (downloaded and checked once): its folder."""
+    name, version, expected = LLAMA_SDIST
+    src = os.path.join(PEERS, "src")
+    folder = os.path.join(src, f"llama_cpp_python-{version}")
+    if os.path.exists(os.path.join(folder, ".complete")):
+        return folder
+    os.makedirs(src, exist_ok=True)
+    tarball = os.path.join(src, f"llama_cpp_python-{version}.tar.gz")
+    if not os.path.exists(tarball):
+        log(f"fetching {name}=={version} (sdist) from PyPI")
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                        "--no-binary", name, "-d", src, f"{name}=={version}"], check=True)
+    actual = sha256(tarball)
+    if actual != expected:
+        raise SystemExit(f"bench.py: {tarball} has sha256 {actual}, expected {expected}")
+    with tarfile.open(tarball) as t:
+        t.extractall(src, filter="data")
+    open(os.path.join(folder, ".complete"), "w").close()
+    return folder
+
+
+def llama_source(sdist):
+    return os.path.join(sdist, "vendor", "llama.cpp")
+
+
+def cmake():
+    """A cmake executable: the installed one, else cmake from PyPI."""
+    found = shutil.which("cmake")
+    if found:
+        return found
+    log(f"installing {CMAKE_PIN} from PyPI")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", CMAKE_PIN], check=True)
+    return shutil.which("cmake") or os.path.join(os.path.dirname(sys.executable), "cmake")
+
+
+def build_llama(source, build_dir, cuda, jobs):
+    """Builds llama-bench and the shared libllama (for the ctypes bindings) into build_dir/bin;
+    CPU: -DGGML_NATIVE=ON; CUDA: sm_90 only, FlashAttention kernels off (build time)."""
+    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DBUILD_SHARED_LIBS=ON",
+             "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
+             "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF"]
+    if shutil.which("ninja"):
+        flags += ["-G", "Ninja"]
+    if cuda:
+        flags += ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90", "-DGGML_CUDA_FA=OFF",
+                  "-DGGML_CUDA_NCCL=OFF"]
+    stamp = os.path.join(build_dir, ".samebits-flags")
+    binary = os.path.join(build_dir, "bin", "llama-bench")
+    if os.path.exists(binary) and os.path.exists(stamp) and open(stamp).read() == " ".join(flags):
+        return os.path.dirname(binary)
+    exe = cmake()
+    log(f"building llama.cpp ({'CUDA' if cuda else 'CPU'}) in {build_dir}; minutes")
+    subprocess.run([exe, "-S", source, "-B", build_dir, *flags], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([exe, "--build", build_dir, "--target", "llama-bench", "llama", "-j", str(jobs)],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(stamp, "w") as f:
+        f.write(" ".join(flags))
+    return os.path.dirname(binary)
+
+
+def pack_llama_source(sdist, out_tar):
+    """The parts of the sdist a GPU-machine build needs, as one .tar.xz (bindings included)."""
+    base = os.path.basename(sdist)
+    with tarfile.open(out_tar, "w:xz") as t:
+        t.add(os.path.join(sdist, "llama_cpp"), arcname=f"{base}/llama_cpp")
+        for part in LLAMA_BUILD_PARTS:
+            t.add(os.path.join(llama_source(sdist), part), arcname=f"{base}/vendor/llama.cpp/{part}")
+    return out_tar
