@@ -32,7 +32,9 @@ use samebits_ir::{
     Attribute, DType, Dim, Graph, Node, OpsetImports, Shape, Tensor, Value, ValueInfo, ValueType,
 };
 use samebits_ops::{OperationSet, Plan, RunOptions};
+use samebits_runtime::{Device, Executor};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A loaded model: its GGUF file (memory-mapped), configuration, tokenizer and compiled plan.
 pub struct Llm {
@@ -41,7 +43,7 @@ pub struct Llm {
     pub config: ModelConfig,
     pub tokenizer: GgufTokenizer,
     pub operation_set: OperationSet,
-    plan: Plan,
+    executor: Executor,
 }
 
 /// The keys and values of the tokens processed so far, per layer.
@@ -63,21 +65,32 @@ impl KvCache {
 }
 
 impl Llm {
-    /// Opens the GGUF file at `path` and compiles its graph for `operation_set`.
+    /// Opens the GGUF file at `path` and compiles its graph for `operation_set`, on the CPU.
     pub fn load(path: &Path, operation_set: OperationSet) -> Result<Llm> {
+        Llm::load_on(path, operation_set, Device::Cpu)
+    }
+
+    /// [`Llm::load`] running on `device` (the logits have the same bits on every device).
+    pub fn load_on(path: &Path, operation_set: OperationSet, device: Device) -> Result<Llm> {
         let file = GgufFile::open(path)?;
         let config = ModelConfig::from_gguf(&file)?;
         let tokenizer = GgufTokenizer::from_gguf(&file)?;
         let (graph, opsets) = build_graph(&file, &config)?;
         let plan = Plan::build(&graph, &opsets, operation_set, &[])?;
+        let executor = Executor::new(Arc::new(plan), device)?;
         Ok(Llm {
             path: path.to_path_buf(),
             file,
             config,
             tokenizer,
             operation_set,
-            plan,
+            executor,
         })
+    }
+
+    /// Where the model runs, as receipts record it (`cpu`, `cuda:0 (<GPU name>)`).
+    pub fn device_description(&self) -> String {
+        self.executor.description()
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -114,7 +127,10 @@ impl Llm {
             Tensor::from_vec(vec![1, s], positions)?.into(),
         ];
         inputs.append(&mut cache.layers);
-        let mut outputs = self.plan.run(inputs, RunOptions::default())?.into_iter();
+        let mut outputs = self
+            .executor
+            .run(inputs, RunOptions::default())?
+            .into_iter();
         let logits = outputs
             .next()
             .expect("the plan returns logits first")

@@ -13,7 +13,7 @@
 //!   rows picked by `indices` (an embedding lookup that dequantizes only those rows).
 
 use crate::registry::Registry;
-use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail};
+use crate::{BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, bail};
 use rayon::prelude::*;
 use samebits_gguf::{GgmlType, dequantize_row, matvec_q_f32};
 use samebits_ir::{DType, Tensor, Value, ValueType};
@@ -171,6 +171,15 @@ impl Op for MatMulGguf {
         let leading = &x_in.shape()[..x_in.rank() - 1];
         let shape: Vec<usize> = leading.iter().copied().chain([w.rows]).collect();
         Ok(vec![Tensor::from_vec(shape, y)?.into()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        let w = &self.0;
+        Some(DeviceKernel::MatMulGguf {
+            ggml_type: w.ggml_type,
+            rows: w.rows,
+            cols: w.cols,
+        })
     }
 }
 
