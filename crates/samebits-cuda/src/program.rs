@@ -131,6 +131,8 @@ mod tests {
             "sb_gemv_fold",
             "sb_softmax_rows",
             "sb_unary_exp",
+            "sb_unary_relu",
+            "sb_gguf_matvec_q4_1",
         ] {
             assert!(text.contains(kernel), "{kernel} missing from the PTX");
         }
