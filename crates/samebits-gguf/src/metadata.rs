@@ -128,6 +128,15 @@ impl Metadata {
         })
     }
 
+    /// Removes the entries of `keys` (absent keys are ignored).
+    pub fn remove(&mut self, keys: &[&str]) {
+        self.entries
+            .retain(|(key, _)| !keys.contains(&key.as_str()));
+        self.index = (self.entries.iter().enumerate())
+            .map(|(i, (key, _))| (key.clone(), i))
+            .collect();
+    }
+
     /// The entries in file order.
     pub fn entries(&self) -> &[(String, MetadataValue)] {
         &self.entries

@@ -140,6 +140,8 @@ impl TensorData {
 pub struct GgufFile {
     name: String,
     source: Arc<dyn ByteSource>,
+    /// The file behind `source` when opened from a path ([`GgufFile::read_tensor_bytes`]).
+    file: Option<std::fs::File>,
     version: u32,
     alignment: u64,
     data_start: usize,
@@ -161,7 +163,9 @@ impl GgufFile {
         // SAFETY: the map is read-only; like every reader of weight files we assume the file is
         // not truncated or rewritten while it is mapped.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-        GgufFile::from_source(&name, Arc::new(map))
+        let mut gguf = GgufFile::from_source(&name, Arc::new(map))?;
+        gguf.file = Some(file);
+        Ok(gguf)
     }
 
     /// Parses GGUF bytes held by `source`; `name` is the file name used in errors.
@@ -245,6 +249,7 @@ impl GgufFile {
             name: name.into(),
             data_start: data_start as usize,
             source,
+            file: None,
             version,
             alignment,
             metadata,
@@ -277,6 +282,13 @@ impl GgufFile {
         &self.metadata
     }
 
+    /// Forgets the metadata entries of `keys` once their values have been used, so that a loaded
+    /// model does not hold them twice (a 49k-token vocabulary and its merges are ~8 MB of
+    /// strings here, and as much again in the tokenizer built from them).
+    pub fn remove_metadata(&mut self, keys: &[&str]) {
+        self.metadata.remove(keys);
+    }
+
     /// Tensor infos in file order.
     pub fn tensor_infos(&self) -> &[TensorInfo] {
         &self.tensors
@@ -299,6 +311,40 @@ impl GgufFile {
         let info = self.require_info(name)?;
         let start = self.data_start + info.offset as usize;
         Ok(&self.source.bytes()[start..start + info.size])
+    }
+
+    /// Copies bytes `offset..offset + out.len()` of tensor `name` into `out`. A file opened with
+    /// [`GgufFile::open`] is read with positioned reads, not through its memory map, so that a
+    /// loader that repacks the weights does not leave the mapped pages resident as well.
+    pub fn read_tensor_bytes(&self, name: &str, offset: usize, out: &mut [u8]) -> Result<()> {
+        let info = self.require_info(name)?;
+        if offset
+            .checked_add(out.len())
+            .is_none_or(|end| end > info.size)
+        {
+            return Err(Error::Tensor {
+                file: self.name.clone(),
+                tensor: name.into(),
+                message: format!(
+                    "bytes {offset}..{} lie past its {} bytes",
+                    offset.saturating_add(out.len()),
+                    info.size
+                ),
+            });
+        }
+        let start = self.data_start + info.offset as usize + offset;
+        #[cfg(unix)]
+        if let Some(file) = &self.file {
+            use std::os::unix::fs::FileExt;
+            return file
+                .read_exact_at(out, start as u64)
+                .map_err(|source| Error::Io {
+                    file: self.name.clone(),
+                    source,
+                });
+        }
+        out.copy_from_slice(&self.source.bytes()[start..start + out.len()]);
+        Ok(())
     }
 
     /// The data of a tensor, viewed in place: an IR tensor for F32, F16, BF16, F64 and the integer

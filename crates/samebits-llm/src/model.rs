@@ -7,15 +7,16 @@
 //! x = GatherGguf(token_embd, input_ids)                                  [1, S, dim]
 //! per layer i:
 //!   h = RMSNormalization(x, attn_norm)
-//!   q, k, v = MatMulGguf(h, attn_q | attn_k | attn_v)
+//!   q, k, v = Split(MatMulGguf(h, [attn_q; attn_k; attn_v]))        (one stacked matrix when the
+//!                                                                     three share a panel type)
 //!   q, k = RotaryEmbedding(q | k, cos, sin, position_ids; interleaved)   (GGUF permutes Q/K rows
 //!                                                                          for adjacent pairs)
 //!   a, present_key_i, present_value_i = Attention(q, k, v, -, past_key_i, past_value_i;
 //!                                                 is_causal, GQA)
 //!   x = x + MatMulGguf(a, attn_output)
 //!   h = RMSNormalization(x, ffn_norm)
-//!   g = MatMulGguf(h, ffn_gate)
-//!   x = x + MatMulGguf((g * Sigmoid(g)) * MatMulGguf(h, ffn_up), ffn_down)
+//!   g, u = Split(MatMulGguf(h, [ffn_gate; ffn_up]))                  (likewise)
+//!   x = x + MatMulGguf((g * Sigmoid(g)) * u, ffn_down)
 //! logits = MatMulGguf(RMSNormalization(x, output_norm), output | token_embd (tied))
 //! ```
 //!
@@ -23,7 +24,8 @@
 //! `[1, kv_heads, P, head_dim]` f32 (P = 0 for a prefill); outputs `logits` `[1, S, vocab]` and
 //! `present_key_i`, `present_value_i` `[1, kv_heads, P + S, head_dim]`. Every op computes each
 //! token's row in the contract's canonical order, independent of S and P, so one prefill over a
-//! sequence and token-by-token decode give the same logits bit for bit.
+//! sequence and token-by-token decode give the same logits bit for bit. Stacking matrices changes
+//! no bit either: each output is the dot product of its own weight row.
 
 use crate::weights::{self, MatrixWeight};
 use crate::{LlmError, Result};
@@ -70,12 +72,21 @@ impl Llm {
         Llm::load_on(path, operation_set, Device::Cpu)
     }
 
-    /// [`Llm::load`] running on `device` (the logits have the same bits on every device).
+    /// [`Llm::load`] running on `device` (the logits have the same bits on every device). On a
+    /// GPU the weights keep their ggml rows (the layout the GPU kernel reads) instead of the
+    /// CPU's row panels.
     pub fn load_on(path: &Path, operation_set: OperationSet, device: Device) -> Result<Llm> {
-        let file = GgufFile::open(path)?;
+        let mut file = GgufFile::open(path)?;
         let config = ModelConfig::from_gguf(&file)?;
         let tokenizer = GgufTokenizer::from_gguf(&file)?;
-        let (graph, opsets) = build_graph(&file, &config)?;
+        // The tokenizer holds the vocabulary and merges now; free the metadata's copy before
+        // the weights are packed (peak memory).
+        file.remove_metadata(&[
+            "tokenizer.ggml.tokens",
+            "tokenizer.ggml.token_type",
+            "tokenizer.ggml.merges",
+        ]);
+        let (graph, opsets) = build_graph(&file, &config, device == Device::Cpu)?;
         let plan = Plan::build(&graph, &opsets, operation_set, &[])?;
         let executor = Executor::new(Arc::new(plan), device)?;
         Ok(Llm {
@@ -149,6 +160,8 @@ fn opsets() -> OpsetImports {
 /// Appends nodes to a graph under generated value names.
 struct GraphBuilder {
     graph: Graph,
+    /// Pack Q4_0 / Q4_1 / Q8_0 matrices into row panels (the CPU's layout); else ggml rows.
+    panels: bool,
 }
 
 impl GraphBuilder {
@@ -189,21 +202,62 @@ impl GraphBuilder {
         name.to_string()
     }
 
-    fn weight_attributes(w: &MatrixWeight) -> [(&'static str, Attribute); 3] {
-        [
-            ("ggml_type", Attribute::Int(i64::from(w.ggml_type.id()))),
-            ("rows", Attribute::Int(w.rows as i64)),
-            ("cols", Attribute::Int(w.cols as i64)),
-        ]
+    /// `x · Wᵀ` for the weight `w`, stored as initializer `name`; the output is named `out`.
+    fn matmul_weight(&mut self, x: &str, name: &str, w: MatrixWeight, out: &str) -> String {
+        let attrs = w.attributes();
+        self.initializer(name, w.blocks);
+        self.node(("samebits", "MatMulGguf"), &[x, name], &[out], &attrs);
+        out.to_string()
     }
 
     /// `x · Wᵀ` for the GGUF matrix `name`; the output is named `out`.
     fn matmul(&mut self, file: &GgufFile, x: &str, name: &str, out: &str) -> Result<String> {
-        let w = weights::matrix(file, name)?;
-        let attrs = Self::weight_attributes(&w);
-        self.initializer(name, w.blocks);
-        self.node(("samebits", "MatMulGguf"), &[x, name], &[out], &attrs);
-        Ok(out.to_string())
+        let w = weights::matrix(file, name, self.panels)?;
+        Ok(self.matmul_weight(x, name, w, out))
+    }
+
+    /// `x · Wᵀ` for each GGUF matrix of `names`, outputs named `outs`: one product with the
+    /// matrices stacked and a Split when they can be stacked, else one product each.
+    fn matmuls(
+        &mut self,
+        file: &GgufFile,
+        x: &str,
+        names: &[String],
+        outs: &[String],
+    ) -> Result<Vec<String>> {
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let stacked = match self.panels {
+            true => weights::stacked(file, &refs)?,
+            false => None,
+        };
+        let Some(w) = stacked else {
+            return names
+                .iter()
+                .zip(outs)
+                .map(|(name, out)| self.matmul(file, x, name, out))
+                .collect();
+        };
+        let sizes: Vec<i64> = refs
+            .iter()
+            .map(|name| file.tensor_info(name).map_or(0, |i| i.dims[1] as i64))
+            .collect();
+        let stacked_name = names.join("+");
+        let stacked_out = outs.join("+");
+        let stacked = self.matmul_weight(x, &stacked_name, w, &stacked_out);
+        let split_name = format!("{stacked_out}.split");
+        let count = sizes.len();
+        self.initializer(
+            &split_name,
+            Tensor::from_vec(vec![count], sizes).expect("one size per matrix"),
+        );
+        let out_refs: Vec<&str> = outs.iter().map(String::as_str).collect();
+        self.node(
+            ("", "Split"),
+            &[&stacked, &split_name],
+            &out_refs,
+            &[("axis", Attribute::Int(-1))],
+        );
+        Ok(outs.to_vec())
     }
 
     fn rms_norm(
@@ -257,8 +311,9 @@ pub fn rotary_tables(positions: usize, rotary_dim: usize, base: f32) -> (Tensor,
 }
 
 /// The decoder graph of a llama-layout GGUF file.
-fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)> {
+fn build_graph(file: &GgufFile, c: &ModelConfig, panels: bool) -> Result<(Graph, OpsetImports)> {
     let mut b = GraphBuilder {
+        panels,
         graph: Graph {
             name: "llama".into(),
             ..Graph::default()
@@ -292,8 +347,8 @@ fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)
     b.initializer("rotary_cos", cos);
     b.initializer("rotary_sin", sin);
 
-    let embedding = weights::matrix(file, "token_embd.weight")?;
-    let embedding_attrs = GraphBuilder::weight_attributes(&embedding);
+    let embedding = weights::matrix(file, "token_embd.weight", b.panels)?;
+    let embedding_attrs = embedding.attributes();
     b.initializer("token_embd.weight", embedding.blocks);
     b.node(
         ("samebits", "GatherGguf"),
@@ -323,9 +378,13 @@ fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)
             .push(tensor_info(&present_v, DType::F32, cache_dims("total")));
 
         let h = b.rms_norm(file, &x, &blk("attn_norm"), eps, &val("attn_in"))?;
-        let q = b.matmul(file, &h, &blk("attn_q"), &val("q"))?;
-        let k = b.matmul(file, &h, &blk("attn_k"), &val("k"))?;
-        let v = b.matmul(file, &h, &blk("attn_v"), &val("v"))?;
+        let qkv = b.matmuls(
+            file,
+            &h,
+            &[blk("attn_q"), blk("attn_k"), blk("attn_v")],
+            &[val("q"), val("k"), val("v")],
+        )?;
+        let [q, k, v] = [&qkv[0], &qkv[1], &qkv[2]];
         let rotary = |heads: usize| {
             [
                 ("interleaved", Attribute::Int(1)),
@@ -335,20 +394,20 @@ fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)
         };
         let q = b.onnx(
             "RotaryEmbedding",
-            &[&q, "rotary_cos", "rotary_sin", "position_ids"],
+            &[q, "rotary_cos", "rotary_sin", "position_ids"],
             &val("q_rot"),
             &rotary(c.head_count),
         );
         let k = b.onnx(
             "RotaryEmbedding",
-            &[&k, "rotary_cos", "rotary_sin", "position_ids"],
+            &[k, "rotary_cos", "rotary_sin", "position_ids"],
             &val("k_rot"),
             &rotary(c.head_count_kv),
         );
         let attended = val("attended");
         b.node(
             ("", "Attention"),
-            &[&q, &k, &v, "", &past_k, &past_v],
+            &[&q, &k, v, "", &past_k, &past_v],
             &[&attended, &present_k, &present_v],
             &[
                 ("is_causal", Attribute::Int(1)),
@@ -359,11 +418,16 @@ fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)
         let o = b.matmul(file, &attended, &blk("attn_output"), &val("attn_out"))?;
         let x_attn = b.onnx("Add", &[&x, &o], &val("resid_attn"), &[]);
         let h = b.rms_norm(file, &x_attn, &blk("ffn_norm"), eps, &val("ffn_in"))?;
-        let gate = b.matmul(file, &h, &blk("ffn_gate"), &val("gate"))?;
-        let up = b.matmul(file, &h, &blk("ffn_up"), &val("up"))?;
-        let sig = b.onnx("Sigmoid", &[&gate], &val("gate_sigmoid"), &[]);
-        let silu = b.onnx("Mul", &[&gate, &sig], &val("gate_silu"), &[]);
-        let hidden = b.onnx("Mul", &[&silu, &up], &val("ffn_hidden"), &[]);
+        let gate_up = b.matmuls(
+            file,
+            &h,
+            &[blk("ffn_gate"), blk("ffn_up")],
+            &[val("gate"), val("up")],
+        )?;
+        let [gate, up] = [&gate_up[0], &gate_up[1]];
+        let sig = b.onnx("Sigmoid", &[gate], &val("gate_sigmoid"), &[]);
+        let silu = b.onnx("Mul", &[gate, &sig], &val("gate_silu"), &[]);
+        let hidden = b.onnx("Mul", &[&silu, up], &val("ffn_hidden"), &[]);
         let down = b.matmul(file, &hidden, &blk("ffn_down"), &val("ffn_out"))?;
         x = b.onnx("Add", &[&x_attn, &down], &val("resid_ffn"), &[]);
     }

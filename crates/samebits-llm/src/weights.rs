@@ -1,32 +1,58 @@
-//! GGUF tensors as graph initializers. A weight matrix becomes the raw ggml blocks of its rows, a
-//! `u8` tensor viewing the memory-mapped file (no f32 copy), read by `samebits::MatMulGguf` and
-//! `samebits::GatherGguf`; a norm scale becomes a plain f32 tensor.
+//! GGUF tensors as graph initializers. A weight matrix becomes a `u8` tensor of its ggml blocks,
+//! read by `samebits::MatMulGguf` and `samebits::GatherGguf`: for types with a row-panel layout
+//! (Q4_0, Q4_1, Q8_0; `docs/gguf.md`, "Row panels") the blocks are repacked once into panels,
+//! read from the file piece by piece with positioned reads so that the memory map's pages never
+//! become resident beside the packed copy; other types stay a view of the memory-mapped file (no
+//! copy). Matrices that multiply the same activations (Q, K, V; gate, up) can be stacked into
+//! one matrix whose output the graph splits, which changes no bit: every output row is its own
+//! dot product. A norm scale becomes a plain f32 tensor, copied out of the file.
 
 use crate::{LlmError, Result};
-use samebits_gguf::{GgmlType, GgufFile, TensorData};
-use samebits_ir::Tensor;
+use samebits_gguf::{GgmlType, GgufFile, TensorData, has_panel_layout, pack_panels};
+use samebits_ir::{Attribute, Tensor};
 
 /// A `[rows, cols]` weight matrix in its ggml encoding.
 pub struct MatrixWeight {
-    /// The blocks of all rows, row after row.
+    /// The blocks of all rows, in `layout`.
     pub blocks: Tensor,
     pub ggml_type: GgmlType,
     pub rows: usize,
     pub cols: usize,
+    /// `"rows"` (ggml rows as in the file) or `"panels"`: the ops' `layout` attribute.
+    pub layout: &'static str,
 }
 
-/// The matrix `name` (ggml dims `[cols, rows]`).
-pub fn matrix(file: &GgufFile, name: &str) -> Result<MatrixWeight> {
-    let info = file
-        .tensor_info(name)
-        .ok_or_else(|| missing(file, name))?
-        .clone();
+impl MatrixWeight {
+    /// The attributes of a `MatMulGguf` / `GatherGguf` node reading this weight.
+    pub fn attributes(&self) -> [(&'static str, Attribute); 4] {
+        [
+            ("ggml_type", Attribute::Int(i64::from(self.ggml_type.id()))),
+            ("rows", Attribute::Int(self.rows as i64)),
+            ("cols", Attribute::Int(self.cols as i64)),
+            ("layout", Attribute::String(self.layout.into())),
+        ]
+    }
+}
+
+/// `(ggml type, rows, cols)` of the matrix `name` (ggml dims `[cols, rows]`).
+fn matrix_info(file: &GgufFile, name: &str) -> Result<(GgmlType, usize, usize)> {
+    let info = file.tensor_info(name).ok_or_else(|| missing(file, name))?;
     let [cols, rows] = info.dims[..] else {
         return Err(LlmError::Model {
             model: file.name().into(),
             message: format!("tensor {name} has dims {:?}, expected a matrix", info.dims),
         });
     };
+    Ok((info.ggml_type, rows as usize, cols as usize))
+}
+
+/// The matrix `name`: with `panels`, packed into panels when its type has them; else its rows
+/// viewed in the file.
+pub fn matrix(file: &GgufFile, name: &str, panels: bool) -> Result<MatrixWeight> {
+    if panels && let Some(stacked) = stacked(file, &[name])? {
+        return Ok(stacked);
+    }
+    let (ggml_type, rows, cols) = matrix_info(file, name)?;
     let blocks = match file.tensor(name)? {
         TensorData::Quantized(q) => q.blocks_tensor()?,
         // Plain float matrices are rare in quantized files; their bytes are copied once.
@@ -37,18 +63,80 @@ pub fn matrix(file: &GgufFile, name: &str) -> Result<MatrixWeight> {
     };
     Ok(MatrixWeight {
         blocks,
-        ggml_type: info.ggml_type,
-        rows: rows as usize,
-        cols: cols as usize,
+        ggml_type,
+        rows,
+        cols,
+        layout: "rows",
     })
 }
 
-/// The vector `name` (a norm scale) as f32.
-pub fn vector(file: &GgufFile, name: &str) -> Result<Tensor> {
-    if file.tensor_info(name).is_none() {
-        return Err(missing(file, name));
+/// The matrices `names` stacked along their rows (in that order) and packed into panels, or
+/// `None` when they differ in type or columns, or their type has no panel layout.
+pub fn stacked(file: &GgufFile, names: &[&str]) -> Result<Option<MatrixWeight>> {
+    let infos = names
+        .iter()
+        .map(|name| matrix_info(file, name))
+        .collect::<Result<Vec<_>>>()?;
+    let Some(&(ggml_type, _, cols)) = infos.first() else {
+        return Ok(None);
+    };
+    if !has_panel_layout(ggml_type) || infos.iter().any(|i| (i.0, i.2) != (ggml_type, cols)) {
+        return Ok(None);
     }
-    Ok(file.tensor(name)?.to_f32()?)
+    let row_bytes = ggml_type.row_bytes(cols).ok_or_else(|| LlmError::Model {
+        model: file.name().into(),
+        message: format!(
+            "tensor {} has rows of {cols} {ggml_type} elements",
+            names[0]
+        ),
+    })?;
+    // The first (stacked) row of each part.
+    let starts: Vec<usize> = infos
+        .iter()
+        .scan(0, |next, i| {
+            let start = *next;
+            *next += i.1;
+            Some(start)
+        })
+        .collect();
+    let rows = infos.iter().map(|i| i.1).sum();
+    let packed = pack_panels(ggml_type, rows, cols, |first, out| {
+        let (mut row, mut at) = (first, 0);
+        while at < out.len() {
+            let part = starts
+                .iter()
+                .rposition(|&s| s <= row)
+                .expect("row 0 starts part 0");
+            let count = (starts[part] + infos[part].1 - row).min((out.len() - at) / row_bytes);
+            let bytes = &mut out[at..at + count * row_bytes];
+            file.read_tensor_bytes(names[part], (row - starts[part]) * row_bytes, bytes)?;
+            (row, at) = (row + count, at + count * row_bytes);
+        }
+        Ok(())
+    })?;
+    Ok(Some(MatrixWeight {
+        blocks: Tensor::from_vec(vec![packed.len()], packed)?,
+        ggml_type,
+        rows,
+        cols,
+        layout: "panels",
+    }))
+}
+
+/// The vector `name` (a norm scale) as f32, copied out of the file (an F32 one with a positioned
+/// read, which keeps the memory map's pages, possibly large folios, out of the process).
+pub fn vector(file: &GgufFile, name: &str) -> Result<Tensor> {
+    let info = file.tensor_info(name).ok_or_else(|| missing(file, name))?;
+    if info.ggml_type != GgmlType::F32 {
+        return Ok(file.tensor(name)?.to_f32()?);
+    }
+    let mut bytes = vec![0u8; info.size];
+    file.read_tensor_bytes(name, 0, &mut bytes)?;
+    let values = bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    Ok(Tensor::from_vec(info.shape(), values)?)
 }
 
 fn missing(file: &GgufFile, name: &str) -> LlmError {

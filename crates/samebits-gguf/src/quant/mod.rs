@@ -11,7 +11,7 @@
 
 mod float;
 mod kquant;
-mod legacy;
+pub(crate) mod legacy;
 
 use crate::{Error, Result};
 use std::fmt;

@@ -3,7 +3,8 @@
 //! engine's one softmax ([`softmax_row`]), and the weighted sum of V as a canonical dot over key
 //! positions. LLM decode follows the same formula, so prefill and decode give the same bits.
 //!
-//! Both ops compute f16 and bf16 tensors in f32 and round at the store.
+//! Both ops compute f16 and bf16 tensors in f32 and round at the store. f32 inputs are read in
+//! place; the KV cache update copies the past keys and values once, into the present output.
 
 use super::numeric::{Real, permute};
 use super::softmax::softmax_row;
@@ -12,26 +13,27 @@ use crate::registry::Registry;
 use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, unsupported};
 use rayon::prelude::*;
 use samebits_ir::{DType, Tensor, Value, ValueType};
+use std::borrow::Cow;
 
 pub fn register(r: &mut Registry) {
     r.register("", "Attention", Attention::build);
     r.register("", "RotaryEmbedding", Rotary::build);
 }
 
-/// A `[batch, heads, seq, head_size]` tensor in f32.
-struct Heads {
-    data: Vec<f32>,
+/// A `[batch, heads, seq, head_size]` tensor in f32 (borrowed from an f32 4-D input).
+struct Heads<'a> {
+    data: Cow<'a, [f32]>,
     batch: usize,
     heads: usize,
     seq: usize,
     size: usize,
 }
 
-impl Heads {
+impl<'a> Heads<'a> {
     /// Input `i` (`name`) as heads: 4-D as is, 3-D `[batch, seq, heads * size]` split into
     /// `heads` (from the attribute `heads_attr`).
-    fn read(t: &Tensor, i: usize, name: &str, heads_attr: (&str, i64)) -> Result<Heads> {
-        let data = f32::read(t, &format!("input {i} ({name})"))?.into_owned();
+    fn read(t: &'a Tensor, i: usize, name: &str, heads_attr: (&str, i64)) -> Result<Heads<'a>> {
+        let data = f32::read(t, &format!("input {i} ({name})"))?;
         match *t.shape() {
             [batch, heads, seq, size] => Ok(Heads {
                 data,
@@ -51,7 +53,7 @@ impl Heads {
                 let heads = heads as usize;
                 let size = hidden / heads;
                 Ok(Heads {
-                    data: permute(&data, &[batch, seq, heads, size], &[0, 2, 1, 3]),
+                    data: Cow::Owned(permute(&data, &[batch, seq, heads, size], &[0, 2, 1, 3])),
                     batch,
                     heads,
                     seq,
@@ -71,7 +73,7 @@ impl Heads {
     }
 
     /// `self` followed by `next` along the sequence axis (the KV cache update).
-    fn concat_seq(&self, next: &Heads) -> Heads {
+    fn concat_seq(&self, next: &Heads) -> Heads<'static> {
         let seq = self.seq + next.seq;
         let mut data = Vec::with_capacity(self.batch * self.heads * seq * self.size);
         for b in 0..self.batch {
@@ -82,21 +84,20 @@ impl Heads {
                 }
             }
         }
-        Heads { data, seq, ..*self }
-    }
-
-    fn clone_heads(&self) -> Heads {
         Heads {
-            data: self.data.clone(),
-            ..*self
+            data: Cow::Owned(data),
+            seq,
+            batch: self.batch,
+            heads: self.heads,
+            size: self.size,
         }
     }
 
-    fn to_tensor(&self, dtype: DType) -> Result<Tensor> {
+    fn into_tensor(self, dtype: DType) -> Result<Tensor> {
         f32::store(
             dtype,
             vec![self.batch, self.heads, self.seq, self.size],
-            self.data.clone(),
+            self.data.into_owned(),
         )
     }
 }
@@ -181,6 +182,8 @@ struct Attention {
     softcap: f32,
     qk_matmul_output_mode: i64,
     correctly_rounded: bool,
+    /// Whether the node asks for output 3 (the observed scores), which is computed only then.
+    qk_output: bool,
 }
 
 impl Attention {
@@ -202,6 +205,7 @@ impl Attention {
             softcap,
             qk_matmul_output_mode: mode,
             correctly_rounded: ctx.operation_set.correctly_rounded_math(),
+            qk_output: ctx.node.outputs.len() > 3,
         }))
     }
 
@@ -250,8 +254,14 @@ impl Op for Attention {
             bail!("inputs 4 (past_key) and 5 (past_value) must be given together");
         }
         let past_len = past_key.as_ref().map_or(0, |p| p.seq);
-        let k = past_key.map_or(k.clone_heads(), |p| p.concat_seq(&k));
-        let v = past_value.map_or(v.clone_heads(), |p| p.concat_seq(&v));
+        let k = match past_key {
+            Some(p) => p.concat_seq(&k),
+            None => k,
+        };
+        let v = match past_value {
+            Some(p) => p.concat_seq(&v),
+            None => v,
+        };
         if k.batch != q.batch || v.batch != q.batch || k.heads != v.heads || k.seq != v.seq {
             bail!(
                 "K, V (with their past) must share batch, heads and sequence: Q {:?}, K {:?}, V {:?}",
@@ -297,25 +307,26 @@ impl Op for Attention {
         let scale = self.scale.unwrap_or(1.0 / (q.size as f32).sqrt());
         let (vsize, mode) = (v.size, self.qk_matmul_output_mode);
         let mut y = vec![0.0f32; q.batch * q.heads * q.seq * vsize];
-        let mut qk = vec![0.0f32; q.batch * q.heads * q.seq * total];
+        let observed_len = if self.qk_output { total } else { 0 };
         // contract: attention
-        y.par_chunks_mut(q.seq * vsize.max(1))
-            .zip(qk.par_chunks_mut(q.seq * total.max(1)))
+        let qk_heads: Vec<Vec<f32>> = y
+            .par_chunks_mut(q.seq * vsize.max(1))
             .enumerate()
-            .for_each(|(bh, (y_head, qk_head))| {
+            .map(|(bh, y_head)| {
+                let mut qk_head = vec![0.0f32; q.seq * observed_len];
                 let (b, h) = (bh / q.heads, bh % q.heads);
                 let g = h / group;
                 let mut scores = vec![0.0f32; total];
                 for i in 0..q.seq {
                     let q_row = &q.data[q.row(b, h, i)..q.row(b, h, i) + q.size];
-                    let mut observed = vec![0.0f32; total];
+                    let mut observed = vec![0.0f32; observed_len];
                     for (j, s) in scores.iter_mut().enumerate() {
                         let k_row = &k.data[k.row(b, g, j)..k.row(b, g, j) + k.size];
                         let mut score = f32::dot_strided(q_row, 1, k_row, 1, q.size) * scale;
                         if self.softcap > 0.0 {
                             score = self.softcap * self.tanh(score / self.softcap);
                         }
-                        if mode <= 1 {
+                        if mode <= 1 && self.qk_output {
                             observed[j] = score;
                         }
                         let hidden_by_causal =
@@ -325,34 +336,47 @@ impl Op for Attention {
                             score = f32::NEG_INFINITY;
                         }
                         *s = mask.apply(score, [b, h, i, j]);
-                        if mode == 2 {
+                        if mode == 2 && self.qk_output {
                             observed[j] = *s;
                         }
                     }
                     softmax_row(&mut scores, false, self.correctly_rounded);
-                    if mode == 3 {
-                        observed.copy_from_slice(&scores);
+                    if self.qk_output {
+                        if mode == 3 {
+                            observed.copy_from_slice(&scores);
+                        }
+                        qk_head[i * total..(i + 1) * total].copy_from_slice(&observed);
                     }
-                    qk_head[i * total..(i + 1) * total].copy_from_slice(&observed);
                     let v_first = v.row(b, g, 0);
                     for d in 0..vsize {
                         y_head[i * vsize + d] =
                             f32::dot_strided(&scores, 1, &v.data[v_first + d..], vsize, total);
                     }
                 }
-            });
+                qk_head
+            })
+            .collect();
         let out_shape = if q_in.rank() == 3 {
             y = permute(&y, &[q.batch, q.heads, q.seq, vsize], &[0, 2, 1, 3]);
             vec![q.batch, q.seq, q.heads * vsize]
         } else {
             vec![q.batch, q.heads, q.seq, vsize]
         };
-        Ok(vec![
+        let mut outputs = vec![
             f32::store(dtype, out_shape, y)?.into(),
-            k.to_tensor(dtype)?.into(),
-            v.to_tensor(dtype)?.into(),
-            f32::store(dtype, vec![q.batch, q.heads, q.seq, total], qk)?.into(),
-        ])
+            k.into_tensor(dtype)?.into(),
+            v.into_tensor(dtype)?.into(),
+        ];
+        if self.qk_output {
+            // (No heads were run when V's head size is 0: the scores stay zero.)
+            let qk = if qk_heads.len() == q.batch * q.heads {
+                qk_heads.concat()
+            } else {
+                vec![0.0; q.batch * q.heads * q.seq * total]
+            };
+            outputs.push(f32::store(dtype, vec![q.batch, q.heads, q.seq, total], qk)?.into());
+        }
+        Ok(outputs)
     }
 }
 
@@ -437,7 +461,7 @@ impl Op for Rotary {
                     ))
                 })
         };
-        let mut out = x.data.clone();
+        let mut out = x.data.to_vec();
         // contract: attention (RotaryEmbedding)
         for b in 0..x.batch {
             for s in 0..x.seq {

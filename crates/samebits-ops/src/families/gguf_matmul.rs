@@ -11,13 +11,20 @@
 //!   so a token's bits do not depend on how many tokens are processed together.
 //! - `GatherGguf(w [bytes] u8, indices)`, same attributes: `y [indices.., K]`, the dequantized
 //!   rows picked by `indices` (an embedding lookup that dequantizes only those rows).
+//!
+//! Both take an optional attribute `layout`: `"rows"` (default, the ggml rows as stored in the
+//! file) or `"panels"` (the row panels of `samebits_gguf::pack_panels`, packed at load time for
+//! Q4_0 / Q4_1 / Q8_0; docs/gguf.md, "Row panels"). Over panels, both the one-row and the
+//! several-row products run `PanelMatrix::matmul` on tasks of whole panels: SIMD lanes are rows,
+//! each its own canonical chain, so the bits equal the rows layout's for any token count, ISA
+//! and thread count.
 
 use crate::registry::Registry;
 use crate::{BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, bail};
 use rayon::prelude::*;
-use samebits_gguf::{GgmlType, dequantize_row, matvec_q_f32};
+use samebits_gguf::{GgmlType, PANEL_ROWS, PanelMatrix, dequantize_row, matvec_q_f32, panel_bytes};
 use samebits_ir::{DType, Tensor, Value, ValueType};
-use samebits_kernels::{MatRef, gemm_f32};
+use samebits_kernels::{Isa, MatRef, gemm_f32};
 
 pub fn register(r: &mut Registry) {
     r.register("samebits", "MatMulGguf", |ctx| {
@@ -32,6 +39,17 @@ pub fn register(r: &mut Registry) {
 const ROWS_PER_TASK: usize = 64;
 /// Weight rows dequantized together by the several-rows (prefill) path.
 const ROWS_PER_TILE: usize = 256;
+/// Panels per parallel task over a panel matrix.
+const PANELS_PER_TASK: usize = 4;
+
+/// How the weight's bytes are laid out (attribute `layout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// ggml rows, one after the other, as in the file.
+    Rows,
+    /// Row panels (`samebits_gguf::pack_panels`).
+    Panels,
+}
 
 /// The quantized `[rows, cols]` matrix an op reads from its `u8` input.
 #[derive(Debug)]
@@ -40,6 +58,7 @@ struct QuantizedMatrix {
     rows: usize,
     cols: usize,
     row_bytes: usize,
+    layout: Layout,
 }
 
 impl QuantizedMatrix {
@@ -68,12 +87,43 @@ impl QuantizedMatrix {
                 ggml_type.block_elems()
             ))
         })?;
+        let layout = match args.string("layout")?.as_deref() {
+            None | Some("rows") => Layout::Rows,
+            Some("panels") if panel_bytes(ggml_type, rows, cols).is_some() => Layout::Panels,
+            Some("panels") => {
+                return Err(crate::OpError::Unsupported(format!(
+                    "attribute \"layout\" = \"panels\": {ggml_type} has no panel layout"
+                )));
+            }
+            Some(other) => {
+                return Err(crate::OpError::Invalid(format!(
+                    "attribute \"layout\" = {other:?} must be \"rows\" or \"panels\""
+                )));
+            }
+        };
         Ok(QuantizedMatrix {
             ggml_type,
             rows,
             cols,
             row_bytes,
+            layout,
         })
+    }
+
+    /// Bytes of the whole matrix in its layout.
+    fn size(&self) -> usize {
+        match self.layout {
+            Layout::Rows => self.rows * self.row_bytes,
+            Layout::Panels => panel_bytes(self.ggml_type, self.rows, self.cols)
+                .expect("checked when the op was built"),
+        }
+    }
+
+    /// Input `i` as a panel matrix (layout `panels`).
+    fn panels<'a>(&self, inputs: &'a Inputs, i: usize) -> Result<PanelMatrix<'a>> {
+        let bytes = self.blocks(inputs, i)?;
+        PanelMatrix::new(self.ggml_type, self.rows, self.cols, bytes)
+            .map_err(|e| crate::OpError::Invalid(format!("input {i}: {e}")))
     }
 
     /// The raw blocks of input `i`, checked to hold the whole matrix.
@@ -86,14 +136,15 @@ impl QuantizedMatrix {
             );
         }
         let bytes = t.bytes()?;
-        if bytes.len() != self.rows * self.row_bytes {
+        if bytes.len() != self.size() {
             bail!(
-                "input {i} holds {} bytes, a [{}, {}] {} matrix needs {}",
+                "input {i} holds {} bytes, a [{}, {}] {} matrix in {:?} layout needs {}",
                 bytes.len(),
                 self.rows,
                 self.cols,
                 self.ggml_type,
-                self.rows * self.row_bytes
+                self.layout,
+                self.size()
             );
         }
         Ok(bytes)
@@ -129,7 +180,9 @@ impl Op for MatMulGguf {
         }
         let m = x.len() / w.cols.max(1);
         let mut y = vec![0f32; m * w.rows];
-        if m == 1 {
+        if w.layout == Layout::Panels {
+            panels_matmul(&w.panels(inputs, 1)?, x, m, &mut y)?;
+        } else if m == 1 {
             y.par_chunks_mut(ROWS_PER_TASK)
                 .enumerate()
                 .try_for_each(|(t, out)| {
@@ -173,14 +226,57 @@ impl Op for MatMulGguf {
         Ok(vec![Tensor::from_vec(shape, y)?.into()])
     }
 
+    /// The ggml rows layout only (the device kernel does not read row panels).
     fn device_kernel(&self) -> Option<DeviceKernel> {
         let w = &self.0;
+        if w.layout != Layout::Rows {
+            return None;
+        }
         Some(DeviceKernel::MatMulGguf {
             ggml_type: w.ggml_type,
             rows: w.rows,
             cols: w.cols,
         })
     }
+}
+
+/// `y = x · Wᵀ` over a panel matrix, `m` rows of `x`: parallel tasks of whole panels, each all
+/// rows of `x` (the ISA is read here, on the calling thread, and handed to the tasks).
+fn panels_matmul(w: &PanelMatrix, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
+    let isa = Isa::active();
+    let rows = w.rows();
+    let invalid = |e: samebits_gguf::Error| crate::OpError::Invalid(e.to_string());
+    let task_rows = PANELS_PER_TASK * PANEL_ROWS;
+    if m == 1 {
+        return y
+            .par_chunks_mut(task_rows)
+            .enumerate()
+            .try_for_each(|(t, out)| {
+                let first = t * PANELS_PER_TASK;
+                let panels = first..(first + PANELS_PER_TASK).min(w.panels());
+                w.matmul(panels, x, out, isa)
+            })
+            .map_err(invalid);
+    }
+    let blocks: Vec<Vec<f32>> = (0..w.panels().div_ceil(PANELS_PER_TASK))
+        .into_par_iter()
+        .map(|t| {
+            let first = t * PANELS_PER_TASK;
+            let panels = first..(first + PANELS_PER_TASK).min(w.panels());
+            let n = (panels.end * PANEL_ROWS).min(rows) - first * PANEL_ROWS;
+            let mut out = vec![0f32; m * n];
+            w.matmul(panels, x, &mut out, isa)?;
+            Ok(out)
+        })
+        .collect::<samebits_gguf::Result<_>>()
+        .map_err(invalid)?;
+    for (t, out) in blocks.iter().enumerate() {
+        let n = out.len() / m;
+        for (i, row) in out.chunks_exact(n.max(1)).enumerate() {
+            y[i * rows + t * task_rows..][..n].copy_from_slice(row);
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug)]
@@ -203,9 +299,14 @@ impl Op for GatherGguf {
             let Some(row) = usize::try_from(row).ok().filter(|&r| r < w.rows) else {
                 bail!("index {id} lies outside the {} rows of the weight", w.rows);
             };
-            let row_blocks = &blocks[row * w.row_bytes..(row + 1) * w.row_bytes];
-            dequantize_row(w.ggml_type, row_blocks, out)
-                .map_err(|e| crate::OpError::Invalid(e.to_string()))?;
+            match w.layout {
+                Layout::Rows => {
+                    let row_blocks = &blocks[row * w.row_bytes..(row + 1) * w.row_bytes];
+                    dequantize_row(w.ggml_type, row_blocks, out)
+                }
+                Layout::Panels => w.panels(inputs, 0)?.dequantize_row(row, out),
+            }
+            .map_err(|e| crate::OpError::Invalid(e.to_string()))?;
         }
         Ok(vec![
             Tensor::from_vec(w.out_shape(indices.shape()), y)?.into(),
@@ -220,6 +321,10 @@ mod tests {
     use samebits_ir::{Attribute, Node};
 
     fn node(op: &str, ggml_type: GgmlType, rows: usize, cols: usize) -> Node {
+        node_in(op, ggml_type, rows, cols, "rows")
+    }
+
+    fn node_in(op: &str, ggml_type: GgmlType, rows: usize, cols: usize, layout: &str) -> Node {
         Node {
             name: String::new(),
             op_type: op.into(),
@@ -233,6 +338,7 @@ mod tests {
                 ),
                 ("rows".to_string(), Attribute::Int(rows as i64)),
                 ("cols".to_string(), Attribute::Int(cols as i64)),
+                ("layout".to_string(), Attribute::String(layout.into())),
             ]
             .into_iter()
             .collect(),
@@ -321,6 +427,43 @@ mod tests {
         dequantize_row(GgmlType::Q8_0, &blocks, &mut all).unwrap();
         assert_eq!(&y[..cols], &all[3 * cols..4 * cols]);
         assert_eq!(&y[cols..], &all[..cols]);
+    }
+
+    /// The panels layout gives the rows layout's bits, for one and several activation rows, and
+    /// its gather the same rows; 300 rows end on a partly padded panel.
+    #[test]
+    fn panels_layout_equals_rows_layout() {
+        let (rows, cols) = (300, 160);
+        let blocks = q8_0_blocks(rows, cols);
+        let row_bytes = GgmlType::Q8_0.row_bytes(cols).unwrap();
+        let packed = samebits_gguf::pack_panels(GgmlType::Q8_0, rows, cols, |first, out| {
+            out.copy_from_slice(&blocks[first * row_bytes..][..out.len()]);
+            Ok(())
+        })
+        .unwrap();
+        let w_rows = Tensor::from_vec(vec![blocks.len()], blocks).unwrap();
+        let w_panels = Tensor::from_vec(vec![packed.len()], packed).unwrap();
+        let by_rows = build(&node("MatMulGguf", GgmlType::Q8_0, rows, cols));
+        let by_panels = build(&node_in("MatMulGguf", GgmlType::Q8_0, rows, cols, "panels"));
+        for m in [1, 3, 6] {
+            let x: Vec<f32> = (0..m * cols)
+                .map(|i| ((i * 7919) % 97) as f32 / 13.0 - 3.5)
+                .collect();
+            let x = Tensor::from_vec(vec![m, cols], x).unwrap();
+            let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+            assert_eq!(
+                bits(run(by_panels.as_ref(), x.clone(), w_panels.clone())),
+                bits(run(by_rows.as_ref(), x, w_rows.clone())),
+                "{m} rows"
+            );
+        }
+        let ids = Tensor::from_vec(vec![3], vec![0i64, 299, -17]).unwrap();
+        let gather_rows = build(&node("GatherGguf", GgmlType::Q8_0, rows, cols));
+        let gather_panels = build(&node_in("GatherGguf", GgmlType::Q8_0, rows, cols, "panels"));
+        assert_eq!(
+            run(gather_panels.as_ref(), w_panels, ids.clone()),
+            run(gather_rows.as_ref(), w_rows, ids)
+        );
     }
 
     #[test]
