@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig};
 
-use crate::buffer::{BufferPool, DeviceBuffer};
+use crate::buffer::{BufferPool, DeviceBuffer, DeviceBytes};
 use crate::error::{CudaError, Result};
 use crate::program;
 
@@ -102,6 +102,17 @@ impl CudaBackend {
             self.stream.memcpy_htod(data, &mut view)?;
         }
         Ok(buffer)
+    }
+
+    /// Copies raw bytes (quantized weights) to a new device allocation.
+    pub fn upload_bytes(&self, data: &[u8]) -> Result<DeviceBytes> {
+        // SAFETY: fully written by the copy below before any kernel reads it.
+        let mut slice = unsafe { self.stream.alloc::<u8>(data.len().max(1))? };
+        if !data.is_empty() {
+            let mut view = slice.slice_mut(..data.len());
+            self.stream.memcpy_htod(data, &mut view)?;
+        }
+        Ok(DeviceBytes::new(slice, data.len()))
     }
 
     /// Copies a device buffer back to the host (waits for the queued work).

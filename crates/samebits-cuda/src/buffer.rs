@@ -90,3 +90,29 @@ impl Drop for DeviceBuffer {
         }
     }
 }
+
+/// Raw bytes on the device (quantized weights), allocated for the buffer's whole life.
+pub struct DeviceBytes {
+    slice: CudaSlice<u8>,
+    len: usize,
+}
+
+impl DeviceBytes {
+    pub(crate) fn new(slice: CudaSlice<u8>, len: usize) -> Self {
+        DeviceBytes { slice, len }
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn slice(&self) -> &CudaSlice<u8> {
+        &self.slice
+    }
+}

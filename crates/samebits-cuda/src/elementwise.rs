@@ -17,23 +17,48 @@ pub enum UnaryOp {
     Math(UnaryFn),
     /// A composite activation formula of samebits-math.
     Activation(Activation),
+    /// `-x`.
+    Neg,
+    /// `|x|`.
+    Abs,
+    /// `x > 0 ? x : (x is NaN ? x : +0)`, the ONNX Relu of samebits-ops.
+    Relu,
+    /// IEEE square root.
+    Sqrt,
+    /// `1 / x`.
+    Reciprocal,
 }
 
 impl UnaryOp {
+    /// The one-operation functions (no samebits-math call).
+    pub const SIMPLE: [UnaryOp; 5] = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Relu,
+        UnaryOp::Sqrt,
+        UnaryOp::Reciprocal,
+    ];
+
     /// Every unary op (activations with their ONNX default parameters).
     pub fn all() -> Vec<UnaryOp> {
         UnaryFn::IMPLEMENTED
             .iter()
             .map(|&f| UnaryOp::Math(f))
             .chain(Activation::ALL.iter().map(|&a| UnaryOp::Activation(a)))
+            .chain(UnaryOp::SIMPLE)
             .collect()
     }
 
-    /// The name of the function or formula.
+    /// The name of the function or formula (its kernel is `sb_unary_<name>`).
     pub fn name(self) -> &'static str {
         match self {
             UnaryOp::Math(f) => f.name(),
             UnaryOp::Activation(a) => a.name(),
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Sqrt => "ieee_sqrt",
+            UnaryOp::Reciprocal => "reciprocal",
         }
     }
 
@@ -42,6 +67,12 @@ impl UnaryOp {
         match self {
             UnaryOp::Math(f) => f.eval(x),
             UnaryOp::Activation(a) => a.eval(x),
+            UnaryOp::Neg => -x,
+            UnaryOp::Abs => x.abs(),
+            UnaryOp::Relu if x > 0.0 || x.is_nan() => x,
+            UnaryOp::Relu => 0.0,
+            UnaryOp::Sqrt => x.sqrt(),
+            UnaryOp::Reciprocal => 1.0 / x,
         }
     }
 }
@@ -191,8 +222,8 @@ impl CudaBackend {
         // The generated kernel of the function (crate::program::unary_kernels).
         let kernel = format!("sb_unary_{}", op.name());
         let (p0, p1) = match op {
-            UnaryOp::Math(_) => (0.0, 0.0),
             UnaryOp::Activation(a) => crate::program::activation_params(a),
+            _ => (0.0, 0.0),
         };
         let f = self.function(&kernel)?;
         let n = x.len() as i64;

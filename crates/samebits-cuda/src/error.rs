@@ -19,6 +19,15 @@ pub enum CudaError {
     Compile(String),
     #[error("invalid arguments: {0}")]
     Invalid(String),
+    /// An op failed (its CPU evaluation, or its inputs).
+    #[error(transparent)]
+    Op(#[from] samebits_ops::OpError),
+    /// A device operation failed while running a step.
+    #[error("{node}: {source}")]
+    AtStep {
+        node: String,
+        source: Box<CudaError>,
+    },
 }
 
 /// Result of the CUDA backend.

@@ -10,22 +10,30 @@
 //!   broadcasting), [`CudaBackend::gemm`] ([`DeviceMat`], [`GemmEpilogue`], [`GemmLaunch`]),
 //!   [`CudaBackend::reduce`], [`CudaBackend::softmax`], [`CudaBackend::layer_norm`],
 //!   [`CudaBackend::rms_norm`]; the `*_cpu` functions are their CPU oracles.
+//! - [`CudaBackend::gguf_matmul`]: products with GGUF block-quantized weights (`DeviceBytes`).
+//! - [`executor`]: [`CudaExecutor`] runs a compiled `samebits_ops::Plan` on the device, each
+//!   step on its device kernel or, failing that, on the CPU, values kept on the device between
+//!   device steps.
 //! - [`testing`]: the [`test_device!`] macro that runs one test body on the CPU and on CUDA.
 
 mod backend;
 mod buffer;
 mod elementwise;
 mod error;
+pub mod executor;
 mod gemm;
+mod gguf;
 mod program;
 mod reduce;
 pub mod testing;
 
 pub use backend::CudaBackend;
-pub use buffer::DeviceBuffer;
+pub use buffer::{DeviceBuffer, DeviceBytes};
 pub use elementwise::{BinaryOp, BroadcastLayout, MAX_RANK, UnaryOp, binary_cpu};
 pub use error::{CudaError, Result};
+pub use executor::{CudaExecutor, RunStats};
 pub use gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape, SPLIT_K_MAX_M};
+pub use gguf::gguf_supported;
 pub use reduce::{layer_norm_cpu, rms_norm_cpu, softmax_cpu};
 
 /// The complete CUDA source the backend compiles (for inspection with nvcc / ptxas).

@@ -5,11 +5,13 @@
 use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
 use samebits_math::{Activation, CUDA_SOURCE, UnaryFn};
 
+use crate::elementwise::UnaryOp;
 use crate::error::{CudaError, Result};
 
 const CANONICAL: &str = include_str!("../kernels/canonical.cu");
 const ELEMENTWISE: &str = include_str!("../kernels/elementwise.cu");
 const GEMM: &str = include_str!("../kernels/gemm.cu");
+const GGUF: &str = include_str!("../kernels/gguf.cu");
 const REDUCE: &str = include_str!("../kernels/reduce.cu");
 
 /// The device expression of an activation in terms of the input `v` and the parameters `p0`,
@@ -25,6 +27,18 @@ fn activation_expression(a: Activation) -> String {
     }
 }
 
+/// The device expression of a simple unary op of `v` (the formulas of [`UnaryOp::eval`]).
+fn simple_expression(op: UnaryOp) -> &'static str {
+    match op {
+        UnaryOp::Neg => "-v",
+        UnaryOp::Abs => "fabsf(v)",
+        UnaryOp::Relu => "(v > 0.0f || v != v) ? v : 0.0f",
+        UnaryOp::Sqrt => "sb_sqrtf(v)",
+        UnaryOp::Reciprocal => "1.0f / v",
+        UnaryOp::Math(_) | UnaryOp::Activation(_) => unreachable!("not a simple op"),
+    }
+}
+
 /// The `(p0, p1)` kernel arguments of an activation.
 pub(crate) fn activation_params(a: Activation) -> (f32, f32) {
     match a {
@@ -35,9 +49,17 @@ pub(crate) fn activation_params(a: Activation) -> (f32, f32) {
     }
 }
 
-/// One `sb_unary_<name>` kernel per samebits-math function and activation.
+/// One `sb_unary_<name>` kernel per samebits-math function and activation, and per simple
+/// IEEE function of [`UnaryOp`].
 fn unary_kernels() -> String {
     let mut src = String::new();
+    for op in UnaryOp::SIMPLE {
+        src.push_str(&format!(
+            "SB_UNARY_KERNEL({}, {})\n",
+            op.name(),
+            simple_expression(op)
+        ));
+    }
     for f in UnaryFn::IMPLEMENTED {
         src.push_str(&format!("SB_UNARY_KERNEL({0}, sb_{0}f(v))\n", f.name()));
     }
@@ -59,6 +81,7 @@ pub(crate) fn source() -> String {
         ELEMENTWISE,
         &unary_kernels(),
         GEMM,
+        GGUF,
         REDUCE,
     ]
     .join("\n")
@@ -108,6 +131,8 @@ mod tests {
             "sb_gemv_fold",
             "sb_softmax_rows",
             "sb_unary_exp",
+            "sb_unary_relu",
+            "sb_gguf_matvec_q4_1",
         ] {
             assert!(text.contains(kernel), "{kernel} missing from the PTX");
         }

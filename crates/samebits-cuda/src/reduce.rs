@@ -22,6 +22,11 @@ fn kind_code(kind: ReduceKind) -> i32 {
     }
 }
 
+/// Whether the row kernels (softmax, norms) take rows of `len` elements.
+pub(crate) fn row_len_supported(len: usize) -> bool {
+    len > 0 && row_shared_bytes(len).is_ok()
+}
+
 /// Dynamic shared bytes of a row kernel over rows of `len`, or an error if too long.
 fn row_shared_bytes(len: usize) -> Result<u32> {
     let tiles = len.div_ceil(REDUCTION_TILE);

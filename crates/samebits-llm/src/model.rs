@@ -34,7 +34,9 @@ use samebits_ir::{
     Attribute, DType, Dim, Graph, Node, OpsetImports, Shape, Tensor, Value, ValueInfo, ValueType,
 };
 use samebits_ops::{OperationSet, Plan, RunOptions};
+use samebits_runtime::{Device, Executor};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A loaded model: its GGUF file (memory-mapped), configuration, tokenizer and compiled plan.
 pub struct Llm {
@@ -43,7 +45,7 @@ pub struct Llm {
     pub config: ModelConfig,
     pub tokenizer: GgufTokenizer,
     pub operation_set: OperationSet,
-    plan: Plan,
+    executor: Executor,
 }
 
 /// The keys and values of the tokens processed so far, per layer.
@@ -65,8 +67,15 @@ impl KvCache {
 }
 
 impl Llm {
-    /// Opens the GGUF file at `path` and compiles its graph for `operation_set`.
+    /// Opens the GGUF file at `path` and compiles its graph for `operation_set`, on the CPU.
     pub fn load(path: &Path, operation_set: OperationSet) -> Result<Llm> {
+        Llm::load_on(path, operation_set, Device::Cpu)
+    }
+
+    /// [`Llm::load`] running on `device` (the logits have the same bits on every device). On a
+    /// GPU the weights keep their ggml rows (the layout the GPU kernel reads) instead of the
+    /// CPU's row panels.
+    pub fn load_on(path: &Path, operation_set: OperationSet, device: Device) -> Result<Llm> {
         let mut file = GgufFile::open(path)?;
         let config = ModelConfig::from_gguf(&file)?;
         let tokenizer = GgufTokenizer::from_gguf(&file)?;
@@ -77,16 +86,22 @@ impl Llm {
             "tokenizer.ggml.token_type",
             "tokenizer.ggml.merges",
         ]);
-        let (graph, opsets) = build_graph(&file, &config)?;
+        let (graph, opsets) = build_graph(&file, &config, device == Device::Cpu)?;
         let plan = Plan::build(&graph, &opsets, operation_set, &[])?;
+        let executor = Executor::new(Arc::new(plan), device)?;
         Ok(Llm {
             path: path.to_path_buf(),
             file,
             config,
             tokenizer,
             operation_set,
-            plan,
+            executor,
         })
+    }
+
+    /// Where the model runs, as receipts record it (`cpu`, `cuda:0 (<GPU name>)`).
+    pub fn device_description(&self) -> String {
+        self.executor.description()
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -123,7 +138,10 @@ impl Llm {
             Tensor::from_vec(vec![1, s], positions)?.into(),
         ];
         inputs.append(&mut cache.layers);
-        let mut outputs = self.plan.run(inputs, RunOptions::default())?.into_iter();
+        let mut outputs = self
+            .executor
+            .run(inputs, RunOptions::default())?
+            .into_iter();
         let logits = outputs
             .next()
             .expect("the plan returns logits first")
@@ -142,6 +160,8 @@ fn opsets() -> OpsetImports {
 /// Appends nodes to a graph under generated value names.
 struct GraphBuilder {
     graph: Graph,
+    /// Pack Q4_0 / Q4_1 / Q8_0 matrices into row panels (the CPU's layout); else ggml rows.
+    panels: bool,
 }
 
 impl GraphBuilder {
@@ -192,7 +212,7 @@ impl GraphBuilder {
 
     /// `x · Wᵀ` for the GGUF matrix `name`; the output is named `out`.
     fn matmul(&mut self, file: &GgufFile, x: &str, name: &str, out: &str) -> Result<String> {
-        let w = weights::matrix(file, name)?;
+        let w = weights::matrix(file, name, self.panels)?;
         Ok(self.matmul_weight(x, name, w, out))
     }
 
@@ -206,7 +226,11 @@ impl GraphBuilder {
         outs: &[String],
     ) -> Result<Vec<String>> {
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let Some(w) = weights::stacked(file, &refs)? else {
+        let stacked = match self.panels {
+            true => weights::stacked(file, &refs)?,
+            false => None,
+        };
+        let Some(w) = stacked else {
             return names
                 .iter()
                 .zip(outs)
@@ -287,8 +311,9 @@ pub fn rotary_tables(positions: usize, rotary_dim: usize, base: f32) -> (Tensor,
 }
 
 /// The decoder graph of a llama-layout GGUF file.
-fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)> {
+fn build_graph(file: &GgufFile, c: &ModelConfig, panels: bool) -> Result<(Graph, OpsetImports)> {
     let mut b = GraphBuilder {
+        panels,
         graph: Graph {
             name: "llama".into(),
             ..Graph::default()
@@ -322,7 +347,7 @@ fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)
     b.initializer("rotary_cos", cos);
     b.initializer("rotary_sin", sin);
 
-    let embedding = weights::matrix(file, "token_embd.weight")?;
+    let embedding = weights::matrix(file, "token_embd.weight", b.panels)?;
     let embedding_attrs = embedding.attributes();
     b.initializer("token_embd.weight", embedding.blocks);
     b.node(

@@ -12,6 +12,7 @@
 use crate::sampling::{SamplingOptions, sample};
 use crate::{GenerateOptions, Generation, Llm, LlmError, Result, prompt_tokens};
 use samebits_ops::OperationSet;
+use samebits_runtime::Device;
 use samebits_runtime::hashing::{hex, sha256_file};
 use samebits_runtime::receipt::{FileRecord, portable_path};
 use serde::{Deserialize, Serialize};
@@ -87,7 +88,7 @@ impl GenerationReceipt {
         Ok(GenerationReceipt {
             format: FORMAT.into(),
             engine: samebits_runtime::ENGINE.into(),
-            device: "cpu".into(),
+            device: llm.device_description(),
             model: FileRecord {
                 path: portable_path(&llm.path, base),
                 sha256: sha256_file(&llm.path)?,
@@ -185,10 +186,15 @@ pub struct GenerationCheck {
     pub first_mismatch: Option<Mismatch>,
 }
 
-/// Re-runs the receipt at `path`: one prefill over prompt + generated tokens, then per step the
-/// logits hash and the token sampled from them. `Err` means the receipt or model is unusable
-/// (missing, corrupt, another sha256); `Ok` with a mismatch means the bits differ.
+/// Re-runs the receipt at `path` on the CPU: one prefill over prompt + generated tokens, then per
+/// step the logits hash and the token sampled from them. `Err` means the receipt or model is
+/// unusable (missing, corrupt, another sha256); `Ok` with a mismatch means the bits differ.
 pub fn verify(path: &Path) -> Result<GenerationCheck> {
+    verify_on(path, Device::Cpu)
+}
+
+/// [`verify`] on `device`; the bits are compared whatever device made the receipt.
+pub fn verify_on(path: &Path, device: Device) -> Result<GenerationCheck> {
     let receipt = GenerationReceipt::read(path)?;
     let model_path: PathBuf = receipt_dir(path).join(&receipt.model.path);
     let actual = sha256_file(&model_path)?;
@@ -201,7 +207,7 @@ pub fn verify(path: &Path) -> Result<GenerationCheck> {
             ),
         ));
     }
-    let llm = Llm::load(&model_path, receipt.options.operation_set)?;
+    let llm = Llm::load_on(&model_path, receipt.options.operation_set, device)?;
     let mismatch = |step: Option<usize>, message: String| GenerationCheck {
         steps_matched: step.unwrap_or(0),
         first_mismatch: Some(Mismatch { step, message }),

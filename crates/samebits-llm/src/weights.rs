@@ -46,9 +46,10 @@ fn matrix_info(file: &GgufFile, name: &str) -> Result<(GgmlType, usize, usize)> 
     Ok((info.ggml_type, rows as usize, cols as usize))
 }
 
-/// The matrix `name`: panels when its type has them, else its rows viewed in the file.
-pub fn matrix(file: &GgufFile, name: &str) -> Result<MatrixWeight> {
-    if let Some(stacked) = stacked(file, &[name])? {
+/// The matrix `name`: with `panels`, packed into panels when its type has them; else its rows
+/// viewed in the file.
+pub fn matrix(file: &GgufFile, name: &str, panels: bool) -> Result<MatrixWeight> {
+    if panels && let Some(stacked) = stacked(file, &[name])? {
         return Ok(stacked);
     }
     let (ggml_type, rows, cols) = matrix_info(file, name)?;

@@ -6,12 +6,15 @@
 //!   its own file under `families/`, one line per op.
 //! - [`Plan`]: a graph compiled into a list of op instances over value slots, run by
 //!   [`Plan::run`]; control-flow ops build plans for their subgraphs the same way.
+//! - [`DeviceKernel`]: what an op computes in terms of the shared reproducible kernels, for
+//!   backends other than the CPU ([`Op::device_kernel`]).
 //! - [`OperationSet`]: which promise the kernels keep (`reproducible`, `deterministic`,
 //!   `default`), as written in docs/contract.md.
 
 mod along_axis;
 mod args;
 pub mod broadcast;
+mod device_kernel;
 mod error;
 mod families;
 mod layout;
@@ -22,7 +25,10 @@ mod spatial;
 mod staging;
 
 pub use args::{NodeArgs, normalize_axis};
+pub use device_kernel::{BinaryKernel, DeviceKernel, UnaryKernel};
 pub use error::{OpError, Result};
-pub use families::softmax_f32;
+pub use families::{gemm_c_strides, softmax_f32};
 pub use op::{BuildContext, Inputs, InputsExt, Op, OperationSet};
-pub use plan::{Plan, RunOptions, StepObserver, free_variables, node_captures, topological_order};
+pub use plan::{
+    Plan, PlanStep, RunOptions, StepObserver, free_variables, node_captures, topological_order,
+};

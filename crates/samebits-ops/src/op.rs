@@ -1,7 +1,7 @@
 //! The [`Op`] trait every operator implements, the [`BuildContext`] an op is built from, and the
 //! [`OperationSet`] it is built for.
 
-use crate::{OpError, Result};
+use crate::{DeviceKernel, OpError, Result};
 use samebits_ir::{Node, OpsetImports, Tensor, Value, ValueType};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -86,6 +86,12 @@ pub trait Op: Send + Sync + fmt::Debug {
 
     /// Evaluates the op on CPU values.
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>>;
+
+    /// The reproducible kernel this op's float32 evaluation equals, for backends other than
+    /// the CPU interpreter; `None` (the default) makes them fall back to [`Op::eval`].
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        None
+    }
 }
 
 /// Typed access to the inputs of an evaluation, with errors that name the input index.

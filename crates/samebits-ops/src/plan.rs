@@ -23,10 +23,31 @@ pub struct RunOptions<'a> {
 struct Step {
     op: Box<dyn Op>,
     node: String,
+    op_type: String,
+    domain: String,
     inputs: Vec<Option<usize>>,
     outputs: Vec<usize>,
     /// Slots whose last reader is this step.
     release: Vec<usize>,
+}
+
+/// One step of a [`Plan`] as other executors see it (the CUDA executor runs the same steps,
+/// choosing a device kernel by [`Op::device_kernel`] and falling back to [`Op::eval`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PlanStep<'a> {
+    /// The node's description (`Add node "add_1"`), as errors name it.
+    pub node: &'a str,
+    pub op_type: &'a str,
+    pub domain: &'a str,
+    /// The op instance, attributes parsed.
+    pub op: &'a dyn Op,
+    /// Value slots read, in the op's input order (`None`: an omitted optional input); captured
+    /// outer values of subgraphs follow the node's own inputs.
+    pub inputs: &'a [Option<usize>],
+    /// Value slots written, in the op's output order.
+    pub outputs: &'a [usize],
+    /// Slots whose last reader is this step (free them after it).
+    pub release: &'a [usize],
 }
 
 /// A graph ready to run on the CPU.
@@ -226,6 +247,8 @@ impl Plan {
             steps.push(Step {
                 op,
                 node: desc,
+                op_type: node.op_type.clone(),
+                domain: node.domain.clone(),
                 inputs: step_inputs,
                 outputs,
                 release: Vec::new(),
@@ -276,6 +299,58 @@ impl Plan {
     /// The description of each step's node, in execution order.
     pub fn step_nodes(&self) -> impl Iterator<Item = &str> {
         self.steps.iter().map(|s| s.node.as_str())
+    }
+
+    /// The steps in execution order, for executors other than [`Plan::run`].
+    pub fn steps(&self) -> impl ExactSizeIterator<Item = PlanStep<'_>> {
+        self.steps.iter().map(|s| PlanStep {
+            node: &s.node,
+            op_type: &s.op_type,
+            domain: &s.domain,
+            op: s.op.as_ref(),
+            inputs: &s.inputs,
+            outputs: &s.outputs,
+            release: &s.release,
+        })
+    }
+
+    /// Number of value slots the steps address.
+    pub fn slot_count(&self) -> usize {
+        self.slot_count
+    }
+
+    /// The constant values (initializers) and the slots they live in.
+    pub fn constants(&self) -> impl Iterator<Item = (usize, &Value)> {
+        self.constants.iter().map(|(s, v)| (*s, v))
+    }
+
+    /// The slot of each input of [`Plan::inputs`], in order.
+    pub fn input_slots(&self) -> impl Iterator<Item = usize> {
+        self.inputs.iter().map(|(_, s, _)| *s)
+    }
+
+    /// The slot of each output of [`Plan::output_names`], in order.
+    pub fn output_slots(&self) -> impl Iterator<Item = usize> {
+        self.outputs.iter().map(|(_, s)| *s)
+    }
+
+    /// Checks `inputs` (in the order of [`Plan::inputs`]) as [`Plan::run`] does: their count,
+    /// and each against its declared dtype and shape.
+    pub fn check_inputs(&self, inputs: &[Value]) -> Result<()> {
+        if inputs.len() != self.inputs.len() {
+            return Err(OpError::Invalid(format!(
+                "expected {} inputs, got {}",
+                self.inputs.len(),
+                inputs.len()
+            )));
+        }
+        let mut bindings = HashMap::new();
+        for ((name, _, ty), value) in self.inputs.iter().zip(inputs) {
+            if let Some(ty) = ty {
+                check_input(name, ty, value, &mut bindings)?;
+            }
+        }
+        Ok(())
     }
 
     /// Runs the plan on `inputs` (in the order of [`Plan::inputs`]).

@@ -8,13 +8,16 @@
 //! `artifacts_dir` defaults to a temporary directory, removed when the compiled model is dropped
 //! unless the `SAMEBITS_DEBUG` environment variable is set.
 
+use crate::device::{Device, Executor};
 use crate::hashing::sha256_file;
 use crate::{Result, RuntimeError};
+use samebits_cuda::RunStats;
 use samebits_ir::{Model, Value};
 use samebits_ops::{OperationSet, Plan, RunOptions};
 use samebits_passes::{PassReport, Pipeline};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Compile options, named after the API samebits mirrors.
 #[derive(Clone, Debug)]
@@ -28,6 +31,8 @@ pub struct CompileOptions {
     pub requires_reproducibility: bool,
     /// An explicit operation set; must be `reproducible` when reproducibility is required.
     pub operation_set: Option<OperationSet>,
+    /// Where the model runs (the CPU by default); results have the same bits on every device.
+    pub device: Device,
 }
 
 impl Default for CompileOptions {
@@ -37,6 +42,7 @@ impl Default for CompileOptions {
             colocate_tensors: false,
             requires_reproducibility: true,
             operation_set: None,
+            device: Device::Cpu,
         }
     }
 }
@@ -112,7 +118,7 @@ pub struct CompiledModel {
     pub model_files: Vec<PathBuf>,
     pub passes: Vec<PassReport>,
     pub artifacts: Artifacts,
-    plan: Plan,
+    executor: Executor,
 }
 
 /// Imports (when given a path), optimises, plans and writes artifacts.
@@ -164,6 +170,7 @@ pub fn compile(source: impl Into<ModelSource>, options: &CompileOptions) -> Resu
     }
     .run(&mut model)?;
     let plan = Plan::build(&model.graph, &model.opset_imports, operation_set, &[])?;
+    let executor = Executor::new(Arc::new(plan), options.device)?;
     let compiled = CompiledModel {
         model,
         operation_set,
@@ -171,7 +178,7 @@ pub fn compile(source: impl Into<ModelSource>, options: &CompileOptions) -> Resu
         model_files,
         passes,
         artifacts,
-        plan,
+        executor,
     };
     compiled.write_plan()?;
     Ok(compiled)
@@ -212,12 +219,20 @@ fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
 impl CompiledModel {
     /// The names of the inputs a run needs, in order.
     pub fn input_names(&self) -> Vec<String> {
-        self.plan.inputs().map(|(n, _)| n.to_string()).collect()
+        self.executor
+            .plan()
+            .inputs()
+            .map(|(n, _)| n.to_string())
+            .collect()
     }
 
     /// The names of the outputs a run returns, in order.
     pub fn output_names(&self) -> Vec<String> {
-        self.plan.output_names().map(str::to_string).collect()
+        self.executor
+            .plan()
+            .output_names()
+            .map(str::to_string)
+            .collect()
     }
 
     /// Runs on named inputs; every model input must be given exactly once and no other name.
@@ -231,8 +246,19 @@ impl CompiledModel {
         inputs: &BTreeMap<String, Value>,
         options: RunOptions,
     ) -> Result<Vec<(String, Value)>> {
+        Ok(self.run_counted(inputs, options)?.0)
+    }
+
+    /// [`CompiledModel::run_with`], with the GPU executor's counts of device and fallback steps
+    /// (`None` on the CPU).
+    #[allow(clippy::type_complexity)]
+    pub fn run_counted(
+        &self,
+        inputs: &BTreeMap<String, Value>,
+        options: RunOptions,
+    ) -> Result<(Vec<(String, Value)>, Option<RunStats>)> {
         for name in inputs.keys() {
-            if !self.plan.inputs().any(|(n, _)| n == name) {
+            if !self.executor.plan().inputs().any(|(n, _)| n == name) {
                 return Err(RuntimeError::Usage(format!(
                     "the model has no input named \"{name}\" (its inputs: {})",
                     self.input_names().join(", ")
@@ -240,7 +266,8 @@ impl CompiledModel {
             }
         }
         let ordered = self
-            .plan
+            .executor
+            .plan()
             .inputs()
             .map(|(name, _)| {
                 inputs
@@ -249,8 +276,21 @@ impl CompiledModel {
                     .ok_or_else(|| RuntimeError::Usage(format!("missing input \"{name}\"")))
             })
             .collect::<Result<Vec<_>>>()?;
-        let outputs = self.plan.run(ordered, options)?;
-        Ok(self.output_names().into_iter().zip(outputs).collect())
+        let (outputs, stats) = self.executor.run_counted(ordered, options)?;
+        Ok((
+            self.output_names().into_iter().zip(outputs).collect(),
+            stats,
+        ))
+    }
+
+    /// Where the model runs, as receipts record it (`cpu`, `cuda:0 (<GPU name>)`).
+    pub fn device_description(&self) -> String {
+        self.executor.description()
+    }
+
+    /// The same compiled plan bound to another device (no recompilation).
+    pub fn executor_on(&self, device: Device) -> Result<Executor> {
+        Executor::new(Arc::clone(self.executor.plan()), device)
     }
 
     fn write_plan(&self) -> Result<()> {
@@ -259,14 +299,14 @@ impl CompiledModel {
             "engine": crate::ENGINE,
             "operation_set": self.operation_set,
             "model_sha256": self.model_sha256,
-            "inputs": self.plan.inputs().map(|(n, t)| serde_json::json!({
+            "inputs": self.executor.plan().inputs().map(|(n, t)| serde_json::json!({
                 "name": n, "type": t.map(|t| t.to_string()),
             })).collect::<Vec<_>>(),
             "outputs": self.output_names(),
             "passes": self.passes.iter().map(|p| serde_json::json!({
                 "pass": p.pass, "nodes_after": p.nodes_after, "note": p.note,
             })).collect::<Vec<_>>(),
-            "steps": self.plan.step_nodes().collect::<Vec<_>>(),
+            "steps": self.executor.plan().step_nodes().collect::<Vec<_>>(),
         });
         let text = serde_json::to_string_pretty(&plan).expect("plan serialises");
         std::fs::write(&path, text).map_err(|e| RuntimeError::io(&path, e))

@@ -7,8 +7,15 @@
 //!
 //! Each case ends as passed, failed or skipped, with a reason category. Skipped means samebits
 //! lacks the feature (an op or a dtype); failed means it ran and disagreed, or broke.
+//!
+//! [`run_case_on`] with a GPU also runs each passing case there and compares every output bit
+//! for bit with the CPU's ([`DeviceOutcome`]), counting the steps that ran on device kernels
+//! and those that fell back to the CPU.
 
+use crate::device::Device;
+use crate::hashing::sha256_value;
 use crate::{CompileOptions, ModelSource, compile};
+use samebits_cuda::RunStats;
 use samebits_ir::{DType, Model, Tensor, Value, ValueType};
 use samebits_ops::OperationSet;
 use std::collections::BTreeMap;
@@ -74,6 +81,56 @@ pub struct CaseResult {
     /// The op types the case's model uses (its main subject first).
     pub ops: Vec<String>,
     pub outcome: Result<(), Reason>,
+    /// With a GPU ([`run_case_on`]) and a passing case: its outputs there against the CPU's.
+    pub device: Option<DeviceOutcome>,
+}
+
+/// A passing case run again on a GPU, compared bit for bit with the CPU's outputs.
+#[derive(Clone, Debug)]
+pub enum DeviceOutcome {
+    /// Every output has the CPU's bits.
+    Identical(RunStats),
+    /// Some output differs; `nan_payload_only` when every difference is a NaN against a NaN.
+    Differs {
+        stats: RunStats,
+        message: String,
+        nan_payload_only: bool,
+    },
+    /// The GPU run broke.
+    Failed(String),
+}
+
+/// How `actual` differs from `expected` bit for bit, if it does: a message naming the output,
+/// and whether every differing element is a NaN against a NaN.
+pub fn bit_difference(name: &str, actual: &Value, expected: &Value) -> Option<(String, bool)> {
+    if sha256_value(actual) == sha256_value(expected) {
+        return None;
+    }
+    let (Value::Tensor(a), Value::Tensor(e)) = (actual, expected) else {
+        return Some((format!("output \"{name}\" differs"), false));
+    };
+    let (Ok(av), Ok(ev)) = (a.as_slice::<f32>(), e.as_slice::<f32>()) else {
+        return Some((format!("output \"{name}\" differs"), false));
+    };
+    if av.len() != ev.len() {
+        return Some((format!("output \"{name}\" has another shape"), false));
+    }
+    let differing: Vec<(f32, f32)> = av
+        .iter()
+        .zip(ev)
+        .filter(|(x, y)| x.to_bits() != y.to_bits())
+        .map(|(x, y)| (*x, *y))
+        .collect();
+    let nans = differing
+        .iter()
+        .filter(|(x, y)| x.is_nan() && y.is_nan())
+        .count();
+    let message = format!(
+        "output \"{name}\": {} of {} elements differ ({nans} NaN payloads)",
+        differing.len(),
+        av.len()
+    );
+    Some((message, nans == differing.len()))
 }
 
 /// Every case folder under `dir` (folders holding a `model.onnx`), sorted by name.
@@ -99,15 +156,22 @@ fn classify_error(message: String, unsupported: bool) -> Reason {
     }
 }
 
-/// Runs one case folder in `operation_set`.
+/// Runs one case folder in `operation_set` on the CPU.
 pub fn run_case(case: &Path, operation_set: OperationSet) -> CaseResult {
+    run_case_on(case, operation_set, Device::Cpu)
+}
+
+/// [`run_case`], then, for a passing case and a GPU `device`, the same plan on the GPU compared
+/// bit for bit with the CPU's outputs.
+pub fn run_case_on(case: &Path, operation_set: OperationSet, device: Device) -> CaseResult {
     let name = case
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut ops = Vec::new();
+    let mut device_outcome = None;
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        run_case_inner(case, operation_set, &mut ops)
+        run_case_inner(case, operation_set, device, &mut ops, &mut device_outcome)
     }))
     .unwrap_or_else(|panic| {
         let msg = panic
@@ -117,10 +181,21 @@ pub fn run_case(case: &Path, operation_set: OperationSet) -> CaseResult {
             .unwrap_or_default();
         Err(Reason::RuntimeError(format!("panic: {msg}")))
     });
-    CaseResult { name, ops, outcome }
+    CaseResult {
+        name,
+        ops,
+        outcome,
+        device: device_outcome,
+    }
 }
 
-fn run_case_inner(case: &Path, set: OperationSet, ops: &mut Vec<String>) -> Result<(), Reason> {
+fn run_case_inner(
+    case: &Path,
+    set: OperationSet,
+    device: Device,
+    ops: &mut Vec<String>,
+    device_outcome: &mut Option<DeviceOutcome>,
+) -> Result<(), Reason> {
     let model_path = case.join("model.onnx");
     let model: Model = samebits_onnx::load_model(&model_path).map_err(|e| {
         if e.is_unsupported() {
@@ -165,6 +240,7 @@ fn run_case_inner(case: &Path, set: OperationSet, ops: &mut Vec<String>) -> Resu
         })
         .collect();
     sets.sort();
+    let mut runs = Vec::new();
     for set_dir in sets {
         let mut inputs = BTreeMap::new();
         for (i, (name, ty)) in input_types.iter().enumerate() {
@@ -191,8 +267,53 @@ fn run_case_inner(case: &Path, set: OperationSet, ops: &mut Vec<String>) -> Resu
                 .map_err(|e| Reason::LoadError(e.to_string()))?;
             compare_values(name, actual, &expected)?;
         }
+        runs.push((inputs, outputs));
+    }
+    if device != Device::Cpu {
+        *device_outcome = Some(compare_on_device(&compiled, device, &runs));
     }
     Ok(())
+}
+
+/// Runs each `(inputs, cpu outputs)` of a passing case on `device` and compares the bits.
+#[allow(clippy::type_complexity)]
+fn compare_on_device(
+    compiled: &crate::CompiledModel,
+    device: Device,
+    runs: &[(BTreeMap<String, Value>, Vec<(String, Value)>)],
+) -> DeviceOutcome {
+    let executor = match compiled.executor_on(device) {
+        Ok(e) => e,
+        Err(e) => return DeviceOutcome::Failed(e.to_string()),
+    };
+    let mut stats = RunStats::default();
+    for (inputs, cpu_outputs) in runs {
+        let ordered: Option<Vec<Value>> = executor
+            .plan()
+            .inputs()
+            .map(|(name, _)| inputs.get(name).cloned())
+            .collect();
+        let Some(ordered) = ordered else {
+            return DeviceOutcome::Failed("a test data set lacks an input".into());
+        };
+        let outputs = match executor.run_counted(ordered, Default::default()) {
+            Ok((outputs, run_stats)) => {
+                stats.add(&run_stats.unwrap_or_default());
+                outputs
+            }
+            Err(e) => return DeviceOutcome::Failed(e.to_string()),
+        };
+        for ((name, cpu), gpu) in cpu_outputs.iter().zip(&outputs) {
+            if let Some((message, nan_payload_only)) = bit_difference(name, gpu, cpu) {
+                return DeviceOutcome::Differs {
+                    stats,
+                    message,
+                    nan_payload_only,
+                };
+            }
+        }
+    }
+    DeviceOutcome::Identical(stats)
 }
 
 /// Compares an output with its reference under the runner's tolerance.

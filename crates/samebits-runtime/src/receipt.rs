@@ -5,6 +5,7 @@
 //! came from, relative to the receipt), and every output (name, dtype, shape, sha256 of its raw
 //! little-endian bytes). [`verify`] re-runs a receipt on this machine and compares.
 
+use crate::device::Device;
 use crate::hashing::{sha256_file, sha256_value};
 use crate::{CompileOptions, CompiledModel, Result, RuntimeError, compile, tensor_file};
 use samebits_ir::Value;
@@ -98,7 +99,7 @@ impl Receipt {
             format: FORMAT.into(),
             engine: crate::ENGINE.into(),
             operation_set: compiled.operation_set,
-            device: "cpu".into(),
+            device: compiled.device_description(),
             model: FileRecord {
                 path: portable_path(model_path, base),
                 sha256: compiled.model_sha256.clone().unwrap_or_default(),
@@ -163,10 +164,15 @@ impl Verification {
     }
 }
 
-/// Re-runs the receipt at `path` on this machine. Errors (unusable receipt, a model or input file
-/// that is missing or whose hash differs) are distinct from a completed verification whose
-/// outputs differ.
+/// Re-runs the receipt at `path` on this machine's CPU. Errors (unusable receipt, a model or
+/// input file that is missing or whose hash differs) are distinct from a completed verification
+/// whose outputs differ.
 pub fn verify(path: &Path) -> Result<Verification> {
+    verify_on(path, Device::Cpu)
+}
+
+/// [`verify`] on `device`. The bits are compared whatever device the receipt was made on.
+pub fn verify_on(path: &Path, device: Device) -> Result<Verification> {
     let receipt = Receipt::read(path)?;
     let base = path
         .parent()
@@ -215,6 +221,7 @@ pub fn verify(path: &Path) -> Result<Verification> {
         &CompileOptions {
             requires_reproducibility: receipt.operation_set == OperationSet::Reproducible,
             operation_set: Some(receipt.operation_set),
+            device,
             ..Default::default()
         },
     )?;

@@ -1,10 +1,12 @@
 //! `samebits conformance`: run ONNX backend test cases and print a per-op table; the last line
 //! is exactly `N passed, M failed, K skipped`.
 
+use super::DeviceOption;
 use anyhow::{Context, Result};
 use rayon::prelude::*;
 use samebits_ops::OperationSet;
-use samebits_runtime::conformance::{CaseResult, case_dirs, run_case};
+use samebits_runtime::conformance::{CaseResult, DeviceOutcome, case_dirs, run_case_on};
+use samebits_runtime::device::RunStats;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +33,10 @@ pub struct Args {
     /// Write the names of the passing cases to FILE (an allowlist).
     #[arg(long, value_name = "FILE")]
     write_allowlist: Option<PathBuf>,
+    /// With cuda[:N], also run every passing case on that GPU and compare its outputs bit for
+    /// bit with the CPU's; prints how many steps ran on GPU kernels and how many fell back.
+    #[command(flatten)]
+    device: DeviceOption,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
@@ -52,7 +58,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let results: Vec<CaseResult> = cases
         .par_iter()
         .map(|c| {
-            let r = run_case(c, args.operation_set);
+            let r = run_case_on(c, args.operation_set, args.device.device);
             bar.inc(1);
             r
         })
@@ -120,6 +126,7 @@ fn print_report(results: &[CaseResult], list_failures: bool) {
             }
         }
     }
+    print_device_report(results, list_failures);
     let passed = results.iter().filter(|r| r.outcome.is_ok()).count();
     let skipped = results
         .iter()
@@ -129,4 +136,87 @@ fn print_report(results: &[CaseResult], list_failures: bool) {
         "{passed} passed, {} failed, {skipped} skipped",
         results.len() - passed - skipped
     );
+}
+
+/// The GPU comparison of the passing cases, when they ran on a GPU: per op, cases whose GPU
+/// outputs have the CPU's bits, cases that differ (and how many only in NaN payloads), GPU
+/// failures, and the steps that ran on GPU kernels against those that fell back to the CPU.
+fn print_device_report(results: &[CaseResult], list_failures: bool) {
+    #[derive(Default)]
+    struct Row {
+        identical: usize,
+        differ: usize,
+        nan_only: usize,
+        failed: usize,
+        stats: RunStats,
+    }
+    let mut per_op: BTreeMap<&str, Row> = BTreeMap::new();
+    let mut total = Row::default();
+    for r in results {
+        let Some(outcome) = &r.device else { continue };
+        let op = r.ops.first().map(String::as_str).unwrap_or("(no op)");
+        for row in [per_op.entry(op).or_default(), &mut total] {
+            match outcome {
+                DeviceOutcome::Identical(stats) => {
+                    row.identical += 1;
+                    row.stats.add(stats);
+                }
+                DeviceOutcome::Differs {
+                    stats,
+                    nan_payload_only,
+                    ..
+                } => {
+                    row.differ += 1;
+                    row.nan_only += usize::from(*nan_payload_only);
+                    row.stats.add(stats);
+                }
+                DeviceOutcome::Failed(_) => row.failed += 1,
+            }
+        }
+    }
+    if per_op.is_empty() {
+        return;
+    }
+    println!(
+        "\nGPU vs CPU, bit for bit (passing cases):\n{:<32} {:>9} {:>7} {:>9} {:>7} {:>10} {:>9}",
+        "op", "identical", "differ", "NaN-only", "failed", "GPU steps", "CPU steps"
+    );
+    let line = |op: &str, row: &Row| {
+        println!(
+            "{op:<32} {:>9} {:>7} {:>9} {:>7} {:>10} {:>9}",
+            row.identical,
+            row.differ,
+            row.nan_only,
+            row.failed,
+            row.stats.device_steps,
+            row.stats.host_step_count()
+        )
+    };
+    for (op, row) in &per_op {
+        line(op, row);
+    }
+    line("TOTAL", &total);
+    let fallbacks: Vec<String> = total
+        .stats
+        .host_steps
+        .iter()
+        .map(|(op, n)| format!("{op} {n}"))
+        .collect();
+    println!(
+        "steps that fell back to the CPU, by op: {}",
+        fallbacks.join(", ")
+    );
+    if list_failures {
+        for r in results {
+            match &r.device {
+                Some(DeviceOutcome::Differs { message, .. }) => {
+                    println!("GPU DIFFERS {}: {message}", r.name)
+                }
+                Some(DeviceOutcome::Failed(message)) => {
+                    println!("GPU FAILED {}: {message}", r.name)
+                }
+                _ => {}
+            }
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! `samebits generate`: generate text with a llama-family GGUF model, streaming it to stdout, with
 //! prefill and decode speeds on stderr and optionally a generation receipt.
 
+use super::DeviceOption;
 use anyhow::{Context, Result};
 use samebits_llm::receipt::GenerationReceipt;
 use samebits_llm::{GenerateOptions, Llm, SamplingOptions, generate};
@@ -60,6 +61,8 @@ pub struct Args {
     /// Kernel promise: reproducible (the default), deterministic or default.
     #[arg(long, value_name = "SET", default_value = "reproducible")]
     operation_set: OperationSet,
+    #[command(flatten)]
+    device: DeviceOption,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
@@ -74,7 +77,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
         },
     };
     options.sampling.check()?;
-    let llm = Llm::load(&args.model, args.operation_set)
+    let llm = Llm::load_on(&args.model, args.operation_set, args.device.device)
         .with_context(|| format!("cannot load model {}", args.model.display()))?;
     let mut stdout = std::io::stdout();
     let generation = generate(&llm, &args.prompt, &options, |text| {

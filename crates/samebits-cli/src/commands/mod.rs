@@ -9,7 +9,7 @@ pub mod tui;
 pub mod verify;
 
 use anyhow::{Context, Result, bail};
-use samebits_runtime::{CompileOptions, OperationSet};
+use samebits_runtime::{CompileOptions, Device, OperationSet};
 use std::path::PathBuf;
 
 /// How to compile: shared by every subcommand that runs a model.
@@ -25,6 +25,17 @@ pub struct ModelOptions {
     /// Copy the model's external tensor files into the artifacts folder instead of symlinking.
     #[arg(long)]
     pub colocate_tensors: bool,
+    #[command(flatten)]
+    pub device: DeviceOption,
+}
+
+/// `--device`: shared by every subcommand that runs a model.
+#[derive(clap::Args, Clone, Copy)]
+pub struct DeviceOption {
+    /// Where to run: cpu, cuda (GPU 0) or cuda:N. Steps without a GPU kernel run on the CPU;
+    /// the outputs have the same bits on every device.
+    #[arg(long, value_name = "DEVICE", default_value = "cpu")]
+    pub device: Device,
 }
 
 impl ModelOptions {
@@ -34,6 +45,7 @@ impl ModelOptions {
             colocate_tensors: self.colocate_tensors,
             requires_reproducibility: self.operation_set == OperationSet::Reproducible,
             operation_set: Some(self.operation_set),
+            device: self.device.device,
         }
     }
 }

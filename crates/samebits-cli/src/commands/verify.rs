@@ -3,8 +3,10 @@
 //! every step's logits in one prefill pass and check their hashes and the sampled tokens.
 //! Exit 0: all match; 1: something differs; 2: the receipt or its files are unusable.
 
+use super::DeviceOption;
 use anyhow::Result;
 use samebits_llm::receipt as generation_receipt;
+use samebits_runtime::Device;
 use samebits_runtime::receipt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,6 +24,9 @@ use std::process::ExitCode;
 pub struct Args {
     /// The receipt written by `samebits run --receipt` or `samebits generate --receipt`.
     receipt: PathBuf,
+    /// Re-run on this device; the bits are compared whatever device made the receipt.
+    #[command(flatten)]
+    device: DeviceOption,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
@@ -33,14 +38,14 @@ pub fn main(args: Args) -> Result<ExitCode> {
         }
     };
     if generation_receipt::is_generation_receipt(&text) {
-        verify_generation(&args.receipt)
+        verify_generation(&args.receipt, args.device.device)
     } else {
-        verify_run(&args.receipt)
+        verify_run(&args.receipt, args.device.device)
     }
 }
 
-fn verify_run(path: &Path) -> Result<ExitCode> {
-    let v = match receipt::verify(path) {
+fn verify_run(path: &Path, device: Device) -> Result<ExitCode> {
+    let v = match receipt::verify_on(path, device) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: cannot verify {}: {e}", path.display());
@@ -63,8 +68,8 @@ fn verify_run(path: &Path) -> Result<ExitCode> {
     }
 }
 
-fn verify_generation(path: &Path) -> Result<ExitCode> {
-    let check = match generation_receipt::verify(path) {
+fn verify_generation(path: &Path, device: Device) -> Result<ExitCode> {
+    let check = match generation_receipt::verify_on(path, device) {
         Ok(check) => check,
         Err(e) => {
             eprintln!("error: cannot verify {}: {e}", path.display());

@@ -11,7 +11,10 @@
 use super::numeric::Real;
 use crate::broadcast::map2;
 use crate::registry::Registry;
-use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
+use crate::{
+    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, UnaryKernel, bail,
+    unsupported,
+};
 use samebits_ir::{DType, Tensor, Value, ValueType};
 use samebits_math::{Activation, UnaryFn};
 
@@ -257,6 +260,15 @@ impl Op for Elementwise {
             other => unsupported!("{self:?} of {other} tensors"),
         };
         Ok(vec![y.into()])
+    }
+
+    /// samebits-math's functions and formulas, the f32 path of [`Elementwise::eval`].
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        match *self {
+            Elementwise::Math(f) => Some(DeviceKernel::Unary(UnaryKernel::Math(f))),
+            Elementwise::Composite(a) => Some(DeviceKernel::Unary(UnaryKernel::Activation(a))),
+            _ => None,
+        }
     }
 }
 

@@ -5,7 +5,10 @@
 
 use crate::broadcast::{map2, map3};
 use crate::registry::Registry;
-use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
+use crate::{
+    BinaryKernel, BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, UnaryKernel,
+    bail, unsupported,
+};
 use half::{bf16, f16};
 use rayon::prelude::*;
 use samebits_ir::{DType, Tensor, Value, ValueType, with_numeric_type};
@@ -99,6 +102,21 @@ enum Binary {
     Max,
     Min,
     Mean,
+}
+
+impl Binary {
+    /// The f32 binary kernel this operation is (`float_elem!`'s f32 formulas).
+    fn device_kernel(self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Binary(match self {
+            Binary::Add => BinaryKernel::Add,
+            Binary::Sub => BinaryKernel::Sub,
+            Binary::Mul => BinaryKernel::Mul,
+            Binary::Div => BinaryKernel::Div,
+            Binary::Max => BinaryKernel::Max,
+            Binary::Min => BinaryKernel::Min,
+            _ => return None,
+        }))
+    }
 }
 
 const BINARY_CTORS: [crate::registry::Constructor; 7] = [
@@ -261,6 +279,10 @@ impl Op for BinaryOp {
             binary_tensors(self.0, inputs.tensor(0)?, inputs.tensor(1)?)?.into(),
         ])
     }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        self.0.device_kernel()
+    }
 }
 
 /// The broadcast type of elementwise inputs, when every input shape is known.
@@ -308,6 +330,11 @@ impl Op for Variadic {
             acc = binary_tensors(Binary::Div, &acc, &count)?;
         }
         Ok(vec![acc.into()])
+    }
+
+    /// With two inputs Max, Min and Sum are one binary operation (Mean is not).
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        self.0.device_kernel()
     }
 }
 
@@ -476,6 +503,18 @@ impl Op for UnaryOp {
             let out: Vec<T> = x.iter().map(|&v| T::unary(op, v).unwrap_or_default()).collect();
             Ok(vec![Tensor::from_vec(a.shape().to_vec(), out)?.into()])
         }, else unsupported!("{op:?} on {}", a.dtype()))
+    }
+
+    /// The f32 formulas of `float_elem!` that have a device kernel.
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Unary(match self.0 {
+            Unary::Neg => UnaryKernel::Neg,
+            Unary::Abs => UnaryKernel::Abs,
+            Unary::Relu => UnaryKernel::Relu,
+            Unary::Sqrt => UnaryKernel::Sqrt,
+            Unary::Reciprocal => UnaryKernel::Reciprocal,
+            _ => return None,
+        }))
     }
 }
 

@@ -20,7 +20,7 @@
 //! and thread count.
 
 use crate::registry::Registry;
-use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail};
+use crate::{BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, bail};
 use rayon::prelude::*;
 use samebits_gguf::{GgmlType, PANEL_ROWS, PanelMatrix, dequantize_row, matvec_q_f32, panel_bytes};
 use samebits_ir::{DType, Tensor, Value, ValueType};
@@ -224,6 +224,19 @@ impl Op for MatMulGguf {
         let leading = &x_in.shape()[..x_in.rank() - 1];
         let shape: Vec<usize> = leading.iter().copied().chain([w.rows]).collect();
         Ok(vec![Tensor::from_vec(shape, y)?.into()])
+    }
+
+    /// The ggml rows layout only (the device kernel does not read row panels).
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        let w = &self.0;
+        if w.layout != Layout::Rows {
+            return None;
+        }
+        Some(DeviceKernel::MatMulGguf {
+            ggml_type: w.ggml_type,
+            rows: w.rows,
+            cols: w.cols,
+        })
     }
 }
 

@@ -12,7 +12,9 @@ use super::numeric::{Real, with_real_type};
 use crate::broadcast::{broadcast_shapes, broadcast_strides, strides};
 use crate::registry::Registry;
 use crate::staging::{f32_values, is_f32_staged, known_dtype, known_shape, store_f32, tensor_type};
-use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
+use crate::{
+    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported,
+};
 use half::{bf16, f16};
 use rayon::prelude::*;
 use samebits_ir::{DType, Element, Tensor, Value, ValueType};
@@ -348,6 +350,10 @@ impl Op for MatMul {
         };
         Ok(vec![out.into()])
     }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::MatMul)
+    }
 }
 
 /// ONNX Gemm: `alpha * op(A) @ op(B) + beta * C`, through the GEMM epilogue `AlphaBeta`
@@ -371,7 +377,7 @@ fn gemm_op(ctx: &BuildContext) -> Result<Box<dyn Op>> {
 }
 
 /// Rows and columns of a Gemm C operand broadcast to `[m, n]`, as (row stride, column stride).
-fn gemm_c_strides(c: &[usize], m: usize, n: usize) -> Result<(usize, usize)> {
+pub fn gemm_c_strides(c: &[usize], m: usize, n: usize) -> Result<(usize, usize)> {
     let (rows, cols) = match *c {
         [] => (1, 1),
         [cols] => (1, cols),
@@ -476,6 +482,15 @@ impl Op for Gemm {
             other => unsupported!("Gemm on {other}"),
         };
         Ok(vec![out.into()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Gemm {
+            trans_a: self.trans_a,
+            trans_b: self.trans_b,
+            alpha: self.alpha,
+            beta: self.beta,
+        })
     }
 }
 

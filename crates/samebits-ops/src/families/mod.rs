@@ -26,6 +26,7 @@ mod signal;
 mod softmax;
 mod string;
 
+pub use linalg::gemm_c_strides;
 pub use softmax::softmax_f32;
 
 use crate::registry::Registry;

@@ -12,8 +12,8 @@ use super::numeric::{Layout, Real, normalize_axes, permute, with_real_type};
 use crate::broadcast::{broadcast_shapes, expand};
 use crate::registry::Registry;
 use crate::{
-    BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, normalize_axis,
-    unsupported,
+    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail,
+    normalize_axis, unsupported,
 };
 use rayon::prelude::*;
 use samebits_ir::{DType, Tensor, Value, ValueType};
@@ -200,6 +200,14 @@ impl Op for RowNorm {
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         with_real_type!(inputs.tensor(0)?.dtype(), R => self.eval_as::<R>(inputs),
             else unsupported!("{:?} normalization of {} tensors", self.kind, inputs.tensor(0)?.dtype()))
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        let (axis, epsilon) = (self.axis, self.epsilon);
+        Some(match self.kind {
+            RowNormKind::Layer => DeviceKernel::LayerNorm { axis, epsilon },
+            RowNormKind::Rms => DeviceKernel::RmsNorm { axis, epsilon },
+        })
     }
 }
 

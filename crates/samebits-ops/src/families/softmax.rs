@@ -7,7 +7,9 @@
 
 use super::numeric::{Layout, Real, with_real_type};
 use crate::registry::Registry;
-use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, normalize_axis};
+use crate::{
+    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result, normalize_axis,
+};
 use crate::{bail, unsupported};
 use rayon::prelude::*;
 use samebits_ir::{Tensor, Value, ValueType};
@@ -161,5 +163,20 @@ impl Op for Softmax {
                 else unsupported!("{:?} of {} tensors", self.normalizer, x.dtype())),
         };
         Ok(vec![y.into()])
+    }
+
+    /// Softmax and LogSoftmax with correctly rounded exp and log (not Hardmax, not the
+    /// `default` operation set's std exp).
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        let log = match self.normalizer {
+            Normalizer::Softmax => false,
+            Normalizer::LogSoftmax => true,
+            Normalizer::Hardmax => return None,
+        };
+        self.correctly_rounded.then_some(DeviceKernel::Softmax {
+            axis: self.axis,
+            log,
+            coerce_2d: self.coerce_2d,
+        })
     }
 }

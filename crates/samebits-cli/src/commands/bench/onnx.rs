@@ -4,6 +4,7 @@
 use super::{Args, quantile};
 use anyhow::{Context, Result, bail};
 use samebits_ir::{DType, Tensor, Value};
+use samebits_runtime::device::RunStats;
 use samebits_runtime::{compile, tensor_file};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -74,9 +75,10 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     }
     times.sort_by(f64::total_cmp);
     println!(
-        "{}  operation set {}  threads {}  runs {}",
+        "{}  operation set {}  device {}  threads {}  runs {}",
         model.display(),
         compiled.operation_set,
+        compiled.device_description(),
         rayon::current_num_threads(),
         times.len()
     );
@@ -86,10 +88,36 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         quantile(&times, 0.95),
         times[0]
     );
+    if let (_, Some(stats)) = compiled.run_counted(&inputs, Default::default())? {
+        println!("{}", device_summary(&stats));
+    }
     if args.profile {
         print_profile(&compiled, &inputs)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line: steps on GPU kernels, steps that fell back (by op type), transfers.
+pub fn device_summary(stats: &RunStats) -> String {
+    let fallbacks: Vec<String> = stats
+        .host_steps
+        .iter()
+        .map(|(op, n)| format!("{op} {n}"))
+        .collect();
+    format!(
+        "steps on GPU kernels {}, on the CPU {} ({}); uploads {} ({} B), downloads {} ({} B)",
+        stats.device_steps,
+        stats.host_step_count(),
+        if fallbacks.is_empty() {
+            "none".to_string()
+        } else {
+            fallbacks.join(", ")
+        },
+        stats.uploads,
+        stats.upload_bytes,
+        stats.downloads,
+        stats.download_bytes
+    )
 }
 
 /// Runs once, attributing the time between consecutive steps to the op type of the later one.

@@ -1,0 +1,350 @@
+//! [`CudaExecutor`]: runs a compiled [`Plan`] on one CUDA device.
+//!
+//! Each step runs a device kernel when its op names one ([`samebits_ops::Op::device_kernel`]:
+//! the op's own parsed attributes, so CPU and GPU share one definition of what the op means)
+//! and its inputs fit that kernel (float32, supported layouts); otherwise the step falls back
+//! to the op's CPU [`samebits_ops::Op::eval`], its inputs downloaded first. Values stay on the
+//! device between device steps: transfers happen only at fallbacks, at the graph inputs (on
+//! first use by a device step) and at the graph outputs. Constants (initializers) are uploaded
+//! once per executor and stay resident; quantized GGUF weights travel as raw bytes.
+//!
+//! Every device kernel gives the CPU's bits (docs/contract.md), so a plan's outputs are the same
+//! whichever steps run where.
+//!
+//! Public API:
+//! - [`CudaExecutor::new`]`(backend, plan)`: an executor for one plan on one device.
+//! - [`CudaExecutor::run`]`(inputs)` / [`CudaExecutor::run_with`]`(inputs, options)`: like
+//!   [`Plan::run`] (inputs in the order of [`Plan::inputs`], outputs in the order of
+//!   [`Plan::output_names`]); `run_with` also calls the options' observer after each step
+//!   (downloading device outputs for it) and returns [`RunStats`].
+//! - [`CudaExecutor::device_steps`]: which steps have a device kernel at all (their launch is
+//!   still decided per run from the inputs' dtypes and shapes).
+
+mod dispatch;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use samebits_ir::{DType, Tensor, Value};
+use samebits_ops::{DeviceKernel, OpError, Plan, RunOptions};
+
+use crate::backend::CudaBackend;
+use crate::buffer::{DeviceBuffer, DeviceBytes};
+use crate::error::{CudaError, Result};
+use dispatch::{ArgInfo, plan_launch, run_launch};
+
+/// A value held on the device.
+pub(crate) enum DeviceValue {
+    /// A float32 tensor, dense row-major.
+    F32 {
+        buffer: DeviceBuffer,
+        shape: Vec<usize>,
+    },
+    /// Raw bytes of a uint8 tensor (quantized weights), with the tensor's shape.
+    Bytes {
+        bytes: DeviceBytes,
+        shape: Vec<usize>,
+    },
+}
+
+impl DeviceValue {
+    fn info(&self) -> ArgInfo<'_> {
+        match self {
+            DeviceValue::F32 { shape, .. } => ArgInfo {
+                dtype: DType::F32,
+                shape,
+            },
+            DeviceValue::Bytes { shape, .. } => ArgInfo {
+                dtype: DType::U8,
+                shape,
+            },
+        }
+    }
+}
+
+/// Where one value slot's value is during a run: on the host, on the device, or both.
+#[derive(Default)]
+struct Slot {
+    host: Option<Value>,
+    device: Option<Arc<DeviceValue>>,
+}
+
+/// What one run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Steps that ran a device kernel.
+    pub device_steps: usize,
+    /// Steps that fell back to the CPU, by op type.
+    pub host_steps: BTreeMap<String, usize>,
+    /// Host-to-device copies and their bytes (constants count once per executor).
+    pub uploads: usize,
+    pub upload_bytes: usize,
+    /// Device-to-host copies and their bytes.
+    pub downloads: usize,
+    pub download_bytes: usize,
+}
+
+impl RunStats {
+    /// Steps that fell back to the CPU.
+    pub fn host_step_count(&self) -> usize {
+        self.host_steps.values().sum()
+    }
+
+    /// Adds another run's counts.
+    pub fn add(&mut self, other: &RunStats) {
+        self.device_steps += other.device_steps;
+        for (op, n) in &other.host_steps {
+            *self.host_steps.entry(op.clone()).or_default() += n;
+        }
+        self.uploads += other.uploads;
+        self.upload_bytes += other.upload_bytes;
+        self.downloads += other.downloads;
+        self.download_bytes += other.download_bytes;
+    }
+}
+
+/// Runs one [`Plan`] on one CUDA device (module docs).
+pub struct CudaExecutor {
+    backend: Arc<CudaBackend>,
+    plan: Arc<Plan>,
+    /// The device kernel of each step's op, if any.
+    kernels: Vec<Option<DeviceKernel>>,
+    /// Constant slots: their host values.
+    constants: HashMap<usize, Value>,
+    /// Device copies of constants, made on first use by a device step.
+    resident: Mutex<HashMap<usize, Arc<DeviceValue>>>,
+}
+
+impl CudaExecutor {
+    /// An executor of `plan` on `backend`'s device.
+    pub fn new(backend: Arc<CudaBackend>, plan: Arc<Plan>) -> Self {
+        let kernels = plan.steps().map(|s| s.op.device_kernel()).collect();
+        let constants = plan.constants().map(|(s, v)| (s, v.clone())).collect();
+        CudaExecutor {
+            backend,
+            plan,
+            kernels,
+            constants,
+            resident: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The plan this executor runs.
+    pub fn plan(&self) -> &Arc<Plan> {
+        &self.plan
+    }
+
+    /// The device backend.
+    pub fn backend(&self) -> &Arc<CudaBackend> {
+        &self.backend
+    }
+
+    /// Per step, whether its op has a device kernel (it still falls back for inputs the kernel
+    /// does not take).
+    pub fn device_steps(&self) -> impl Iterator<Item = bool> + '_ {
+        self.kernels.iter().map(Option::is_some)
+    }
+
+    /// Runs the plan on `inputs` (in the order of [`Plan::inputs`]).
+    pub fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        Ok(self.run_with(inputs, RunOptions::default())?.0)
+    }
+
+    /// [`CudaExecutor::run`] with an observer called after each step, and the run's counts.
+    pub fn run_with(
+        &self,
+        inputs: Vec<Value>,
+        mut options: RunOptions,
+    ) -> Result<(Vec<Value>, RunStats)> {
+        self.plan.check_inputs(&inputs)?;
+        self.backend.context().bind_to_thread()?;
+        let mut stats = RunStats::default();
+        let mut slots: Vec<Slot> = (0..self.plan.slot_count())
+            .map(|_| Slot::default())
+            .collect();
+        for (&slot, value) in &self.constants {
+            slots[slot].host = Some(value.clone());
+        }
+        for (slot, value) in self.plan.input_slots().zip(inputs) {
+            slots[slot].host = Some(value);
+        }
+        for (step, kernel) in self.plan.steps().zip(&self.kernels) {
+            let launch = kernel.and_then(|k| {
+                let args: Vec<Option<ArgInfo>> = step
+                    .inputs
+                    .iter()
+                    .map(|s| s.and_then(|s| arg_info(&slots[s])))
+                    .collect();
+                plan_launch(k, &args, step.outputs.len())
+            });
+            let at = |e: CudaError| match e {
+                CudaError::Op(o) => CudaError::Op(o.at(step.node)),
+                e => CudaError::AtStep {
+                    node: step.node.to_string(),
+                    source: Box::new(e),
+                },
+            };
+            match launch {
+                Some(launch) => {
+                    let mut inputs = Vec::with_capacity(step.inputs.len());
+                    for (i, s) in step.inputs.iter().enumerate() {
+                        inputs.push(match s {
+                            Some(s) => Some(
+                                self.on_device(&mut slots, *s, launch.takes_bytes(i), &mut stats)
+                                    .map_err(at)?,
+                            ),
+                            None => None,
+                        });
+                    }
+                    let refs: Vec<Option<&DeviceValue>> =
+                        inputs.iter().map(|v| v.as_deref()).collect();
+                    let output = run_launch(&self.backend, &launch, &refs).map_err(at)?;
+                    slots[step.outputs[0]] = Slot {
+                        host: None,
+                        device: Some(Arc::new(output)),
+                    };
+                    stats.device_steps += 1;
+                }
+                None => {
+                    for s in step.inputs.iter().flatten() {
+                        self.on_host(&mut slots[*s], &mut stats).map_err(at)?;
+                    }
+                    let outputs = {
+                        let args: Vec<Option<&Value>> = step
+                            .inputs
+                            .iter()
+                            .map(|s| s.and_then(|s| slots[s].host.as_ref()))
+                            .collect();
+                        step.op.eval(&args).map_err(|e| e.at(step.node))?
+                    };
+                    if outputs.len() < step.outputs.len() {
+                        return Err(OpError::Invalid(format!(
+                            "{}: produced {} outputs, the graph expects {}",
+                            step.node,
+                            outputs.len(),
+                            step.outputs.len()
+                        ))
+                        .into());
+                    }
+                    for (slot, value) in step.outputs.iter().zip(outputs) {
+                        slots[*slot] = Slot {
+                            host: Some(value),
+                            device: None,
+                        };
+                    }
+                    *stats
+                        .host_steps
+                        .entry(step.op_type.to_string())
+                        .or_default() += 1;
+                }
+            }
+            if let Some(observer) = options.observer.as_mut() {
+                let mut values = Vec::with_capacity(step.outputs.len());
+                for slot in step.outputs {
+                    self.on_host(&mut slots[*slot], &mut stats).map_err(at)?;
+                    values.extend(slots[*slot].host.clone());
+                }
+                observer(step.node, &values);
+            }
+            for slot in step.release {
+                slots[*slot] = Slot::default();
+            }
+        }
+        let mut outputs = Vec::new();
+        for (name, slot) in self.plan.output_names().zip(self.plan.output_slots()) {
+            self.on_host(&mut slots[slot], &mut stats)?;
+            outputs.push(slots[slot].host.clone().ok_or_else(|| {
+                OpError::Invalid(format!("graph output \"{name}\" was not computed"))
+            })?);
+        }
+        Ok((outputs, stats))
+    }
+
+    /// The slot's value on the device (uploaded, and kept there, if it was only on the host).
+    fn on_device(
+        &self,
+        slots: &mut [Slot],
+        slot: usize,
+        as_bytes: bool,
+        stats: &mut RunStats,
+    ) -> Result<Arc<DeviceValue>> {
+        if let Some(device) = &slots[slot].device {
+            return Ok(Arc::clone(device));
+        }
+        let constant = self.constants.contains_key(&slot);
+        if constant && let Some(device) = self.resident.lock().expect("resident lock").get(&slot) {
+            slots[slot].device = Some(Arc::clone(device));
+            return Ok(Arc::clone(device));
+        }
+        let tensor = slots[slot]
+            .host
+            .as_ref()
+            .ok_or_else(|| CudaError::Invalid("an input value is missing".into()))?
+            .as_tensor()
+            .map_err(|e| CudaError::Invalid(e.to_string()))?;
+        let value = if as_bytes {
+            let bytes = tensor
+                .bytes()
+                .map_err(|e| CudaError::Invalid(e.to_string()))?;
+            stats.upload_bytes += bytes.len();
+            DeviceValue::Bytes {
+                bytes: self.backend.upload_bytes(bytes)?,
+                shape: tensor.shape().to_vec(),
+            }
+        } else {
+            let data = tensor
+                .as_slice::<f32>()
+                .map_err(|e| CudaError::Invalid(e.to_string()))?;
+            stats.upload_bytes += 4 * data.len();
+            DeviceValue::F32 {
+                buffer: self.backend.upload(data)?,
+                shape: tensor.shape().to_vec(),
+            }
+        };
+        stats.uploads += 1;
+        let device = Arc::new(value);
+        if constant {
+            self.resident
+                .lock()
+                .expect("resident lock")
+                .insert(slot, Arc::clone(&device));
+        }
+        slots[slot].device = Some(Arc::clone(&device));
+        Ok(device)
+    }
+
+    /// Makes the slot's value available on the host (downloading a device-only value).
+    fn on_host(&self, slot: &mut Slot, stats: &mut RunStats) -> Result<()> {
+        if slot.host.is_some() {
+            return Ok(());
+        }
+        if let Some(device) = &slot.device {
+            let DeviceValue::F32 { buffer, shape } = device.as_ref() else {
+                return Err(CudaError::Invalid(
+                    "raw device bytes have no host copy".into(),
+                ));
+            };
+            let data = self.backend.download(buffer)?;
+            stats.downloads += 1;
+            stats.download_bytes += 4 * data.len();
+            let tensor = Tensor::from_vec(shape.clone(), data)
+                .map_err(|e| CudaError::Invalid(e.to_string()))?;
+            slot.host = Some(Value::Tensor(tensor));
+        }
+        Ok(())
+    }
+}
+
+/// The dtype and shape of a slot's value, wherever it is (`None` for non-tensors).
+fn arg_info(slot: &Slot) -> Option<ArgInfo<'_>> {
+    if let Some(device) = &slot.device {
+        return Some(device.info());
+    }
+    match slot.host.as_ref()? {
+        Value::Tensor(t) => Some(ArgInfo {
+            dtype: t.dtype(),
+            shape: t.shape(),
+        }),
+        _ => None,
+    }
+}

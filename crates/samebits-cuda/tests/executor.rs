@@ -1,0 +1,227 @@
+//! The CUDA executor against the CPU interpreter: a plan mixing device kernels and CPU
+//! fallbacks gives the CPU's bits, and the GGUF products give `samebits_gguf::dot_q_f32`'s bits
+//! for every block type the device dequantizes. The oracle is the CPU (samebits-ops and
+//! samebits-gguf); on a machine without a GPU these tests skip loudly.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use samebits_cuda::testing::Rng;
+use samebits_cuda::{CudaBackend, CudaExecutor};
+use samebits_gguf::{GgmlType, dot_q_f32};
+use samebits_ir::{Attribute, DType, Graph, Node, Shape, Tensor, Value, ValueInfo, ValueType};
+use samebits_ops::{OperationSet, Plan, RunOptions};
+
+fn cuda(test: &str) -> Option<Arc<CudaBackend>> {
+    match CudaBackend::new(0) {
+        Ok(b) => Some(Arc::new(b)),
+        Err(why) => {
+            let _ = std::io::stderr().write_all(format!("SKIPPED: {test} ({why})\n").as_bytes());
+            None
+        }
+    }
+}
+
+/// `rows` rows of `cols` weights of `ggml_type` with random scales and codes (the scales are
+/// f16 in [0.01, 0.05), Q4_1's minimum in [-0.5, 0.5)).
+fn random_blocks(ggml_type: GgmlType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
+    let f16 = |v: f32| half::f16::from_f32(v).to_le_bytes();
+    let mut bytes = Vec::new();
+    let blocks = rows * cols / ggml_type.block_elems();
+    for _ in 0..blocks {
+        let d = 0.01 + 0.04 * rng.unit().abs();
+        match ggml_type {
+            GgmlType::F32 => bytes.extend((rng.unit() - 0.5).to_le_bytes()),
+            GgmlType::F16 => bytes.extend(f16(rng.unit() - 0.5)),
+            GgmlType::Q4_0 => {
+                bytes.extend(f16(d));
+                bytes.extend((0..16).map(|_| rng.next_u64() as u8));
+            }
+            GgmlType::Q4_1 => {
+                bytes.extend(f16(d));
+                bytes.extend(f16(rng.unit() - 0.5));
+                bytes.extend((0..16).map(|_| rng.next_u64() as u8));
+            }
+            GgmlType::Q8_0 => {
+                bytes.extend(f16(d));
+                bytes.extend((0..32).map(|_| rng.next_u64() as u8));
+            }
+            other => panic!("no generator for {other}"),
+        }
+    }
+    assert_eq!(bytes.len(), rows * ggml_type.row_bytes(cols).unwrap());
+    bytes
+}
+
+#[test]
+fn gguf_matmul_matches_dot_q_f32() {
+    let Some(backend) = cuda("executor::gguf_matmul_matches_dot_q_f32") else {
+        return;
+    };
+    let mut rng = Rng::new(5);
+    for ggml_type in [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+    ] {
+        // K from one block to several 32-tile chunks (2,112 = 33 tiles), N not a multiple of 8.
+        for (rows, cols, m) in [(5, 32, 1), (77, 576, 1), (130, 1536, 3), (9, 2112, 2)] {
+            let blocks = random_blocks(ggml_type, rows, cols, &mut rng);
+            let x = rng.values(m * cols, 2.0);
+            let w = backend.upload_bytes(&blocks).unwrap();
+            let y = backend
+                .download(
+                    &backend
+                        .gguf_matmul(ggml_type, rows, cols, &w, &backend.upload(&x).unwrap())
+                        .unwrap(),
+                )
+                .unwrap();
+            let row_bytes = ggml_type.row_bytes(cols).unwrap();
+            for i in 0..m {
+                for n in 0..rows {
+                    let want = dot_q_f32(
+                        ggml_type,
+                        &blocks[n * row_bytes..(n + 1) * row_bytes],
+                        &x[i * cols..(i + 1) * cols],
+                    )
+                    .unwrap();
+                    assert_eq!(
+                        y[i * rows + n].to_bits(),
+                        want.to_bits(),
+                        "{ggml_type} [{rows}, {cols}] row {i} output {n}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn node(op_type: &str, inputs: &[&str], output: &str, attrs: &[(&str, Attribute)]) -> Node {
+    Node {
+        name: output.into(),
+        op_type: op_type.into(),
+        domain: String::new(),
+        inputs: inputs.iter().map(|s| s.to_string()).collect(),
+        outputs: vec![output.into()],
+        attributes: attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+    }
+}
+
+/// x [4, 64] -> MatMul W [64, 96] -> Add b -> Transpose (CPU) -> Transpose back (CPU) -> Relu
+/// -> RMSNormalization -> MatMulGguf (Q8_0 [40, 96]) -> Sigmoid * itself -> Softmax ->
+/// LayerNormalization -> Gemm (transB, alpha, beta, C row) -> y.
+fn mixed_plan(rng: &mut Rng) -> Plan {
+    let tensor = |shape: Vec<usize>, v: Vec<f32>| Tensor::from_vec(shape, v).unwrap();
+    let mut graph = Graph {
+        name: "mixed".into(),
+        ..Graph::default()
+    };
+    graph.inputs.push(ValueInfo {
+        name: "x".into(),
+        ty: Some(ValueType::tensor(DType::F32, Some(Shape::known(&[4, 64])))),
+    });
+    graph.outputs.push(ValueInfo {
+        name: "y".into(),
+        ty: None,
+    });
+    let q8 = random_blocks(GgmlType::Q8_0, 40, 96, rng);
+    let inits = [
+        ("w", tensor(vec![64, 96], rng.values(64 * 96, 1.0))),
+        ("b", tensor(vec![96], rng.values(96, 1.0))),
+        ("rms_scale", tensor(vec![96], rng.values(96, 1.0))),
+        ("ln_scale", tensor(vec![40], rng.values(40, 1.0))),
+        ("ln_bias", tensor(vec![40], rng.values(40, 1.0))),
+        ("g", tensor(vec![24, 40], rng.values(24 * 40, 1.0))),
+        ("c", tensor(vec![24], rng.values(24, 1.0))),
+    ];
+    for (name, t) in inits {
+        graph.initializers.insert(name.into(), t);
+    }
+    graph
+        .initializers
+        .insert("q".into(), Tensor::from_vec(vec![q8.len()], q8).unwrap());
+    let int = Attribute::Int;
+    let perm = Attribute::Ints(vec![1, 0]);
+    graph.nodes = vec![
+        node("MatMul", &["x", "w"], "xw", &[]),
+        node("Add", &["xw", "b"], "xwb", &[]),
+        node("Transpose", &["xwb"], "t", &[("perm", perm.clone())]),
+        node("Transpose", &["t"], "tt", &[("perm", perm)]),
+        node("Relu", &["tt"], "r", &[]),
+        node(
+            "RMSNormalization",
+            &["r", "rms_scale"],
+            "n",
+            &[("epsilon", Attribute::Float(1e-6))],
+        ),
+        Node {
+            domain: "samebits".into(),
+            attributes: [
+                ("ggml_type", int(i64::from(GgmlType::Q8_0.id()))),
+                ("rows", int(40)),
+                ("cols", int(96)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            ..node("MatMulGguf", &["n", "q"], "gq", &[])
+        },
+        node("Sigmoid", &["gq"], "s", &[]),
+        node("Mul", &["gq", "s"], "silu", &[]),
+        node("Softmax", &["silu"], "p", &[("axis", int(-1))]),
+        node(
+            "LayerNormalization",
+            &["p", "ln_scale", "ln_bias"],
+            "ln",
+            &[("epsilon", Attribute::Float(1e-5))],
+        ),
+        node(
+            "Gemm",
+            &["ln", "g", "c"],
+            "y",
+            &[
+                ("transB", int(1)),
+                ("alpha", Attribute::Float(0.5)),
+                ("beta", Attribute::Float(2.0)),
+            ],
+        ),
+    ];
+    let opsets = [("".to_string(), 23), ("samebits".to_string(), 1)].into();
+    Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap()
+}
+
+#[test]
+fn executor_matches_the_cpu_interpreter() {
+    let Some(backend) = cuda("executor::executor_matches_the_cpu_interpreter") else {
+        return;
+    };
+    let mut rng = Rng::new(11);
+    let plan = Arc::new(mixed_plan(&mut rng));
+    let x: Value = Tensor::from_vec(vec![4, 64], rng.values(4 * 64, 3.0))
+        .unwrap()
+        .into();
+    let want = plan.run(vec![x.clone()], RunOptions::default()).unwrap();
+    let executor = CudaExecutor::new(backend, Arc::clone(&plan));
+    for run in 0..2 {
+        let (got, stats) = executor
+            .run_with(vec![x.clone()], RunOptions::default())
+            .unwrap();
+        let (g, w) = (got[0].as_tensor().unwrap(), want[0].as_tensor().unwrap());
+        assert_eq!(g.shape(), w.shape());
+        let (g, w) = (g.as_slice::<f32>().unwrap(), w.as_slice::<f32>().unwrap());
+        for (i, (a, b)) in g.iter().zip(w).enumerate() {
+            assert_eq!(a.to_bits(), b.to_bits(), "run {run}, element {i}");
+        }
+        assert_eq!(stats.device_steps, 10, "{stats:?}");
+        assert_eq!(stats.host_steps.get("Transpose"), Some(&2), "{stats:?}");
+        // x up; xwb down for Transpose; tt up; y down. Constants go up once per executor.
+        assert_eq!(stats.downloads, 2, "{stats:?}");
+        let constant_uploads = if run == 0 { 8 } else { 0 };
+        assert_eq!(stats.uploads, 2 + constant_uploads, "{stats:?}");
+    }
+}
