@@ -151,7 +151,8 @@ def chart(results):
         if all(v is None for v in ratios):
             continue
         where = "GPU" if r["device"] == "gpu" else f"{r['threads']}t"
-        rows.append({"label": f"{r['label']}, {where} vs {r['peer']}", "ratios": ratios, "target": r["target"]})
+        name = r["label"] if len(r["label"]) <= 40 else r["label"][:39] + "…"  # fits the label column
+        rows.append({"label": f"{name}, {where} vs {r['peer']}", "ratios": ratios, "target": r["target"]})
     meta = results["meta"]
     return {"title": "samebits speed relative to its peers (samebits / peer, medians)",
             "subtitle": f"{meta['date']}, {meta['machine']}", "series": OPERATION_SETS, "rows": rows}
