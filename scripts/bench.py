@@ -391,6 +391,8 @@ def cpu_main(args):
                      "onnxruntime": ort.__version__, "numpy": np.__version__},
         "rounds": {"llm": args.llm_rounds, "onnx": args.rounds},
         "threads_onnx": args.threads,
+        "load_average": os.getloadavg()[0],
+        "cores": os.cpu_count(),
         "minutes": None,
     }
     meta["minutes"] = round((time.time() - started) / 60, 1)

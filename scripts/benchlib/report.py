@@ -121,6 +121,10 @@ def markdown(results):
         "values are medians with the p10-p90 spread; ratios are samebits speed / peer speed (above 1x: "
         "samebits is faster). The machine is shared with other jobs: absolute numbers drift, the ratios "
         "of one run are what to compare.",
+        *([f"**Caution: the load average ({meta['load_average']:.0f}) was above the core count "
+           f"({meta['cores']}).** Engines whose worker threads spin-wait (llama.cpp, ONNX Runtime) lose far "
+           "more than samebits when their threads are descheduled, so these ratios say little about speed on "
+           "a quiet machine; re-run there."] if meta.get("load_average", 0) > meta.get("cores", 1 << 30) else []),
         "![samebits vs peers](docs/bench/chart.png)",
         "**SmolLM2-135M-Instruct Q4_1, CPU** (pp = one prefill pass of N tokens, tg = N decode steps of one "
         "token; PyTorch cannot be installed on this machine, so NumPy float32 stands in for it):",
@@ -147,7 +151,8 @@ def chart(results):
         if all(v is None for v in ratios):
             continue
         where = "GPU" if r["device"] == "gpu" else f"{r['threads']}t"
-        rows.append({"label": f"{r['label']}, {where} vs {r['peer']}", "ratios": ratios, "target": r["target"]})
+        name = r["label"] if len(r["label"]) <= 40 else r["label"][:39] + "…"  # fits the label column
+        rows.append({"label": f"{name}, {where} vs {r['peer']}", "ratios": ratios, "target": r["target"]})
     meta = results["meta"]
     return {"title": "samebits speed relative to its peers (samebits / peer, medians)",
             "subtitle": f"{meta['date']}, {meta['machine']}", "series": OPERATION_SETS, "rows": rows}
