@@ -1,8 +1,9 @@
 //! GGUF model files for samebits: the container ([`GgufFile`]), its metadata ([`Metadata`]),
 //! tensors as IR views or raw quantized blocks, ggml dequantization ([`dequantize_row`]) and
 //! canonical quantized dot products ([`dot_q_f32`], [`matvec_q_f32`]) with the bit-exact formulas
-//! of `docs/gguf.md`, the tokenizer ([`GgufTokenizer`]) and chat template ([`ChatTemplate`])
-//! stored in the metadata, and the llama model configuration ([`ModelConfig`]).
+//! of `docs/gguf.md`, the tokenizer ([`TextTokenizer`]) and chat template ([`ChatTemplate`])
+//! stored in the metadata (the tokenizer also from a Hugging Face `tokenizer.json`), and the llama
+//! model configuration ([`ModelConfig`]).
 
 mod chat;
 mod config;
@@ -20,4 +21,4 @@ pub use error::{Error, Result};
 pub use metadata::{Metadata, MetadataValue};
 pub use quant::{GgmlType, dequantize_row};
 pub use reader::{GgufFile, QuantizedTensor, TensorData, TensorInfo};
-pub use tokenizer::{GgufTokenizer, IncrementalDecoder};
+pub use tokenizer::{IncrementalDecoder, TextTokenizer};

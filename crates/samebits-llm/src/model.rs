@@ -1,5 +1,8 @@
-//! [`Llm`]: a llama-family GGUF decoder built as a samebits IR graph and compiled once into a
-//! [`Plan`]; [`Llm::forward`] runs it over new tokens with a [`KvCache`].
+//! [`Llm`]: a llama-family decoder built as a samebits IR graph and compiled once into a
+//! [`Plan`]; [`Llm::forward`] runs it over new tokens with a [`KvCache`]. The model is a GGUF file
+//! or a Hugging Face checkpoint folder ([`crate::hf`]); both give their weights through one
+//! [`WeightSource`] (GGUF names, GGUF's Q/K row order) to the one graph builder below, so the two
+//! differ only in where the weights and hyper-parameters come from.
 //!
 //! The graph is standard ONNX (opset 23) plus the two GGUF weight ops of domain `samebits`:
 //!
@@ -7,12 +10,12 @@
 //! x = GatherGguf(token_embd, input_ids)                                  [1, S, dim]
 //! per layer i:
 //!   h = RMSNormalization(x, attn_norm)
-//!   q, k, v = MatMulGguf(h, attn_q | attn_k | attn_v)
+//!   q, k, v = MatMulGguf(h, attn_q | attn_k | attn_v) (+ attn_q | attn_k | attn_v bias, if any)
 //!   q, k = RotaryEmbedding(q | k, cos, sin, position_ids; interleaved)   (GGUF permutes Q/K rows
 //!                                                                          for adjacent pairs)
 //!   a, present_key_i, present_value_i = Attention(q, k, v, -, past_key_i, past_value_i;
 //!                                                 is_causal, GQA)
-//!   x = x + MatMulGguf(a, attn_output)
+//!   x = x + MatMulGguf(a, attn_output) (+ attn_output bias, if any)
 //!   h = RMSNormalization(x, ffn_norm)
 //!   g = MatMulGguf(h, ffn_gate)
 //!   x = x + MatMulGguf((g * Sigmoid(g)) * MatMulGguf(h, ffn_up), ffn_down)
@@ -25,21 +28,24 @@
 //! token's row in the contract's canonical order, independent of S and P, so one prefill over a
 //! sequence and token-by-token decode give the same logits bit for bit.
 
-use crate::weights::{self, MatrixWeight};
+use crate::weights::{MatrixWeight, WeightSource};
 use crate::{LlmError, Result};
-use samebits_gguf::{GgufFile, GgufTokenizer, ModelConfig};
+use samebits_gguf::{GgufFile, ModelConfig, TextTokenizer};
 use samebits_ir::{
     Attribute, DType, Dim, Graph, Node, OpsetImports, Shape, Tensor, Value, ValueInfo, ValueType,
 };
 use samebits_ops::{OperationSet, Plan, RunOptions};
 use std::path::{Path, PathBuf};
 
-/// A loaded model: its GGUF file (memory-mapped), configuration, tokenizer and compiled plan.
+/// A loaded model: its configuration, tokenizer, chat template and compiled plan (whose
+/// initializers view the memory-mapped weight files).
 pub struct Llm {
+    /// The GGUF file or checkpoint folder.
     pub path: PathBuf,
-    pub file: GgufFile,
     pub config: ModelConfig,
-    pub tokenizer: GgufTokenizer,
+    pub tokenizer: TextTokenizer,
+    /// The chat template's Jinja source, when the model has one.
+    pub chat_template: Option<String>,
     pub operation_set: OperationSet,
     plan: Plan,
 }
@@ -63,18 +69,38 @@ impl KvCache {
 }
 
 impl Llm {
-    /// Opens the GGUF file at `path` and compiles its graph for `operation_set`.
+    /// Opens the model at `path` (a GGUF file, or a Hugging Face checkpoint folder) and compiles
+    /// its graph for `operation_set`.
     pub fn load(path: &Path, operation_set: OperationSet) -> Result<Llm> {
+        if path.is_dir() {
+            return crate::hf::load_decoder(path, operation_set);
+        }
         let file = GgufFile::open(path)?;
         let config = ModelConfig::from_gguf(&file)?;
-        let tokenizer = GgufTokenizer::from_gguf(&file)?;
-        let (graph, opsets) = build_graph(&file, &config)?;
+        let tokenizer = TextTokenizer::from_gguf(&file)?;
+        let chat_template = match file.metadata().get("tokenizer.chat_template") {
+            Some(_) => Some(file.metadata().str("tokenizer.chat_template")?.to_string()),
+            None => None,
+        };
+        Llm::build(path, config, tokenizer, chat_template, &file, operation_set)
+    }
+
+    /// Compiles the decoder of `config` over `weights`.
+    pub fn build(
+        path: &Path,
+        config: ModelConfig,
+        tokenizer: TextTokenizer,
+        chat_template: Option<String>,
+        weights: &dyn WeightSource,
+        operation_set: OperationSet,
+    ) -> Result<Llm> {
+        let (graph, opsets) = build_graph(weights, &config)?;
         let plan = Plan::build(&graph, &opsets, operation_set, &[])?;
         Ok(Llm {
             path: path.to_path_buf(),
-            file,
             config,
             tokenizer,
+            chat_template,
             operation_set,
             plan,
         })
@@ -181,24 +207,43 @@ impl GraphBuilder {
         ]
     }
 
-    /// `x · Wᵀ` for the GGUF matrix `name`; the output is named `out`.
-    fn matmul(&mut self, file: &GgufFile, x: &str, name: &str, out: &str) -> Result<String> {
-        let w = weights::matrix(file, name)?;
+    /// `x · Wᵀ` for the matrix `name.weight`, plus the bias `name.bias` when the model has one;
+    /// the output is named `out`.
+    fn linear(
+        &mut self,
+        weights: &dyn WeightSource,
+        x: &str,
+        name: &str,
+        out: &str,
+    ) -> Result<String> {
+        let (weight, bias) = (format!("{name}.weight"), format!("{name}.bias"));
+        let w = weights.matrix(&weight)?;
         let attrs = Self::weight_attributes(&w);
-        self.initializer(name, w.blocks);
-        self.node(("samebits", "MatMulGguf"), &[x, name], &[out], &attrs);
-        Ok(out.to_string())
+        self.initializer(&weight, w.blocks);
+        let Some(b) = weights.optional_vector(&bias)? else {
+            self.node(("samebits", "MatMulGguf"), &[x, &weight], &[out], &attrs);
+            return Ok(out.to_string());
+        };
+        let product = format!("{out}.product");
+        self.node(
+            ("samebits", "MatMulGguf"),
+            &[x, &weight],
+            &[&product],
+            &attrs,
+        );
+        self.initializer(&bias, b);
+        Ok(self.onnx("Add", &[&product, &bias], out, &[]))
     }
 
     fn rms_norm(
         &mut self,
-        file: &GgufFile,
+        weights: &dyn WeightSource,
         x: &str,
         name: &str,
         eps: f32,
         out: &str,
     ) -> Result<String> {
-        let scale = weights::vector(file, name)?;
+        let scale = weights.vector(name)?;
         self.initializer(name, scale);
         Ok(self.onnx(
             "RMSNormalization",
@@ -240,8 +285,8 @@ pub fn rotary_tables(positions: usize, rotary_dim: usize, base: f32) -> (Tensor,
     (table(cos), table(sin))
 }
 
-/// The decoder graph of a llama-layout GGUF file.
-fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)> {
+/// The decoder graph of a llama-layout model.
+fn build_graph(weights: &dyn WeightSource, c: &ModelConfig) -> Result<(Graph, OpsetImports)> {
     let mut b = GraphBuilder {
         graph: Graph {
             name: "llama".into(),
@@ -276,7 +321,7 @@ fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)
     b.initializer("rotary_cos", cos);
     b.initializer("rotary_sin", sin);
 
-    let embedding = weights::matrix(file, "token_embd.weight")?;
+    let embedding = weights.matrix("token_embd.weight")?;
     let embedding_attrs = GraphBuilder::weight_attributes(&embedding);
     b.initializer("token_embd.weight", embedding.blocks);
     b.node(
@@ -289,7 +334,8 @@ fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)
     let eps = c.rms_norm_eps;
     let int = |v: usize| Attribute::Int(v as i64);
     for i in 0..c.block_count {
-        let blk = |n: &str| format!("blk.{i}.{n}.weight");
+        let blk = |n: &str| format!("blk.{i}.{n}");
+        let norm = |n: &str| format!("blk.{i}.{n}.weight");
         let val = |n: &str| format!("l{i}.{n}");
         let (past_k, past_v) = (format!("past_key_{i}"), format!("past_value_{i}"));
         let (present_k, present_v) = (format!("present_key_{i}"), format!("present_value_{i}"));
@@ -306,10 +352,10 @@ fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)
             .outputs
             .push(tensor_info(&present_v, DType::F32, cache_dims("total")));
 
-        let h = b.rms_norm(file, &x, &blk("attn_norm"), eps, &val("attn_in"))?;
-        let q = b.matmul(file, &h, &blk("attn_q"), &val("q"))?;
-        let k = b.matmul(file, &h, &blk("attn_k"), &val("k"))?;
-        let v = b.matmul(file, &h, &blk("attn_v"), &val("v"))?;
+        let h = b.rms_norm(weights, &x, &norm("attn_norm"), eps, &val("attn_in"))?;
+        let q = b.linear(weights, &h, &blk("attn_q"), &val("q"))?;
+        let k = b.linear(weights, &h, &blk("attn_k"), &val("k"))?;
+        let v = b.linear(weights, &h, &blk("attn_v"), &val("v"))?;
         let rotary = |heads: usize| {
             [
                 ("interleaved", Attribute::Int(1)),
@@ -340,18 +386,18 @@ fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)
                 ("kv_num_heads", int(c.head_count_kv)),
             ],
         );
-        let o = b.matmul(file, &attended, &blk("attn_output"), &val("attn_out"))?;
+        let o = b.linear(weights, &attended, &blk("attn_output"), &val("attn_out"))?;
         let x_attn = b.onnx("Add", &[&x, &o], &val("resid_attn"), &[]);
-        let h = b.rms_norm(file, &x_attn, &blk("ffn_norm"), eps, &val("ffn_in"))?;
-        let gate = b.matmul(file, &h, &blk("ffn_gate"), &val("gate"))?;
-        let up = b.matmul(file, &h, &blk("ffn_up"), &val("up"))?;
+        let h = b.rms_norm(weights, &x_attn, &norm("ffn_norm"), eps, &val("ffn_in"))?;
+        let gate = b.linear(weights, &h, &blk("ffn_gate"), &val("gate"))?;
+        let up = b.linear(weights, &h, &blk("ffn_up"), &val("up"))?;
         let sig = b.onnx("Sigmoid", &[&gate], &val("gate_sigmoid"), &[]);
         let silu = b.onnx("Mul", &[&gate, &sig], &val("gate_silu"), &[]);
         let hidden = b.onnx("Mul", &[&silu, &up], &val("ffn_hidden"), &[]);
-        let down = b.matmul(file, &hidden, &blk("ffn_down"), &val("ffn_out"))?;
+        let down = b.linear(weights, &hidden, &blk("ffn_down"), &val("ffn_out"))?;
         x = b.onnx("Add", &[&x_attn, &down], &val("resid_ffn"), &[]);
     }
-    let h = b.rms_norm(file, &x, "output_norm.weight", eps, "final_norm")?;
+    let h = b.rms_norm(weights, &x, "output_norm.weight", eps, "final_norm")?;
     if c.tied_embeddings {
         b.node(
             ("samebits", "MatMulGguf"),
@@ -360,7 +406,7 @@ fn build_graph(file: &GgufFile, c: &ModelConfig) -> Result<(Graph, OpsetImports)
             &embedding_attrs,
         );
     } else {
-        b.matmul(file, &h, "output.weight", "logits")?;
+        b.linear(weights, &h, "output", "logits")?;
     }
     Ok((b.graph, opsets()))
 }
