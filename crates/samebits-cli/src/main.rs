@@ -24,6 +24,8 @@ Examples:
   samebits run model.onnx --input x=x.npy --out out/ --receipt run.json
   samebits verify run.json
   samebits generate --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt \"The capital of France is\" --receipt gen.json
+  samebits generate --model SmolLM2-135M-Instruct/ --prompt \"The capital of France is\"
+  samebits embed --model all-MiniLM-L6-v2/ --text \"The cat sits on the mat.\" --out e.npy
   samebits compile model.onnx --artifacts-dir build/ 
   samebits bench model.onnx --input-shape x=1,3,640,640 --runs 20
   samebits bench --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt-tokens 128,512 --gen-tokens 128
@@ -35,6 +37,7 @@ enum Command {
     Compile(commands::compile::Args),
     Verify(commands::verify::Args),
     Generate(commands::generate::Args),
+    Embed(commands::embed::Args),
     Bench(commands::bench::Args),
     Conformance(commands::conformance::Args),
     Tui(commands::tui::Args),
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Compile(args) => commands::compile::main(args),
         Command::Verify(args) => commands::verify::main(args),
         Command::Generate(args) => commands::generate::main(args),
+        Command::Embed(args) => commands::embed::main(args),
         Command::Bench(args) => commands::bench::main(args),
         Command::Conformance(args) => commands::conformance::main(args),
         Command::Tui(args) => commands::tui::main(args),

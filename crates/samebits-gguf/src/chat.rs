@@ -4,7 +4,7 @@
 //! `raise_exception(msg)`, `strftime_now(fmt)` (always an error: rendering must not depend on the
 //! clock), and the common Python `str`/`dict` methods (`strip`, `startswith`, `split`, `items`, ...).
 
-use crate::{Error, GgufFile, GgufTokenizer, Result};
+use crate::{Error, GgufFile, Result, TextTokenizer};
 use minijinja::value::{Value, ValueKind};
 use minijinja::{Environment, ErrorKind, State};
 
@@ -60,8 +60,12 @@ impl ChatTemplate {
     }
 
     /// The template in `tokenizer.chat_template`, with BOS/EOS strings from the tokenizer.
-    pub fn from_gguf(file: &GgufFile, tokenizer: &GgufTokenizer) -> Result<ChatTemplate> {
-        let source = file.metadata().str("tokenizer.chat_template")?;
+    pub fn from_gguf(file: &GgufFile, tokenizer: &TextTokenizer) -> Result<ChatTemplate> {
+        ChatTemplate::for_tokenizer(file.metadata().str("tokenizer.chat_template")?, tokenizer)
+    }
+
+    /// Compiles `source` with the BOS/EOS strings of `tokenizer` (empty when it has none).
+    pub fn for_tokenizer(source: &str, tokenizer: &TextTokenizer) -> Result<ChatTemplate> {
         let token = |id: Option<u32>| {
             id.and_then(|id| tokenizer.id_to_token(id))
                 .unwrap_or_default()

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{GgufWriter, smollm2_path, string, strings};
-use samebits_gguf::{ChatMessage, ChatTemplate, GgufFile, GgufTokenizer, MetadataValue};
+use samebits_gguf::{ChatMessage, ChatTemplate, GgufFile, MetadataValue, TextTokenizer};
 use std::sync::Arc;
 
 const FRANCE: &str = "The capital of France is";
@@ -23,9 +23,9 @@ const MIXED_IDS: [u32; 45] = [
 ];
 const CHAT_IDS: [u32; 12] = [1, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 2, 198];
 
-fn smollm2() -> Option<(GgufFile, GgufTokenizer)> {
+fn smollm2() -> Option<(GgufFile, TextTokenizer)> {
     let file = GgufFile::open(smollm2_path()?).unwrap();
-    let tokenizer = GgufTokenizer::from_gguf(&file).unwrap();
+    let tokenizer = TextTokenizer::from_gguf(&file).unwrap();
     Some((file, tokenizer))
 }
 
@@ -142,7 +142,7 @@ fn synthetic_gpt2_vocabulary_encodes_with_merges_and_control_tokens() {
         .kv("tokenizer.ggml.add_eos_token", MetadataValue::Bool(true))
         .to_bytes();
     let file = GgufFile::from_source("tiny.gguf", Arc::new(bytes)).unwrap();
-    let tok = GgufTokenizer::from_gguf(&file).unwrap();
+    let tok = TextTokenizer::from_gguf(&file).unwrap();
     assert_eq!(tok.encode("ab ab<eos>12", false).unwrap(), [4, 5, 0, 6, 7]);
     assert_eq!(tok.encode("ab", true).unwrap(), [4, 0]);
     assert_eq!(tok.decode(&[4, 5, 0, 6]).unwrap(), "ab ab<eos>1");
@@ -154,6 +154,95 @@ fn synthetic_gpt2_vocabulary_encodes_with_merges_and_control_tokens() {
         .kv("tokenizer.ggml.merges", strings(&["a b"]))
         .to_bytes();
     let file = GgufFile::from_source("tiny.gguf", Arc::new(bad_pre)).unwrap();
-    let err = GgufTokenizer::from_gguf(&file).err().unwrap();
+    let err = TextTokenizer::from_gguf(&file).err().unwrap();
     assert!(err.to_string().contains("mystery"), "{err}");
+}
+
+/// A SentencePiece (`llama`) vocabulary small enough to tokenize by hand. Encoding turns spaces
+/// into `▁`, puts a `▁` in front, then repeatedly merges the adjacent pair whose concatenation
+/// is the highest-scoring vocabulary piece (llama.cpp's SentencePiece tokenizer). By hand:
+/// - "hello world" → `▁hello▁world` = ▁ h e l l o ▁ w o r l d; the merges, best score first:
+///   ll (-4), ▁h (-5), ▁he (-3, available once ▁h exists), ▁hell (-2.5), ▁hello (-1), ▁w (-6),
+///   or (-7), ▁wor (-8), ld (-9), ▁world (-2) → [▁hello, ▁world] = [17, 22].
+/// - "hell" → ll, ▁h, ▁he, ▁hell → [16]; "el" → `▁el`: only e+l is a piece → [▁, el] = [5, 24].
+/// - "hé": é is not a piece, so its UTF-8 bytes C3 A9 become the byte tokens → [▁h, <0xC3>,
+///   <0xA9>] = [13, 3, 4]; "hi": no piece or byte token for i → [▁h, <unk>] = [13, 0].
+/// - "<s>hello": the control token is matched whole, the text after it gets its own `▁` (as
+///   llama.cpp does after a special token) → [1, 17]; with add_special, BOS first.
+fn sentencepiece_vocabulary() -> GgufFile {
+    // (piece, token type, score); types: 1 normal, 2 unknown, 3 control, 6 byte.
+    let vocab: [(&str, i32, f32); 25] = [
+        ("<unk>", 2, 0.0),
+        ("<s>", 3, 0.0),
+        ("</s>", 3, 0.0),
+        ("<0xC3>", 6, 0.0),
+        ("<0xA9>", 6, 0.0),
+        ("▁", 1, -100.0),
+        ("h", 1, -100.0),
+        ("e", 1, -100.0),
+        ("l", 1, -100.0),
+        ("o", 1, -100.0),
+        ("w", 1, -100.0),
+        ("r", 1, -100.0),
+        ("d", 1, -100.0),
+        ("▁h", 1, -5.0),
+        ("▁he", 1, -3.0),
+        ("ll", 1, -4.0),
+        ("▁hell", 1, -2.5),
+        ("▁hello", 1, -1.0),
+        ("▁w", 1, -6.0),
+        ("or", 1, -7.0),
+        ("▁wor", 1, -8.0),
+        ("ld", 1, -9.0),
+        ("▁world", 1, -2.0),
+        ("llo", 1, -10.0),
+        ("el", 1, -11.0),
+    ];
+    let pieces: Vec<&str> = vocab.iter().map(|v| v.0).collect();
+    let bytes = GgufWriter::new(3)
+        .kv("tokenizer.ggml.model", string("llama"))
+        .kv("tokenizer.ggml.tokens", strings(&pieces))
+        .kv(
+            "tokenizer.ggml.token_type",
+            MetadataValue::Array(vocab.iter().map(|v| MetadataValue::I32(v.1)).collect()),
+        )
+        .kv(
+            "tokenizer.ggml.scores",
+            MetadataValue::Array(vocab.iter().map(|v| MetadataValue::F32(v.2)).collect()),
+        )
+        .kv("tokenizer.ggml.unknown_token_id", MetadataValue::U32(0))
+        .kv("tokenizer.ggml.bos_token_id", MetadataValue::U32(1))
+        .kv("tokenizer.ggml.eos_token_id", MetadataValue::U32(2))
+        .kv("tokenizer.ggml.add_bos_token", MetadataValue::Bool(true))
+        .to_bytes();
+    GgufFile::from_source("spm.gguf", Arc::new(bytes)).unwrap()
+}
+
+#[test]
+fn synthetic_sentencepiece_vocabulary_encodes_by_score_with_byte_fallback() {
+    let tok = TextTokenizer::from_gguf(&sentencepiece_vocabulary()).unwrap();
+    for (text, ids) in [
+        ("hello world", &[17, 22][..]),
+        ("hell", &[16]),
+        ("el", &[5, 24]),
+        ("hé", &[13, 3, 4]),
+        ("hi", &[13, 0]),
+        ("<s>hello", &[1, 17]),
+    ] {
+        assert_eq!(tok.encode(text, false).unwrap(), ids, "{text:?}");
+    }
+    assert_eq!(tok.encode("hello", true).unwrap(), [1, 17]);
+    // `▁` decodes as a space (the prefix one included), byte tokens as their bytes.
+    assert_eq!(tok.decode(&[17, 22]).unwrap(), " hello world");
+    assert_eq!(tok.decode(&[13, 3, 4]).unwrap(), " hé");
+    let mut decoder = tok.incremental_decoder();
+    let pieces: Vec<String> = [13, 3, 4]
+        .iter()
+        .map(|&id| decoder.push(id).unwrap())
+        .collect();
+    assert_eq!(pieces, [" h", "", "é"]);
+    assert_eq!(
+        (tok.bos_id(), tok.eos_id(), tok.unk_id()),
+        (Some(1), Some(2), Some(0))
+    );
 }

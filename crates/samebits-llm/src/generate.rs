@@ -58,7 +58,13 @@ fn per_second(tokens: usize, time: Duration) -> f64 {
 /// the assistant's turn opened; else the raw text, with BOS when the tokenizer asks for it.
 pub fn prompt_tokens(llm: &Llm, prompt: &str, chat: bool) -> Result<Vec<u32>> {
     if chat {
-        let template = ChatTemplate::from_gguf(&llm.file, &llm.tokenizer)?;
+        let source = llm.chat_template.as_deref().ok_or_else(|| {
+            crate::LlmError::Usage(format!(
+                "--chat: {} has no chat template",
+                llm.path.display()
+            ))
+        })?;
+        let template = ChatTemplate::for_tokenizer(source, &llm.tokenizer)?;
         let text = template.render_chat(&[ChatMessage::new("user", prompt)], true)?;
         Ok(llm.tokenizer.encode(&text, false)?)
     } else {

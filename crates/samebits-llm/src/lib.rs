@@ -1,7 +1,12 @@
-//! samebits LLM text generation on llama-family GGUF models (SmolLM2 and kin).
+//! samebits LLM text generation on llama-family models (SmolLM2 and kin) from GGUF files or
+//! Hugging Face checkpoint folders, and sentence embeddings with BERT encoders.
 //!
-//! - [`weights`]: GGUF tensors as graph initializers (quantized matrices stay raw blocks over the
-//!   memory map).
+//! - [`weights`]: the decoder's tensors as graph initializers, from a GGUF file or a checkpoint
+//!   (quantized matrices stay raw blocks over the memory map).
+//! - [`checkpoint`]: Hugging Face checkpoint folders (config.json, memory-mapped safetensors).
+//! - [`hf`]: Llama / Mistral / Qwen2 checkpoints as the same decoder a GGUF file gives.
+//! - [`embed`]: BERT sentence embeddings (mean pooling, optional L2 normalisation) as an ONNX-op
+//!   graph, and their receipts.
 //! - [`model`]: the decoder as a samebits IR graph of standard ONNX ops plus
 //!   `samebits::MatMulGguf` / `samebits::GatherGguf`, compiled once into a [`samebits_ops::Plan`]
 //!   with symbolic sequence and cache lengths; [`Llm::forward`] runs it over new tokens and a
@@ -11,13 +16,17 @@
 //! - [`generate`]: prompt → tokens, prefill, decode, streaming text.
 //! - [`receipt`]: generation receipts and their verification by one prefill pass.
 
+pub mod checkpoint;
+pub mod embed;
 mod error;
 pub mod generate;
+pub mod hf;
 pub mod model;
 pub mod receipt;
 pub mod sampling;
 pub mod weights;
 
+pub use embed::Embedder;
 pub use error::{LlmError, Result};
 pub use generate::{GenerateOptions, Generation, generate, prompt_tokens};
 pub use model::{KvCache, Llm};

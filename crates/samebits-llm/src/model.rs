@@ -1,5 +1,8 @@
-//! [`Llm`]: a llama-family GGUF decoder built as a samebits IR graph and compiled once into a
-//! [`Plan`]; [`Llm::forward`] runs it over new tokens with a [`KvCache`].
+//! [`Llm`]: a llama-family decoder built as a samebits IR graph and compiled once into a
+//! [`Plan`]; [`Llm::forward`] runs it over new tokens with a [`KvCache`]. The model is a GGUF file
+//! or a Hugging Face checkpoint folder ([`crate::hf`]); both give their weights through one
+//! [`WeightSource`] (GGUF names, GGUF's Q/K row order) to the one graph builder below, so the two
+//! differ only in where the weights and hyper-parameters come from.
 //!
 //! The graph is standard ONNX (opset 23) plus the two GGUF weight ops of domain `samebits`:
 //!
@@ -7,15 +10,15 @@
 //! x = GatherGguf(token_embd, input_ids)                                  [1, S, dim]
 //! per layer i:
 //!   h = RMSNormalization(x, attn_norm)
-//!   q, k, v = Split(MatMulGguf(h, [attn_q; attn_k; attn_v]))        (one stacked matrix when the
-//!                                                                     three share a panel type)
+//!   q, k, v = MatMulGguf(h, attn_q | attn_k | attn_v) (+ attn_q | attn_k | attn_v bias, if any)
+//!             or Split(MatMulGguf(h, [attn_q; attn_k; attn_v]))  (one stacked panel matrix, CPU)
 //!   q, k = RotaryEmbedding(q | k, cos, sin, position_ids; interleaved)   (GGUF permutes Q/K rows
 //!                                                                          for adjacent pairs)
 //!   a, present_key_i, present_value_i = Attention(q, k, v, -, past_key_i, past_value_i;
 //!                                                 is_causal, GQA)
-//!   x = x + MatMulGguf(a, attn_output)
+//!   x = x + MatMulGguf(a, attn_output) (+ attn_output bias, if any)
 //!   h = RMSNormalization(x, ffn_norm)
-//!   g, u = Split(MatMulGguf(h, [ffn_gate; ffn_up]))                  (likewise)
+//!   g, u = MatMulGguf(h, ffn_gate | ffn_up)      or Split(MatMulGguf(h, [ffn_gate; ffn_up]))
 //!   x = x + MatMulGguf((g * Sigmoid(g)) * u, ffn_down)
 //! logits = MatMulGguf(RMSNormalization(x, output_norm), output | token_embd (tied))
 //! ```
@@ -25,11 +28,13 @@
 //! `present_key_i`, `present_value_i` `[1, kv_heads, P + S, head_dim]`. Every op computes each
 //! token's row in the contract's canonical order, independent of S and P, so one prefill over a
 //! sequence and token-by-token decode give the same logits bit for bit. Stacking matrices changes
-//! no bit either: each output is the dot product of its own weight row.
+//! no bit either: each output is the dot product of its own weight row. On the CPU the GGUF
+//! source repacks Q4_0 / Q4_1 / Q8_0 matrices into row panels (the CPU kernels' layout); on a GPU
+//! they keep their ggml rows (the layout the GPU kernel reads).
 
-use crate::weights::{self, MatrixWeight};
+use crate::weights::{MatrixWeight, WeightSource};
 use crate::{LlmError, Result};
-use samebits_gguf::{GgufFile, GgufTokenizer, ModelConfig};
+use samebits_gguf::{GgufFile, ModelConfig, TextTokenizer};
 use samebits_ir::{
     Attribute, DType, Dim, Graph, Node, OpsetImports, Shape, Tensor, Value, ValueInfo, ValueType,
 };
@@ -38,14 +43,26 @@ use samebits_runtime::{Device, Executor};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// A loaded model: its GGUF file (memory-mapped), configuration, tokenizer and compiled plan.
+/// A loaded model: its configuration, tokenizer, chat template and compiled plan (whose
+/// initializers view the memory-mapped weight files).
 pub struct Llm {
+    /// The GGUF file or checkpoint folder.
     pub path: PathBuf,
-    pub file: GgufFile,
     pub config: ModelConfig,
-    pub tokenizer: GgufTokenizer,
+    pub tokenizer: TextTokenizer,
+    /// The chat template's Jinja source, when the model has one.
+    pub chat_template: Option<String>,
     pub operation_set: OperationSet,
     executor: Executor,
+}
+
+/// What a model file or folder gives besides its weights: where it is, its configuration,
+/// tokenizer and chat template.
+pub struct LoadSource<'a> {
+    pub path: &'a Path,
+    pub config: ModelConfig,
+    pub tokenizer: TextTokenizer,
+    pub chat_template: Option<String>,
 }
 
 /// The keys and values of the tokens processed so far, per layer.
@@ -67,18 +84,24 @@ impl KvCache {
 }
 
 impl Llm {
-    /// Opens the GGUF file at `path` and compiles its graph for `operation_set`, on the CPU.
+    /// Opens the model at `path` (a GGUF file, or a Hugging Face checkpoint folder) and compiles
+    /// its graph for `operation_set`, on the CPU.
     pub fn load(path: &Path, operation_set: OperationSet) -> Result<Llm> {
         Llm::load_on(path, operation_set, Device::Cpu)
     }
 
-    /// [`Llm::load`] running on `device` (the logits have the same bits on every device). On a
-    /// GPU the weights keep their ggml rows (the layout the GPU kernel reads) instead of the
-    /// CPU's row panels.
+    /// [`Llm::load`] running on `device` (the logits have the same bits on every device).
     pub fn load_on(path: &Path, operation_set: OperationSet, device: Device) -> Result<Llm> {
+        if path.is_dir() {
+            return crate::hf::load_decoder(path, operation_set, device);
+        }
         let mut file = GgufFile::open(path)?;
         let config = ModelConfig::from_gguf(&file)?;
-        let tokenizer = GgufTokenizer::from_gguf(&file)?;
+        let tokenizer = TextTokenizer::from_gguf(&file)?;
+        let chat_template = match file.metadata().get("tokenizer.chat_template") {
+            Some(_) => Some(file.metadata().str("tokenizer.chat_template")?.to_string()),
+            None => None,
+        };
         // The tokenizer holds the vocabulary and merges now; free the metadata's copy before
         // the weights are packed (peak memory).
         file.remove_metadata(&[
@@ -86,14 +109,36 @@ impl Llm {
             "tokenizer.ggml.token_type",
             "tokenizer.ggml.merges",
         ]);
-        let (graph, opsets) = build_graph(&file, &config, device == Device::Cpu)?;
+        let source = LoadSource {
+            path,
+            config,
+            tokenizer,
+            chat_template,
+        };
+        Llm::build(source, &file, operation_set, device)
+    }
+
+    /// Compiles the decoder described by `source` over `weights` for `device`.
+    pub fn build(
+        source: LoadSource,
+        weights: &dyn WeightSource,
+        operation_set: OperationSet,
+        device: Device,
+    ) -> Result<Llm> {
+        let LoadSource {
+            path,
+            config,
+            tokenizer,
+            chat_template,
+        } = source;
+        let (graph, opsets) = build_graph(weights, &config, device == Device::Cpu)?;
         let plan = Plan::build(&graph, &opsets, operation_set, &[])?;
         let executor = Executor::new(Arc::new(plan), device)?;
         Ok(Llm {
             path: path.to_path_buf(),
-            file,
             config,
             tokenizer,
+            chat_template,
             operation_set,
             executor,
         })
@@ -140,8 +185,7 @@ impl Llm {
         inputs.append(&mut cache.layers);
         let mut outputs = self
             .executor
-            .run(inputs, RunOptions::default())?
-            .into_iter();
+            .run(inputs, RunOptions::default())?.into_iter();
         let logits = outputs
             .next()
             .expect("the plan returns logits first")
@@ -159,9 +203,9 @@ fn opsets() -> OpsetImports {
 
 /// Appends nodes to a graph under generated value names.
 struct GraphBuilder {
-    graph: Graph,
-    /// Pack Q4_0 / Q4_1 / Q8_0 matrices into row panels (the CPU's layout); else ggml rows.
+    /// Ask the weight source for row panels (the CPU's layout) where it has them.
     panels: bool,
+    graph: Graph,
 }
 
 impl GraphBuilder {
@@ -202,73 +246,108 @@ impl GraphBuilder {
         name.to_string()
     }
 
-    /// `x · Wᵀ` for the weight `w`, stored as initializer `name`; the output is named `out`.
-    fn matmul_weight(&mut self, x: &str, name: &str, w: MatrixWeight, out: &str) -> String {
-        let attrs = w.attributes();
-        self.initializer(name, w.blocks);
-        self.node(("samebits", "MatMulGguf"), &[x, name], &[out], &attrs);
-        out.to_string()
+    /// The matrix `name`: in row panels when the builder asks for them and the source has
+    /// them, else in ggml rows.
+    fn matrix(&self, weights: &dyn WeightSource, name: &str) -> Result<MatrixWeight> {
+        if self.panels
+            && let Some(w) = weights.panels(&[name])?
+        {
+            return Ok(w);
+        }
+        weights.matrix(name)
     }
 
-    /// `x · Wᵀ` for the GGUF matrix `name`; the output is named `out`.
-    fn matmul(&mut self, file: &GgufFile, x: &str, name: &str, out: &str) -> Result<String> {
-        let w = weights::matrix(file, name, self.panels)?;
-        Ok(self.matmul_weight(x, name, w, out))
-    }
-
-    /// `x · Wᵀ` for each GGUF matrix of `names`, outputs named `outs`: one product with the
-    /// matrices stacked and a Split when they can be stacked, else one product each.
-    fn matmuls(
+    /// [`GraphBuilder::linear`] for each of `names` (outputs `outs`): one product with the
+    /// matrices stacked into panels and a Split when the source can stack them and none has a
+    /// bias, else one product each.
+    fn linears(
         &mut self,
-        file: &GgufFile,
+        weights: &dyn WeightSource,
         x: &str,
         names: &[String],
         outs: &[String],
     ) -> Result<Vec<String>> {
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let stacked = match self.panels {
-            true => weights::stacked(file, &refs)?,
+        let matrices: Vec<String> = names.iter().map(|n| format!("{n}.weight")).collect();
+        let refs: Vec<&str> = matrices.iter().map(String::as_str).collect();
+        let mut biased = false;
+        for name in names {
+            biased |= weights.optional_vector(&format!("{name}.bias"))?.is_some();
+        }
+        let stacked = match self.panels && !biased {
+            true => weights.panels(&refs)?,
             false => None,
         };
         let Some(w) = stacked else {
             return names
                 .iter()
                 .zip(outs)
-                .map(|(name, out)| self.matmul(file, x, name, out))
+                .map(|(name, out)| self.linear(weights, x, name, out))
                 .collect();
         };
-        let sizes: Vec<i64> = refs
-            .iter()
-            .map(|name| file.tensor_info(name).map_or(0, |i| i.dims[1] as i64))
-            .collect();
-        let stacked_name = names.join("+");
+        let mut sizes = Vec::with_capacity(refs.len());
+        for name in &refs {
+            sizes.push(weights.matrix(name)?.rows as i64);
+        }
+        let stacked_name = matrices.join("+");
         let stacked_out = outs.join("+");
-        let stacked = self.matmul_weight(x, &stacked_name, w, &stacked_out);
+        let attrs = w.attributes();
+        self.initializer(&stacked_name, w.blocks);
+        self.node(
+            ("samebits", "MatMulGguf"),
+            &[x, &stacked_name],
+            &[&stacked_out],
+            &attrs,
+        );
         let split_name = format!("{stacked_out}.split");
         let count = sizes.len();
-        self.initializer(
-            &split_name,
-            Tensor::from_vec(vec![count], sizes).expect("one size per matrix"),
-        );
+        self.initializer(&split_name, Tensor::from_vec(vec![count], sizes)?);
         let out_refs: Vec<&str> = outs.iter().map(String::as_str).collect();
         self.node(
             ("", "Split"),
-            &[&stacked, &split_name],
+            &[&stacked_out, &split_name],
             &out_refs,
             &[("axis", Attribute::Int(-1))],
         );
         Ok(outs.to_vec())
     }
 
+    /// `x · Wᵀ` for the matrix `name.weight`, plus the bias `name.bias` when the model has one;
+    /// the output is named `out`.
+    fn linear(
+        &mut self,
+        weights: &dyn WeightSource,
+        x: &str,
+        name: &str,
+        out: &str,
+    ) -> Result<String> {
+        let (weight, bias) = (format!("{name}.weight"), format!("{name}.bias"));
+        let w = self.matrix(weights, &weight)?;
+        let attrs = w.attributes();
+        self.initializer(&weight, w.blocks);
+        let Some(b) = weights.optional_vector(&bias)? else {
+            self.node(("samebits", "MatMulGguf"), &[x, &weight], &[out], &attrs);
+            return Ok(out.to_string());
+        };
+        let product = format!("{out}.product");
+        self.node(
+            ("samebits", "MatMulGguf"),
+            &[x, &weight],
+            &[&product],
+            &attrs,
+        );
+        self.initializer(&bias, b);
+        Ok(self.onnx("Add", &[&product, &bias], out, &[]))
+    }
+
     fn rms_norm(
         &mut self,
-        file: &GgufFile,
+        weights: &dyn WeightSource,
         x: &str,
         name: &str,
         eps: f32,
         out: &str,
     ) -> Result<String> {
-        let scale = weights::vector(file, name)?;
+        let scale = weights.vector(name)?;
         self.initializer(name, scale);
         Ok(self.onnx(
             "RMSNormalization",
@@ -310,8 +389,12 @@ pub fn rotary_tables(positions: usize, rotary_dim: usize, base: f32) -> (Tensor,
     (table(cos), table(sin))
 }
 
-/// The decoder graph of a llama-layout GGUF file.
-fn build_graph(file: &GgufFile, c: &ModelConfig, panels: bool) -> Result<(Graph, OpsetImports)> {
+/// The decoder graph of a llama-layout model.
+fn build_graph(
+    weights: &dyn WeightSource,
+    c: &ModelConfig,
+    panels: bool,
+) -> Result<(Graph, OpsetImports)> {
     let mut b = GraphBuilder {
         panels,
         graph: Graph {
@@ -347,7 +430,7 @@ fn build_graph(file: &GgufFile, c: &ModelConfig, panels: bool) -> Result<(Graph,
     b.initializer("rotary_cos", cos);
     b.initializer("rotary_sin", sin);
 
-    let embedding = weights::matrix(file, "token_embd.weight", b.panels)?;
+    let embedding = b.matrix(weights, "token_embd.weight")?;
     let embedding_attrs = embedding.attributes();
     b.initializer("token_embd.weight", embedding.blocks);
     b.node(
@@ -360,7 +443,8 @@ fn build_graph(file: &GgufFile, c: &ModelConfig, panels: bool) -> Result<(Graph,
     let eps = c.rms_norm_eps;
     let int = |v: usize| Attribute::Int(v as i64);
     for i in 0..c.block_count {
-        let blk = |n: &str| format!("blk.{i}.{n}.weight");
+        let blk = |n: &str| format!("blk.{i}.{n}");
+        let norm = |n: &str| format!("blk.{i}.{n}.weight");
         let val = |n: &str| format!("l{i}.{n}");
         let (past_k, past_v) = (format!("past_key_{i}"), format!("past_value_{i}"));
         let (present_k, present_v) = (format!("present_key_{i}"), format!("present_value_{i}"));
@@ -377,9 +461,9 @@ fn build_graph(file: &GgufFile, c: &ModelConfig, panels: bool) -> Result<(Graph,
             .outputs
             .push(tensor_info(&present_v, DType::F32, cache_dims("total")));
 
-        let h = b.rms_norm(file, &x, &blk("attn_norm"), eps, &val("attn_in"))?;
-        let qkv = b.matmuls(
-            file,
+        let h = b.rms_norm(weights, &x, &norm("attn_norm"), eps, &val("attn_in"))?;
+        let qkv = b.linears(
+            weights,
             &h,
             &[blk("attn_q"), blk("attn_k"), blk("attn_v")],
             &[val("q"), val("k"), val("v")],
@@ -415,11 +499,11 @@ fn build_graph(file: &GgufFile, c: &ModelConfig, panels: bool) -> Result<(Graph,
                 ("kv_num_heads", int(c.head_count_kv)),
             ],
         );
-        let o = b.matmul(file, &attended, &blk("attn_output"), &val("attn_out"))?;
+        let o = b.linear(weights, &attended, &blk("attn_output"), &val("attn_out"))?;
         let x_attn = b.onnx("Add", &[&x, &o], &val("resid_attn"), &[]);
-        let h = b.rms_norm(file, &x_attn, &blk("ffn_norm"), eps, &val("ffn_in"))?;
-        let gate_up = b.matmuls(
-            file,
+        let h = b.rms_norm(weights, &x_attn, &norm("ffn_norm"), eps, &val("ffn_in"))?;
+        let gate_up = b.linears(
+            weights,
             &h,
             &[blk("ffn_gate"), blk("ffn_up")],
             &[val("gate"), val("up")],
@@ -428,10 +512,10 @@ fn build_graph(file: &GgufFile, c: &ModelConfig, panels: bool) -> Result<(Graph,
         let sig = b.onnx("Sigmoid", &[gate], &val("gate_sigmoid"), &[]);
         let silu = b.onnx("Mul", &[gate, &sig], &val("gate_silu"), &[]);
         let hidden = b.onnx("Mul", &[&silu, up], &val("ffn_hidden"), &[]);
-        let down = b.matmul(file, &hidden, &blk("ffn_down"), &val("ffn_out"))?;
+        let down = b.linear(weights, &hidden, &blk("ffn_down"), &val("ffn_out"))?;
         x = b.onnx("Add", &[&x_attn, &down], &val("resid_ffn"), &[]);
     }
-    let h = b.rms_norm(file, &x, "output_norm.weight", eps, "final_norm")?;
+    let h = b.rms_norm(weights, &x, "output_norm.weight", eps, "final_norm")?;
     if c.tied_embeddings {
         b.node(
             ("samebits", "MatMulGguf"),
@@ -440,7 +524,7 @@ fn build_graph(file: &GgufFile, c: &ModelConfig, panels: bool) -> Result<(Graph,
             &embedding_attrs,
         );
     } else {
-        b.matmul(file, &h, "output.weight", "logits")?;
+        b.linear(weights, &h, "output", "logits")?;
     }
     Ok((b.graph, opsets()))
 }

@@ -2,18 +2,19 @@
 //! check every generated token and the bits of every step's logits.
 //!
 //! JSON with the format version, engine, operation set, model (path relative to the receipt and
-//! sha256), prompt, chat flag, options, the prompt's and the generated token ids, the sha256 of
+//! [`model_sha256`]: a GGUF file's sha256, or a checkpoint folder's), prompt, chat flag, options, the prompt's and the generated token ids, the sha256 of
 //! each step's logits (the f32 row that chose the step's token, little-endian bytes) and their
 //! chain `h_i = sha256(h_{i-1} || sha256(logits_i))` from `h_{-1}` = 32 zero bytes (raw 32-byte
 //! digests concatenated; the receipt writes hex). [`verify`] recomputes all positions in ONE
 //! prefill over prompt + generated tokens (so it also checks that prefill and decode agree bit
 //! for bit), then checks each step's hash and that its token follows from its logits.
 
+use crate::checkpoint::model_sha256;
 use crate::sampling::{SamplingOptions, sample};
 use crate::{GenerateOptions, Generation, Llm, LlmError, Result, prompt_tokens};
 use samebits_ops::OperationSet;
 use samebits_runtime::Device;
-use samebits_runtime::hashing::{hex, sha256_file};
+use samebits_runtime::hashing::hex;
 use samebits_runtime::receipt::{FileRecord, portable_path};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -91,7 +92,7 @@ impl GenerationReceipt {
             device: llm.device_description(),
             model: FileRecord {
                 path: portable_path(&llm.path, base),
-                sha256: sha256_file(&llm.path)?,
+                sha256: model_sha256(&llm.path)?,
             },
             prompt: prompt.into(),
             chat: options.chat,
@@ -197,7 +198,7 @@ pub fn verify(path: &Path) -> Result<GenerationCheck> {
 pub fn verify_on(path: &Path, device: Device) -> Result<GenerationCheck> {
     let receipt = GenerationReceipt::read(path)?;
     let model_path: PathBuf = receipt_dir(path).join(&receipt.model.path);
-    let actual = sha256_file(&model_path)?;
+    let actual = model_sha256(&model_path)?;
     if actual != receipt.model.sha256 {
         return Err(unusable(
             &model_path,

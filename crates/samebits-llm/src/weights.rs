@@ -1,11 +1,19 @@
-//! GGUF tensors as graph initializers. A weight matrix becomes a `u8` tensor of its ggml blocks,
-//! read by `samebits::MatMulGguf` and `samebits::GatherGguf`: for types with a row-panel layout
-//! (Q4_0, Q4_1, Q8_0; `docs/gguf.md`, "Row panels") the blocks are repacked once into panels,
-//! read from the file piece by piece with positioned reads so that the memory map's pages never
-//! become resident beside the packed copy; other types stay a view of the memory-mapped file (no
-//! copy). Matrices that multiply the same activations (Q, K, V; gate, up) can be stacked into
-//! one matrix whose output the graph splits, which changes no bit: every output row is its own
-//! dot product. A norm scale becomes a plain f32 tensor, copied out of the file.
+//! Where the decoder's weights come from. [`WeightSource`] hands the graph builder each tensor
+//! under its GGUF name (`token_embd.weight`, `blk.{i}.attn_q.weight`, ...), whatever file holds
+//! it: a GGUF file (here) or a Hugging Face checkpoint ([`crate::hf`]). A weight matrix becomes
+//! the raw ggml blocks of its rows, a `u8` tensor viewing the memory-mapped file (no f32 copy),
+//! read by `samebits::MatMulGguf` and `samebits::GatherGguf`; a norm scale or a bias becomes a
+//! plain f32 tensor.
+//!
+//! For the CPU, a GGUF source can also repack Q4_0 / Q4_1 / Q8_0 matrices once into row panels
+//! (`docs/gguf.md`, "Row panels"), read from the file piece by piece with positioned reads so
+//! that the memory map's pages never become resident beside the packed copy. Matrices that
+//! multiply the same activations (Q, K, V; gate, up) can be stacked into one panel matrix whose
+//! output the graph splits, which changes no bit: every output row is its own dot product.
+//!
+//! Q and K matrices (and biases) are in GGUF's row order: within each head, the rows are permuted
+//! so that rotary embedding rotates adjacent pairs `(2i, 2i + 1)` (see [`crate::hf`] for the one
+//! place a checkpoint in another order is brought into it).
 
 use crate::{LlmError, Result};
 use samebits_gguf::{GgmlType, GgufFile, TensorData, has_panel_layout, pack_panels};
@@ -13,7 +21,7 @@ use samebits_ir::{Attribute, Tensor};
 
 /// A `[rows, cols]` weight matrix in its ggml encoding.
 pub struct MatrixWeight {
-    /// The blocks of all rows, in `layout`.
+    /// The blocks of all rows, row after row.
     pub blocks: Tensor,
     pub ggml_type: GgmlType,
     pub rows: usize,
@@ -34,9 +42,81 @@ impl MatrixWeight {
     }
 }
 
+/// The tensors of a llama-layout decoder under their GGUF names.
+pub trait WeightSource {
+    /// The `[rows, cols]` matrix `name`.
+    fn matrix(&self, name: &str) -> Result<MatrixWeight>;
+    /// The vector `name` (a norm scale, a bias) as f32, or `None` when the model has none.
+    fn optional_vector(&self, name: &str) -> Result<Option<Tensor>>;
+    /// The error for a required tensor the model lacks.
+    fn missing(&self, name: &str) -> LlmError;
+
+    /// The matrices `names` stacked along their rows (in that order) and packed into row panels,
+    /// or `None` when this source has no panel layout for them (then each is read with
+    /// [`WeightSource::matrix`]).
+    fn panels(&self, _names: &[&str]) -> Result<Option<MatrixWeight>> {
+        Ok(None)
+    }
+
+    /// The vector `name`, which the model must have.
+    fn vector(&self, name: &str) -> Result<Tensor> {
+        self.optional_vector(name)?
+            .ok_or_else(|| self.missing(name))
+    }
+}
+
+impl WeightSource for GgufFile {
+    /// The matrix `name` (ggml dims `[cols, rows]`).
+    fn matrix(&self, name: &str) -> Result<MatrixWeight> {
+        let info = self
+            .tensor_info(name)
+            .ok_or_else(|| self.missing(name))?
+            .clone();
+        let [cols, rows] = info.dims[..] else {
+            return Err(LlmError::Model {
+                model: self.name().into(),
+                message: format!("tensor {name} has dims {:?}, expected a matrix", info.dims),
+            });
+        };
+        let blocks = match self.tensor(name)? {
+            TensorData::Quantized(q) => q.blocks_tensor()?,
+            // Plain float matrices are rare in quantized files; their bytes are copied once.
+            TensorData::Dense(_) => {
+                let bytes = self.tensor_bytes(name)?.to_vec();
+                Tensor::from_vec(vec![bytes.len()], bytes)?
+            }
+        };
+        Ok(MatrixWeight {
+            blocks,
+            ggml_type: info.ggml_type,
+            rows: rows as usize,
+            cols: cols as usize,
+            layout: "rows",
+        })
+    }
+
+    fn panels(&self, names: &[&str]) -> Result<Option<MatrixWeight>> {
+        stacked(self, names)
+    }
+
+    fn optional_vector(&self, name: &str) -> Result<Option<Tensor>> {
+        if self.tensor_info(name).is_none() {
+            return Ok(None);
+        }
+        Ok(Some(vector(self, name)?))
+    }
+
+    fn missing(&self, name: &str) -> LlmError {
+        LlmError::Model {
+            model: self.name().into(),
+            message: format!("tensor {name} is missing (not a llama-layout GGUF file?)"),
+        }
+    }
+}
+
 /// `(ggml type, rows, cols)` of the matrix `name` (ggml dims `[cols, rows]`).
 fn matrix_info(file: &GgufFile, name: &str) -> Result<(GgmlType, usize, usize)> {
-    let info = file.tensor_info(name).ok_or_else(|| missing(file, name))?;
+    let info = file.tensor_info(name).ok_or_else(|| file.missing(name))?;
     let [cols, rows] = info.dims[..] else {
         return Err(LlmError::Model {
             model: file.name().into(),
@@ -46,33 +126,9 @@ fn matrix_info(file: &GgufFile, name: &str) -> Result<(GgmlType, usize, usize)> 
     Ok((info.ggml_type, rows as usize, cols as usize))
 }
 
-/// The matrix `name`: with `panels`, packed into panels when its type has them; else its rows
-/// viewed in the file.
-pub fn matrix(file: &GgufFile, name: &str, panels: bool) -> Result<MatrixWeight> {
-    if panels && let Some(stacked) = stacked(file, &[name])? {
-        return Ok(stacked);
-    }
-    let (ggml_type, rows, cols) = matrix_info(file, name)?;
-    let blocks = match file.tensor(name)? {
-        TensorData::Quantized(q) => q.blocks_tensor()?,
-        // Plain float matrices are rare in quantized files; their bytes are copied once.
-        TensorData::Dense(_) => {
-            let bytes = file.tensor_bytes(name)?.to_vec();
-            Tensor::from_vec(vec![bytes.len()], bytes)?
-        }
-    };
-    Ok(MatrixWeight {
-        blocks,
-        ggml_type,
-        rows,
-        cols,
-        layout: "rows",
-    })
-}
-
 /// The matrices `names` stacked along their rows (in that order) and packed into panels, or
 /// `None` when they differ in type or columns, or their type has no panel layout.
-pub fn stacked(file: &GgufFile, names: &[&str]) -> Result<Option<MatrixWeight>> {
+fn stacked(file: &GgufFile, names: &[&str]) -> Result<Option<MatrixWeight>> {
     let infos = names
         .iter()
         .map(|name| matrix_info(file, name))
@@ -125,8 +181,8 @@ pub fn stacked(file: &GgufFile, names: &[&str]) -> Result<Option<MatrixWeight>> 
 
 /// The vector `name` (a norm scale) as f32, copied out of the file (an F32 one with a positioned
 /// read, which keeps the memory map's pages, possibly large folios, out of the process).
-pub fn vector(file: &GgufFile, name: &str) -> Result<Tensor> {
-    let info = file.tensor_info(name).ok_or_else(|| missing(file, name))?;
+fn vector(file: &GgufFile, name: &str) -> Result<Tensor> {
+    let info = file.tensor_info(name).ok_or_else(|| file.missing(name))?;
     if info.ggml_type != GgmlType::F32 {
         return Ok(file.tensor(name)?.to_f32()?);
     }
@@ -137,11 +193,4 @@ pub fn vector(file: &GgufFile, name: &str) -> Result<Tensor> {
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect();
     Ok(Tensor::from_vec(info.shape(), values)?)
-}
-
-fn missing(file: &GgufFile, name: &str) -> LlmError {
-    LlmError::Model {
-        model: file.name().into(),
-        message: format!("tensor {name} is missing (not a llama-layout GGUF file?)"),
-    }
 }

@@ -1,5 +1,6 @@
-//! `samebits generate`: generate text with a llama-family GGUF model, streaming it to stdout, with
-//! prefill and decode speeds on stderr and optionally a generation receipt.
+//! `samebits generate`: generate text with a llama-family model (a GGUF file or a Hugging Face
+//! checkpoint folder), streaming it to stdout, with prefill and decode speeds on stderr and
+//! optionally a generation receipt.
 
 use super::DeviceOption;
 use anyhow::{Context, Result};
@@ -10,7 +11,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Generate text from a prompt with a GGUF language model (llama architecture: SmolLM2, ...).
+/// Generate text from a prompt with a llama-family language model: a GGUF file (llama
+/// architecture: SmolLM2, ...) or a Hugging Face checkpoint folder (Llama, Mistral, Qwen2,
+/// SmolLM2: config.json, *.safetensors, tokenizer.json, tokenizer_config.json).
 ///
 /// The prompt is tokenized (with --chat, first wrapped as a user message in the model's own chat
 /// template), processed in one prefill pass, then one token is generated per decode step with a
@@ -29,9 +32,10 @@ use std::process::ExitCode;
 #[command(after_help = "Examples:
   samebits generate --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt \"The capital of France is\"
   samebits generate --model m.gguf --chat --prompt \"Write a haiku\" --temperature 0.7 --top-p 0.9 --seed 7
-  samebits generate --model m.gguf --prompt \"Once upon a time\" --receipt gen.json && samebits verify gen.json")]
+  samebits generate --model m.gguf --prompt \"Once upon a time\" --receipt gen.json && samebits verify gen.json
+  samebits generate --model SmolLM2-135M-Instruct/ --chat --prompt \"Hi\"")]
 pub struct Args {
-    /// The GGUF model file.
+    /// The GGUF model file, or a Hugging Face checkpoint folder.
     #[arg(long, value_name = "PATH")]
     model: PathBuf,
     /// The text to continue (or, with --chat, the user's message).

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod compile;
 pub mod conformance;
+pub mod embed;
 pub mod generate;
 pub mod run;
 pub mod tui;

@@ -1,0 +1,301 @@
+//! Hugging Face decoder checkpoints of the Llama family (`model_type` `llama`, `mistral`,
+//! `qwen2`; SmolLM2 is `llama`): `config.json`, safetensors weights (F32, F16 or BF16, possibly
+//! sharded), `tokenizer.json` and, when present, `tokenizer_config.json` (special tokens, chat
+//! template). [`load_decoder`] turns such a folder into the same [`Llm`] graph a GGUF file gives.
+//!
+//! Hyper-parameters, from `config.json`: `hidden_size`, `intermediate_size`,
+//! `num_hidden_layers`, `num_attention_heads`, `num_key_value_heads` (default: the head count),
+//! `rms_norm_eps`, `rope_theta` (default 10000), `max_position_embeddings`, `vocab_size`,
+//! `tie_word_embeddings` (default false). Refused with a message naming the field: a
+//! `rope_scaling` other than absent / null, a `hidden_act` other than `silu`, `mlp_bias`,
+//! `partial_rotary_factor` other than 1, a `head_dim` other than `hidden_size /
+//! num_attention_heads`, Qwen2's `use_sliding_window`. Mistral's `sliding_window` caps the
+//! context at the window, so that every position the model runs sees all earlier tokens, as a
+//! sliding window of that size does.
+//!
+//! Weights stay in the memory-mapped safetensors files as the weight ops' F32 / F16 / BF16 blocks
+//! (converted to f32 exactly per element when read, docs/contract.md section `llm-weights`).
+//! Biases (Qwen2's Q/K/V, Llama's `attention_bias`) and norm scales are widened to f32 at load.
+//!
+//! Q/K row order, the one place it is handled: Hugging Face stores `q_proj` / `k_proj` (and their
+//! biases) in the order of its `rotate_half` rotary embedding, which pairs feature `j` with
+//! `j + d/2` within each head of `d` features; GGUF files store them permuted so that the pairs
+//! are adjacent, `(2j, 2j + 1)`, and the graph applies RotaryEmbedding with `interleaved = 1`.
+//! [`adjacent_rotary_rows`] permutes the HF rows into GGUF's order at load (a copy of those two
+//! matrices per layer), so both sources give the same graph, the same bits, and each attention
+//! score is the same canonical dot product over the head's features in the same order.
+
+use crate::checkpoint::{Checkpoint, read_json};
+use crate::weights::{MatrixWeight, WeightSource};
+use crate::model::LoadSource;
+use crate::{Llm, LlmError, Result};
+use samebits_gguf::{ModelConfig, TextTokenizer};
+use samebits_ir::Tensor;
+use samebits_ops::OperationSet;
+use samebits_runtime::Device;
+use std::path::Path;
+
+/// `model_type` values whose checkpoints follow the Llama layout.
+const FAMILIES: &[&str] = &["llama", "mistral", "qwen2"];
+
+/// Loads the decoder checkpoint in `dir` and compiles its graph for `operation_set`.
+pub fn load_decoder(dir: &Path, operation_set: OperationSet, device: Device) -> Result<Llm> {
+    let checkpoint = Checkpoint::open(dir)?;
+    let config = decoder_config(&checkpoint)?;
+    let tokenizer_config_path = dir.join("tokenizer_config.json");
+    let tokenizer_config = match tokenizer_config_path.exists() {
+        true => read_json(&tokenizer_config_path)?,
+        false => serde_json::Value::Null,
+    };
+    let tokenizer =
+        TextTokenizer::from_tokenizer_json(&dir.join("tokenizer.json"), &tokenizer_config)?;
+    let chat_template = tokenizer_config["chat_template"].as_str().map(String::from);
+    let weights = HfWeights {
+        checkpoint: &checkpoint,
+        config: &config,
+    };
+    let source = LoadSource {
+        path: dir,
+        config: config.clone(),
+        tokenizer,
+        chat_template,
+    };
+    Llm::build(source, &weights, operation_set, device)
+}
+
+/// The [`ModelConfig`] of a decoder checkpoint's `config.json` (module doc).
+pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
+    let bad =
+        |key: &str, message: String| ck.error(format!("config.json: field `{key}`: {message}"));
+    let architecture = ck.str_field("model_type")?.to_string();
+    if !FAMILIES.contains(&architecture.as_str()) {
+        return Err(bad(
+            "model_type",
+            format!(
+                "`{architecture}` is not supported (only {})",
+                FAMILIES.join(", ")
+            ),
+        ));
+    }
+    if let Some(scaling) = ck.field("rope_scaling") {
+        return Err(bad(
+            "rope_scaling",
+            format!("{scaling} is not supported (only absent or null)"),
+        ));
+    }
+    let hidden_act = match ck.field("hidden_act") {
+        Some(_) => ck.str_field("hidden_act")?,
+        None => "silu",
+    };
+    if hidden_act != "silu" {
+        return Err(bad(
+            "hidden_act",
+            format!("`{hidden_act}` is not supported (only silu)"),
+        ));
+    }
+    let flag = |key: &str| ck.field(key).and_then(|v| v.as_bool()).unwrap_or(false);
+    for key in ["mlp_bias", "use_sliding_window"] {
+        if flag(key) {
+            return Err(bad(key, "true is not supported".into()));
+        }
+    }
+    if let Some(factor) = ck.field("partial_rotary_factor")
+        && factor.as_f64() != Some(1.0)
+    {
+        return Err(bad(
+            "partial_rotary_factor",
+            format!("{factor} is not supported (only 1)"),
+        ));
+    }
+    let embedding_length = ck.usize_field("hidden_size")?;
+    let head_count = ck.usize_field("num_attention_heads")?;
+    if head_count == 0 || !embedding_length.is_multiple_of(head_count) {
+        return Err(bad(
+            "num_attention_heads",
+            format!("{head_count} heads do not divide hidden_size {embedding_length}"),
+        ));
+    }
+    let head_dim = embedding_length / head_count;
+    if ck.field("head_dim").is_some() && ck.usize_field("head_dim")? != head_dim {
+        return Err(bad(
+            "head_dim",
+            format!("only hidden_size / num_attention_heads = {head_dim} is supported"),
+        ));
+    }
+    if !head_dim.is_multiple_of(2) {
+        return Err(bad(
+            "num_attention_heads",
+            format!("head size {head_dim} is odd"),
+        ));
+    }
+    let head_count_kv = match ck.field("num_key_value_heads") {
+        Some(_) => ck.usize_field("num_key_value_heads")?,
+        None => head_count,
+    };
+    if head_count_kv == 0 || !head_count.is_multiple_of(head_count_kv) {
+        return Err(bad(
+            "num_key_value_heads",
+            format!("{head_count_kv} KV heads do not divide {head_count} query heads"),
+        ));
+    }
+    let mut context_length = ck.usize_field("max_position_embeddings")?;
+    if architecture == "mistral" && ck.field("sliding_window").is_some() {
+        context_length = context_length.min(ck.usize_field("sliding_window")?);
+    }
+    Ok(ModelConfig {
+        block_count: ck.usize_field("num_hidden_layers")?,
+        feed_forward_length: ck.usize_field("intermediate_size")?,
+        rope_freq_base: match ck.field("rope_theta") {
+            Some(_) => ck.f32_field("rope_theta")?,
+            None => 10000.0,
+        },
+        rms_norm_eps: ck.f32_field("rms_norm_eps")?,
+        vocab_size: ck.usize_field("vocab_size")?,
+        tied_embeddings: flag("tie_word_embeddings"),
+        architecture,
+        embedding_length,
+        head_count,
+        head_count_kv,
+        head_dim,
+        rope_dimension_count: head_dim,
+        context_length,
+    })
+}
+
+/// A checkpoint's tensors under GGUF names.
+struct HfWeights<'a> {
+    checkpoint: &'a Checkpoint,
+    config: &'a ModelConfig,
+}
+
+impl HfWeights<'_> {
+    /// The heads whose rows the tensor `gguf_name` holds in rotary order: Q's or K's, else `None`.
+    fn rotary_heads(&self, gguf_name: &str) -> Option<usize> {
+        let part = gguf_name.split('.').nth(2)?;
+        match part {
+            "attn_q" => Some(self.config.head_count),
+            "attn_k" => Some(self.config.head_count_kv),
+            _ => None,
+        }
+    }
+
+    fn hf_name(&self, gguf_name: &str) -> Result<String> {
+        hf_tensor_name(gguf_name).ok_or_else(|| {
+            self.checkpoint
+                .error(format!("no checkpoint tensor for {gguf_name}"))
+        })
+    }
+}
+
+impl WeightSource for HfWeights<'_> {
+    fn matrix(&self, name: &str) -> Result<MatrixWeight> {
+        let hf = self.hf_name(name)?;
+        let shape = self.checkpoint.shape(&hf)?.to_vec();
+        let [rows, cols] = shape[..] else {
+            return Err(self.checkpoint.error(format!(
+                "tensor {hf} has shape {shape:?}, expected a matrix"
+            )));
+        };
+        let (ggml_type, bytes) = self.checkpoint.raw(&hf)?;
+        let blocks = match self.rotary_heads(name) {
+            None => bytes,
+            Some(heads) => {
+                let row_bytes = bytes.bytes()?.len() / rows.max(1);
+                let permuted = adjacent_rotary_rows(bytes.bytes()?, heads, rows, row_bytes)
+                    .map_err(|m| self.checkpoint.error(format!("tensor {hf}: {m}")))?;
+                Tensor::from_vec(vec![permuted.len()], permuted)?
+            }
+        };
+        Ok(MatrixWeight {
+            blocks,
+            ggml_type,
+            rows,
+            cols,
+            layout: "rows",
+        })
+    }
+
+    fn optional_vector(&self, name: &str) -> Result<Option<Tensor>> {
+        let hf = self.hf_name(name)?;
+        if !self.checkpoint.contains(&hf) {
+            return Ok(None);
+        }
+        let v = self.checkpoint.f32(&hf)?;
+        let Some(heads) = self.rotary_heads(name) else {
+            return Ok(Some(v));
+        };
+        let permuted = adjacent_rotary_rows(v.bytes()?, heads, v.numel(), 4)
+            .map_err(|m| self.checkpoint.error(format!("tensor {hf}: {m}")))?;
+        let values: Vec<f32> = permuted
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        Ok(Some(Tensor::from_vec(v.shape().to_vec(), values)?))
+    }
+
+    fn missing(&self, name: &str) -> LlmError {
+        let hf = hf_tensor_name(name).unwrap_or_else(|| name.to_string());
+        self.checkpoint.error(format!(
+            "tensor {hf} is missing (not a Llama-layout checkpoint?)"
+        ))
+    }
+}
+
+/// The Hugging Face name of the Llama-layout tensor GGUF calls `gguf_name`.
+fn hf_tensor_name(gguf_name: &str) -> Option<String> {
+    let (module, kind) = gguf_name.rsplit_once('.')?;
+    let global = match module {
+        "token_embd" => Some("model.embed_tokens"),
+        "output_norm" => Some("model.norm"),
+        "output" => Some("lm_head"),
+        _ => None,
+    };
+    if let Some(module) = global {
+        return Some(format!("{module}.{kind}"));
+    }
+    let rest = gguf_name.strip_prefix("blk.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    let (part, kind) = rest.split_once('.')?;
+    let module = match part {
+        "attn_norm" => "input_layernorm",
+        "attn_q" => "self_attn.q_proj",
+        "attn_k" => "self_attn.k_proj",
+        "attn_v" => "self_attn.v_proj",
+        "attn_output" => "self_attn.o_proj",
+        "ffn_norm" => "post_attention_layernorm",
+        "ffn_gate" => "mlp.gate_proj",
+        "ffn_up" => "mlp.up_proj",
+        "ffn_down" => "mlp.down_proj",
+        _ => return None,
+    };
+    Some(format!("model.layers.{layer}.{module}.{kind}"))
+}
+
+/// Rows of a Q or K projection (`rows = heads * d`, each `row_bytes` long) from Hugging Face's
+/// rotary order into GGUF's: within each head, output row `2j + s` is input row `s * d/2 + j`
+/// (`s` = 0, 1; `j` < d/2), the permutation llama.cpp's converter applies.
+pub fn adjacent_rotary_rows(
+    bytes: &[u8],
+    heads: usize,
+    rows: usize,
+    row_bytes: usize,
+) -> std::result::Result<Vec<u8>, String> {
+    if heads == 0 || !rows.is_multiple_of(2 * heads) || bytes.len() != rows * row_bytes {
+        return Err(format!(
+            "{rows} rows of {row_bytes} bytes ({} bytes) do not split into {heads} heads of an \
+             even size",
+            bytes.len()
+        ));
+    }
+    let d = rows / heads;
+    let mut out = Vec::with_capacity(bytes.len());
+    for h in 0..heads {
+        for j in 0..d / 2 {
+            for s in 0..2 {
+                let row = h * d + s * (d / 2) + j;
+                out.extend_from_slice(&bytes[row * row_bytes..(row + 1) * row_bytes]);
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,458 @@
+//! Hugging Face checkpoint import on tiny random Llama-layout checkpoints written here
+//! (config.json, safetensors written with the `safetensors` crate, tokenizer.json):
+//! - loading a checkpoint folder and loading the equivalent GGUF file (the same values, Q/K rows
+//!   permuted as llama.cpp's converter does, written by the GGUF test writer of samebits-gguf)
+//!   give the same logits bit for bit: an untied Llama in F32 split over two shards with
+//!   `model.safetensors.index.json`, and a Qwen2 (Q/K/V biases, tied embeddings, one KV head) in
+//!   BF16;
+//! - those logits agree with the float64 forward of `tools/reference_tiny_llama.py`, which
+//!   follows `transformers`' definition on the unpermuted weights (rotate_half rotary):
+//!   max |a - b| / max |b| <= 1e-5 (fixture `tests/fixtures/tiny_llama_logits.json`);
+//! - unsupported configurations are refused with the field named.
+//!
+//! The weights are not stored: the test and the Python tool generate them from the same rule
+//! (the tool's docstring).
+
+#[path = "../../samebits-gguf/tests/common/mod.rs"]
+mod gguf_common;
+
+use gguf_common::{GgufWriter, string, strings};
+use safetensors::Dtype;
+use safetensors::tensor::TensorView;
+use samebits_gguf::{GgmlType, MetadataValue};
+use samebits_llm::Llm;
+use samebits_ops::OperationSet;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy)]
+struct Variant {
+    name: &'static str,
+    model_type: &'static str,
+    vocab: usize,
+    hidden: usize,
+    heads: usize,
+    kv_heads: usize,
+    inter: usize,
+    layers: usize,
+    eps: f32,
+    theta: f32,
+    tie: bool,
+    qkv_bias: bool,
+}
+
+const LLAMA: Variant = Variant {
+    name: "llama",
+    model_type: "llama",
+    vocab: 48,
+    hidden: 32,
+    heads: 4,
+    kv_heads: 2,
+    inter: 40,
+    layers: 2,
+    eps: 1e-5,
+    theta: 10000.0,
+    tie: false,
+    qkv_bias: false,
+};
+
+const QWEN2: Variant = Variant {
+    name: "qwen2",
+    model_type: "qwen2",
+    kv_heads: 1,
+    eps: 1e-6,
+    theta: 500000.0,
+    tie: true,
+    qkv_bias: true,
+    ..LLAMA
+};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Embedding,
+    Matrix,
+    Norm,
+}
+
+/// The checkpoint's tensors in generation order (as `tensor_names` of the Python tool).
+fn tensor_list(v: &Variant) -> Vec<(String, Vec<usize>, Kind)> {
+    let (h, d) = (v.hidden, v.hidden / v.heads);
+    let kv = v.kv_heads * d;
+    let mut list = vec![(
+        "model.embed_tokens.weight".to_string(),
+        vec![v.vocab, h],
+        Kind::Embedding,
+    )];
+    for i in 0..v.layers {
+        let p = |n: &str| format!("model.layers.{i}.{n}");
+        list.push((p("input_layernorm.weight"), vec![h], Kind::Norm));
+        list.push((p("self_attn.q_proj.weight"), vec![h, h], Kind::Matrix));
+        list.push((p("self_attn.k_proj.weight"), vec![kv, h], Kind::Matrix));
+        list.push((p("self_attn.v_proj.weight"), vec![kv, h], Kind::Matrix));
+        if v.qkv_bias {
+            list.push((p("self_attn.q_proj.bias"), vec![h], Kind::Matrix));
+            list.push((p("self_attn.k_proj.bias"), vec![kv], Kind::Matrix));
+            list.push((p("self_attn.v_proj.bias"), vec![kv], Kind::Matrix));
+        }
+        list.push((p("self_attn.o_proj.weight"), vec![h, h], Kind::Matrix));
+        list.push((p("post_attention_layernorm.weight"), vec![h], Kind::Norm));
+        list.push((p("mlp.gate_proj.weight"), vec![v.inter, h], Kind::Matrix));
+        list.push((p("mlp.up_proj.weight"), vec![v.inter, h], Kind::Matrix));
+        list.push((p("mlp.down_proj.weight"), vec![h, v.inter], Kind::Matrix));
+    }
+    list.push(("model.norm.weight".into(), vec![h], Kind::Norm));
+    if !v.tie {
+        list.push(("lm_head.weight".into(), vec![v.vocab, h], Kind::Matrix));
+    }
+    list
+}
+
+/// Tensor number `n`'s values (the Python tool's rule; exact in f32 and bf16).
+fn values(n: usize, count: usize, kind: Kind) -> Vec<f32> {
+    let mut rng = gguf_common::Rng(n as u64 + 1);
+    (0..count)
+        .map(|_| {
+            let k = (rng.next_u64() >> 56) as f32;
+            match kind {
+                Kind::Norm => 0.5 + (k / 2.0).floor() / 256.0,
+                Kind::Embedding => (k - 128.0) / 128.0,
+                Kind::Matrix => (k - 128.0) / 128.0 * 0.25,
+            }
+        })
+        .collect()
+}
+
+fn bytes_of(values: &[f32], dtype: Dtype) -> Vec<u8> {
+    match dtype {
+        Dtype::F32 => values.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        // The values are exact in bf16: its bits are the top half of the f32's.
+        Dtype::BF16 => values
+            .iter()
+            .flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes())
+            .collect(),
+        other => panic!("no writer for {other:?}"),
+    }
+}
+
+/// The 48 vocabulary strings: 47 byte-level characters (`!` to `O`) and `<|end|>`.
+fn vocabulary() -> Vec<String> {
+    let mut tokens: Vec<String> = (b'!'..=b'O').map(|b| char::from(b).to_string()).collect();
+    tokens.push("<|end|>".into());
+    tokens
+}
+
+fn write_json(path: &Path, value: &serde_json::Value) {
+    std::fs::write(path, serde_json::to_string_pretty(value).unwrap()).unwrap();
+}
+
+/// Writes the checkpoint folder of `v` with weights in `dtype`, split over `shards` files.
+fn write_checkpoint(dir: &Path, v: &Variant, dtype: Dtype, shards: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    write_json(
+        &dir.join("config.json"),
+        &serde_json::json!({
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": v.model_type,
+            "hidden_size": v.hidden,
+            "intermediate_size": v.inter,
+            "num_hidden_layers": v.layers,
+            "num_attention_heads": v.heads,
+            "num_key_value_heads": v.kv_heads,
+            "rms_norm_eps": v.eps,
+            "rope_theta": v.theta,
+            "rope_scaling": null,
+            "max_position_embeddings": 64,
+            "vocab_size": v.vocab,
+            "tie_word_embeddings": v.tie,
+            "hidden_act": "silu",
+        }),
+    );
+    let tokens = vocabulary();
+    let vocab: serde_json::Map<String, serde_json::Value> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), serde_json::json!(i)))
+        .collect();
+    let byte_level = serde_json::json!({
+        "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true
+    });
+    write_json(
+        &dir.join("tokenizer.json"),
+        &serde_json::json!({
+            "version": "1.0",
+            "truncation": null,
+            "padding": null,
+            "added_tokens": [{
+                "id": 47, "content": "<|end|>", "single_word": false, "lstrip": false,
+                "rstrip": false, "normalized": false, "special": true
+            }],
+            "normalizer": null,
+            "pre_tokenizer": byte_level,
+            "post_processor": null,
+            "decoder": byte_level,
+            "model": {
+                "type": "BPE", "dropout": null, "unk_token": null,
+                "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                "fuse_unk": false, "byte_fallback": false, "vocab": vocab, "merges": []
+            }
+        }),
+    );
+    write_json(
+        &dir.join("tokenizer_config.json"),
+        &serde_json::json!({
+            "eos_token": "<|end|>",
+            "chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}"
+        }),
+    );
+    let list = tensor_list(v);
+    let data: Vec<(String, Vec<usize>, Vec<u8>)> = list
+        .iter()
+        .enumerate()
+        .map(|(n, (name, shape, kind))| {
+            let count = shape.iter().product();
+            let bytes = bytes_of(&values(n, count, *kind), dtype);
+            (name.clone(), shape.clone(), bytes)
+        })
+        .collect();
+    let per_shard = data.len().div_ceil(shards);
+    let mut weight_map = serde_json::Map::new();
+    for (s, chunk) in data.chunks(per_shard).enumerate() {
+        let file = match shards {
+            1 => "model.safetensors".to_string(),
+            _ => format!("model-{:05}-of-{shards:05}.safetensors", s + 1),
+        };
+        let views: Vec<(String, TensorView)> = chunk
+            .iter()
+            .map(|(name, shape, bytes)| {
+                weight_map.insert(name.clone(), serde_json::json!(file));
+                (
+                    name.clone(),
+                    TensorView::new(dtype, shape.clone(), bytes).unwrap(),
+                )
+            })
+            .collect();
+        safetensors::serialize_to_file(views, None, &dir.join(&file)).unwrap();
+    }
+    if shards > 1 {
+        write_json(
+            &dir.join("model.safetensors.index.json"),
+            &serde_json::json!({ "metadata": {}, "weight_map": weight_map }),
+        );
+    }
+}
+
+/// llama.cpp's converter permutation of a Q/K projection (`[heads * d, cols]` rows, or a bias
+/// with `cols` = 1): `reshape(heads, 2, d / 2, cols).swapaxes(1, 2)`.
+fn permute_for_gguf(values: &[f32], heads: usize, cols: usize) -> Vec<f32> {
+    let d = values.len() / cols / heads;
+    let mut out = vec![0f32; values.len()];
+    for h in 0..heads {
+        for s in 0..2 {
+            for j in 0..d / 2 {
+                let from = (h * d + s * (d / 2) + j) * cols;
+                let to = (h * d + 2 * j + s) * cols;
+                out[to..to + cols].copy_from_slice(&values[from..from + cols]);
+            }
+        }
+    }
+    out
+}
+
+/// The GGUF file holding the same model as [`write_checkpoint`].
+fn write_gguf(path: &Path, v: &Variant, dtype: Dtype) {
+    let u32v = |x: usize| MetadataValue::U32(x as u32);
+    let tokens = vocabulary();
+    let token_refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let mut types = vec![MetadataValue::I32(1); tokens.len()];
+    types[47] = MetadataValue::I32(3);
+    let mut w = GgufWriter::new(3)
+        .kv("general.architecture", string("llama"))
+        .kv("llama.block_count", u32v(v.layers))
+        .kv("llama.embedding_length", u32v(v.hidden))
+        .kv("llama.feed_forward_length", u32v(v.inter))
+        .kv("llama.attention.head_count", u32v(v.heads))
+        .kv("llama.attention.head_count_kv", u32v(v.kv_heads))
+        .kv("llama.rope.freq_base", MetadataValue::F32(v.theta))
+        .kv(
+            "llama.attention.layer_norm_rms_epsilon",
+            MetadataValue::F32(v.eps),
+        )
+        .kv("llama.context_length", u32v(64))
+        .kv("tokenizer.ggml.model", string("gpt2"))
+        .kv("tokenizer.ggml.tokens", strings(&token_refs))
+        .kv("tokenizer.ggml.token_type", MetadataValue::Array(types))
+        .kv("tokenizer.ggml.merges", MetadataValue::Array(vec![]))
+        .kv("tokenizer.ggml.eos_token_id", u32v(47));
+    let ggml_type = match dtype {
+        Dtype::BF16 => GgmlType::BF16,
+        _ => GgmlType::F32,
+    };
+    for (n, (name, shape, kind)) in tensor_list(v).iter().enumerate() {
+        let mut vals = values(n, shape.iter().product(), *kind);
+        let gguf_name = gguf_tensor_name(name);
+        let cols = if shape.len() == 2 { shape[1] } else { 1 };
+        if gguf_name.contains("attn_q") {
+            vals = permute_for_gguf(&vals, v.heads, cols);
+        } else if gguf_name.contains("attn_k") {
+            vals = permute_for_gguf(&vals, v.kv_heads, cols);
+        }
+        let dims: Vec<u64> = shape.iter().rev().map(|&d| d as u64).collect();
+        // Norms and biases are f32 in GGUF files; matrices keep the checkpoint's type.
+        let (ty, bytes) = match shape.len() {
+            2 => (ggml_type, bytes_of(&vals, dtype)),
+            _ => (GgmlType::F32, bytes_of(&vals, Dtype::F32)),
+        };
+        w = w.tensor(&gguf_name, &dims, ty, bytes);
+    }
+    std::fs::write(path, w.to_bytes()).unwrap();
+}
+
+/// GGUF's name of a checkpoint tensor (llama.cpp's naming, written out here independently).
+fn gguf_tensor_name(hf: &str) -> String {
+    let fixed = [
+        ("model.embed_tokens.weight", "token_embd.weight"),
+        ("model.norm.weight", "output_norm.weight"),
+        ("lm_head.weight", "output.weight"),
+    ];
+    if let Some((_, g)) = fixed.iter().find(|(h, _)| *h == hf) {
+        return g.to_string();
+    }
+    let rest = hf.strip_prefix("model.layers.").unwrap();
+    let (layer, rest) = rest.split_once('.').unwrap();
+    let renames = [
+        ("input_layernorm", "attn_norm"),
+        ("self_attn.q_proj", "attn_q"),
+        ("self_attn.k_proj", "attn_k"),
+        ("self_attn.v_proj", "attn_v"),
+        ("self_attn.o_proj", "attn_output"),
+        ("post_attention_layernorm", "ffn_norm"),
+        ("mlp.gate_proj", "ffn_gate"),
+        ("mlp.up_proj", "ffn_up"),
+        ("mlp.down_proj", "ffn_down"),
+    ];
+    let (module, kind) = rest.rsplit_once('.').unwrap();
+    let part = renames.iter().find(|(h, _)| *h == module).unwrap().1;
+    format!("blk.{layer}.{part}.{kind}")
+}
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    tokens: Vec<u32>,
+    variants: HashMap<String, Vec<Vec<f64>>>,
+}
+
+fn reference() -> Reference {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_llama_logits.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// (variant, weight dtype, shards) of the checks.
+const CASES: [(Variant, Dtype, usize); 2] = [(LLAMA, Dtype::F32, 2), (QWEN2, Dtype::BF16, 1)];
+
+#[test]
+fn checkpoint_and_gguf_give_identical_logits_matching_the_float64_reference() {
+    let reference = reference();
+    let tmp = tempfile::tempdir().unwrap();
+    for (v, dtype, shards) in CASES {
+        let dir = tmp.path().join(v.name);
+        write_checkpoint(&dir, &v, dtype, shards);
+        let gguf = tmp.path().join(format!("{}.gguf", v.name));
+        write_gguf(&gguf, &v, dtype);
+        let hf = Llm::load(&dir, OperationSet::Reproducible).unwrap();
+        let gg = Llm::load(&gguf, OperationSet::Reproducible).unwrap();
+        assert_eq!(hf.config.vocab_size, v.vocab);
+        let tokens = &reference.tokens;
+        let a = hf.forward(tokens, &mut hf.new_cache()).unwrap();
+        let b = gg.forward(tokens, &mut gg.new_cache()).unwrap();
+        let differing = a
+            .iter()
+            .zip(&b)
+            .filter(|(x, y)| x.to_bits() != y.to_bits())
+            .count();
+        assert_eq!(
+            differing, 0,
+            "{}: {differing} logits differ from GGUF's",
+            v.name
+        );
+
+        let expected: Vec<f64> = reference.variants[v.name].concat();
+        assert_eq!(a.len(), expected.len());
+        let scale = expected.iter().fold(0f64, |m, x| m.max(x.abs()));
+        let err = a
+            .iter()
+            .zip(&expected)
+            .fold(0f64, |m, (&x, &y)| m.max((f64::from(x) - y).abs()));
+        eprintln!(
+            "{}: max |logit - float64| / max |float64| = {:.2e}",
+            v.name,
+            err / scale
+        );
+        assert!(
+            err / scale <= 1e-5,
+            "{}: relative error {}",
+            v.name,
+            err / scale
+        );
+
+        // Token-by-token decode gives the prefill's bits.
+        let mut cache = hf.new_cache();
+        for (t, &token) in tokens.iter().enumerate() {
+            let row = hf.forward(&[token], &mut cache).unwrap();
+            assert!(
+                row.iter()
+                    .zip(&a[t * v.vocab..])
+                    .all(|(x, y)| x.to_bits() == y.to_bits())
+            );
+        }
+        // The two tokenizers agree, and the checkpoint's special token and template are used.
+        let text = "AB!<|end|>O";
+        assert_eq!(
+            hf.tokenizer.encode(text, true).unwrap(),
+            [32, 33, 0, 47, 46]
+        );
+        assert_eq!(
+            gg.tokenizer.encode(text, true).unwrap(),
+            [32, 33, 0, 47, 46]
+        );
+        assert_eq!(hf.tokenizer.eos_id(), Some(47));
+        assert!(hf.chat_template.is_some());
+    }
+}
+
+#[test]
+fn unsupported_configurations_are_refused_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("m");
+    write_checkpoint(&dir, &LLAMA, Dtype::F32, 1);
+    let config_path = dir.join("config.json");
+    let original: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    for (key, value, expected) in [
+        (
+            "rope_scaling",
+            serde_json::json!({"type": "linear", "factor": 2.0}),
+            "rope_scaling",
+        ),
+        ("hidden_act", serde_json::json!("gelu"), "hidden_act"),
+        ("model_type", serde_json::json!("gpt_neox"), "model_type"),
+        (
+            "num_key_value_heads",
+            serde_json::json!(3),
+            "num_key_value_heads",
+        ),
+        ("head_dim", serde_json::json!(16), "head_dim"),
+    ] {
+        let mut config = original.clone();
+        config[key] = value;
+        write_json(&config_path, &config);
+        let err = Llm::load(&dir, OperationSet::Reproducible)
+            .err()
+            .expect(key);
+        assert!(err.to_string().contains(expected), "{key}: {err}");
+    }
+    write_json(&config_path, &original);
+    std::fs::remove_file(dir.join("model.safetensors")).unwrap();
+    let err = Llm::load(&dir, OperationSet::Reproducible).err().unwrap();
+    assert!(err.to_string().contains("model.safetensors"), "{err}");
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Float64 reference logits for the tiny random Llama-layout checkpoints of
+tests/hf_checkpoint.rs, computed the way Hugging Face `transformers` defines the model
+(LlamaForCausalLM / Qwen2ForCausalLM: RMSNorm, rotate_half rotary embedding on the
+*unpermuted* Q/K rows, grouped-query causal attention, SiLU-gated MLP), independently of
+samebits. Needs only numpy.
+
+The weights are not stored: both sides generate them from the same rule, so the fixture holds
+only logits. Tensor number `n` (in the order of `tensor_names`) is filled, element after element
+in row-major order, from the SplitMix64 stream seeded with `n + 1` (state += 0x9E3779B97F4A7C15,
+then the usual mix), each 64-bit output `z` giving `k = z >> 56` (0..255):
+  matrices and biases: (k - 128) / 128 * scale (scale: embeddings 1, others 1/4),
+  norm scales: 0.5 + (k >> 1) / 256.
+All of these are exact in f32, f16 and bf16, so the BF16 variant holds the same values.
+
+Usage: python3 tools/reference_tiny_llama.py > tests/fixtures/tiny_llama_logits.json
+"""
+import json
+import sys
+
+import numpy as np
+
+MASK = (1 << 64) - 1
+
+VARIANTS = {
+    # untied Llama, no biases
+    "llama": dict(model_type="llama", vocab=48, hidden=32, heads=4, kv_heads=2, inter=40,
+                  layers=2, eps=1e-5, theta=10000.0, tie=False, qkv_bias=False),
+    # Qwen2: Q/K/V biases, tied embeddings, another rope base
+    "qwen2": dict(model_type="qwen2", vocab=48, hidden=32, heads=4, kv_heads=1, inter=40,
+                  layers=2, eps=1e-6, theta=500000.0, tie=True, qkv_bias=True),
+}
+TOKENS = [3, 17, 42, 8, 8, 30, 1]
+
+
+def stream(seed):
+    state = seed
+    while True:
+        state = (state + 0x9E3779B97F4A7C15) & MASK
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+        yield (z ^ (z >> 31)) >> 56
+
+
+def tensor_names(v):
+    """(name, shape, kind) in generation order; kind is 'matrix', 'embedding' or 'norm'."""
+    h, d = v["hidden"], v["hidden"] // v["heads"]
+    kv = v["kv_heads"] * d
+    names = [("model.embed_tokens.weight", (v["vocab"], h), "embedding")]
+    for i in range(v["layers"]):
+        p = f"model.layers.{i}."
+        names += [
+            (p + "input_layernorm.weight", (h,), "norm"),
+            (p + "self_attn.q_proj.weight", (h, h), "matrix"),
+            (p + "self_attn.k_proj.weight", (kv, h), "matrix"),
+            (p + "self_attn.v_proj.weight", (kv, h), "matrix"),
+        ]
+        if v["qkv_bias"]:
+            names += [
+                (p + "self_attn.q_proj.bias", (h,), "matrix"),
+                (p + "self_attn.k_proj.bias", (kv,), "matrix"),
+                (p + "self_attn.v_proj.bias", (kv,), "matrix"),
+            ]
+        names += [
+            (p + "self_attn.o_proj.weight", (h, h), "matrix"),
+            (p + "post_attention_layernorm.weight", (h,), "norm"),
+            (p + "mlp.gate_proj.weight", (v["inter"], h), "matrix"),
+            (p + "mlp.up_proj.weight", (v["inter"], h), "matrix"),
+            (p + "mlp.down_proj.weight", (h, v["inter"]), "matrix"),
+        ]
+    names.append(("model.norm.weight", (h,), "norm"))
+    if not v["tie"]:
+        names.append(("lm_head.weight", (v["vocab"], h), "matrix"))
+    return names
+
+
+def weights(v):
+    out = {}
+    for n, (name, shape, kind) in enumerate(tensor_names(v)):
+        gen = stream(n + 1)
+        k = np.array([next(gen) for _ in range(int(np.prod(shape)))], dtype=np.float64)
+        if kind == "norm":
+            values = 0.5 + np.floor(k / 2) / 256
+        else:
+            values = (k - 128) / 128 * (1.0 if kind == "embedding" else 0.25)
+        out[name] = values.reshape(shape)
+    return out
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+
+
+def forward(v, w, tokens):
+    h, heads, kvh = v["hidden"], v["heads"], v["kv_heads"]
+    d = h // heads
+    s = len(tokens)
+    x = w["model.embed_tokens.weight"][tokens]
+    inv_freq = v["theta"] ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    freqs = np.outer(np.arange(s, dtype=np.float64), inv_freq)
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
+    causal = np.triu(np.full((s, s), -np.inf), k=1)
+    for i in range(v["layers"]):
+        p = f"model.layers.{i}."
+        a = rms_norm(x, w[p + "input_layernorm.weight"], v["eps"])
+        proj = {}
+        for n in "qkv":
+            y = a @ w[p + f"self_attn.{n}_proj.weight"].T
+            if v["qkv_bias"]:
+                y = y + w[p + f"self_attn.{n}_proj.bias"]
+            proj[n] = y
+        q = proj["q"].reshape(s, heads, d)
+        k = proj["k"].reshape(s, kvh, d)
+        val = proj["v"].reshape(s, kvh, d)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        group = heads // kvh
+        out = np.zeros((s, heads, d))
+        for hh in range(heads):
+            scores = q[:, hh, :] @ k[:, hh // group, :].T / np.sqrt(d) + causal
+            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            probs = scores / scores.sum(axis=-1, keepdims=True)
+            out[:, hh, :] = probs @ val[:, hh // group, :]
+        x = x + out.reshape(s, h) @ w[p + "self_attn.o_proj.weight"].T
+        m = rms_norm(x, w[p + "post_attention_layernorm.weight"], v["eps"])
+        gate = m @ w[p + "mlp.gate_proj.weight"].T
+        up = m @ w[p + "mlp.up_proj.weight"].T
+        x = x + (gate / (1 + np.exp(-gate)) * up) @ w[p + "mlp.down_proj.weight"].T
+    x = rms_norm(x, w["model.norm.weight"], v["eps"])
+    head = w["model.embed_tokens.weight"] if v["tie"] else w["lm_head.weight"]
+    return x @ head.T
+
+
+def main():
+    result = {"tokens": TOKENS, "variants": {}}
+    for name, v in VARIANTS.items():
+        logits = forward(v, weights(v), TOKENS)
+        result["variants"][name] = [[float(f"{x:.12g}") for x in row] for row in logits]
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
