@@ -329,6 +329,20 @@ unsafe fn tile<V: Lanes, F: PanelFormat, const NP: usize, const NT: usize>(
     }
 }
 
+/// Runs `$body` with `$k` bound to each element index of a block, 0 to 31 in order.
+macro_rules! each_element {
+    ($k:ident, $body:block) => {
+        each_element!(@ $k, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23
+            24 25 26 27 28 29 30 31)
+    };
+    (@ $k:ident, $body:block, $($n:literal)*) => {
+        $({
+            let $k: usize = $n;
+            $body
+        })*
+    };
+}
+
 /// The canonical dot products of the rows of `NP` panels with `NT` activation rows: per tile of
 /// 64 terms, `acc = fma(w_k, x_k, acc)` from `+0.0` in index order, then `total = total + acc`
 /// from `total = -0.0` (which leaves the first tile's partial exactly as it is, `-0.0 + p = p`
@@ -350,7 +364,8 @@ unsafe fn panel_tile<V: Lanes, F: PanelFormat, const NP: usize, const NT: usize>
                 let block: [*const u8; NP] =
                     std::array::from_fn(|i| panels[i].as_ptr().add(b * F::PANEL_BLOCK));
                 let scales: [(V, V); NP] = std::array::from_fn(|i| F::scales::<V>(block[i]));
-                for k in 0..BLOCK {
+                // Unrolled so that every code offset and shift is a constant.
+                each_element!(k, {
                     let xk: [V; NT] =
                         std::array::from_fn(|j| V::splat(*x[j].get_unchecked(b * BLOCK + k)));
                     for i in 0..NP {
@@ -359,7 +374,7 @@ unsafe fn panel_tile<V: Lanes, F: PanelFormat, const NP: usize, const NT: usize>
                             acc[i][j] = V::fma(w, xk[j], acc[i][j]);
                         }
                     }
-                }
+                });
             }
             for i in 0..NP {
                 for j in 0..NT {

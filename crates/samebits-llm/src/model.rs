@@ -12,7 +12,7 @@
 //!   h = RMSNormalization(x, attn_norm)
 //!   q, k, v = MatMulGguf(h, attn_q | attn_k | attn_v) (+ attn_q | attn_k | attn_v bias, if any)
 //!             or Split(MatMulGguf(h, [attn_q; attn_k; attn_v]))  (one stacked panel matrix, CPU)
-//!   q, k = RotaryEmbedding(q | k, cos, sin, position_ids; interleaved)   (GGUF permutes Q/K rows
+//!   q, k = RotaryEmbedding(q | k, rotary_cos, rotary_sin; interleaved)  (GGUF permutes Q/K rows
 //!                                                                          for adjacent pairs)
 //!   a, present_key_i, present_value_i = Attention(q, k, v, -, past_key_i, past_value_i;
 //!                                                 is_causal, GQA)
@@ -23,7 +23,9 @@
 //! logits = MatMulGguf(RMSNormalization(x, output_norm), output | token_embd (tied))
 //! ```
 //!
-//! Inputs `input_ids`, `position_ids` `[1, S]` i64 and `past_key_i`, `past_value_i`
+//! Inputs `input_ids` `[1, S]` i64, `rotary_cos`, `rotary_sin` `[1, S, rotary_dim / 2]` (the rows
+//! of [`rotary_tables`] for the S positions, computed per call so that no table for the whole
+//! context is held) and `past_key_i`, `past_value_i`
 //! `[1, kv_heads, P, head_dim]` f32 (P = 0 for a prefill); outputs `logits` `[1, S, vocab]` and
 //! `present_key_i`, `present_value_i` `[1, kv_heads, P + S, head_dim]`. Every op computes each
 //! token's row in the contract's canonical order, independent of S and P, so one prefill over a
@@ -38,8 +40,10 @@ use samebits_gguf::{GgufFile, ModelConfig, TextTokenizer};
 use samebits_ir::{
     Attribute, DType, Dim, Graph, Node, OpsetImports, Shape, Tensor, Value, ValueInfo, ValueType,
 };
+use samebits_kernels::{Isa, with_isa};
 use samebits_ops::{OperationSet, Plan, RunOptions};
 use samebits_runtime::{Device, Executor};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -177,15 +181,21 @@ impl Llm {
             )));
         }
         let ids: Vec<i64> = tokens.iter().map(|&t| i64::from(t)).collect();
-        let positions: Vec<i64> = (cache.len as i64..end as i64).collect();
+        let c = &self.config;
+        let (cos, sin) = rotary_tables(cache.len..end, c.rope_dimension_count, c.rope_freq_base);
         let mut inputs = vec![
             Tensor::from_vec(vec![1, s], ids)?.into(),
-            Tensor::from_vec(vec![1, s], positions)?.into(),
+            cos.into(),
+            sin.into(),
         ];
         inputs.append(&mut cache.layers);
-        let mut outputs = self
-            .executor
-            .run(inputs, RunOptions::default())?.into_iter();
+        // The whole step runs on one thread of the rayon pool, so that the ops' parallel loops
+        // start from inside it (work stealing) instead of each waking the pool from outside and
+        // sleeping until it is done; the caller's ISA scope goes along.
+        let isa = Isa::active();
+        let outputs =
+            rayon::scope(|_| with_isa(isa, || self.executor.run(inputs, RunOptions::default())));
+        let mut outputs = outputs?.into_iter();
         let logits = outputs
             .next()
             .expect("the plan returns logits first")
@@ -368,24 +378,25 @@ fn tensor_info(name: &str, dtype: DType, dims: Vec<Dim>) -> ValueInfo {
     }
 }
 
-/// The rotary tables `[positions, rotary_dim / 2]` (docs/contract.md, section `attention`, LLM
-/// decode): `inv_freq_i = exp(-((2i / R) * log(base)))`, `angle = p * inv_freq_i`, then `cos` and
-/// `sin` of the angle, every operation one f32 rounding with samebits-math's correctly rounded
-/// exp, log, cos and sin.
-pub fn rotary_tables(positions: usize, rotary_dim: usize, base: f32) -> (Tensor, Tensor) {
+/// The rotary tables `[1, positions.len(), rotary_dim / 2]` of `positions` (docs/contract.md,
+/// section `attention`, LLM decode): `inv_freq_i = exp(-((2i / R) * log(base)))`,
+/// `angle = p * inv_freq_i`, then `cos` and `sin` of the angle, every operation one f32 rounding
+/// with samebits-math's correctly rounded exp, log, cos and sin.
+pub fn rotary_tables(positions: Range<usize>, rotary_dim: usize, base: f32) -> (Tensor, Tensor) {
     let half = rotary_dim / 2;
     let log_base = samebits_math::log(base);
     let inv_freq: Vec<f32> = (0..half)
         .map(|i| samebits_math::exp(-(((2 * i) as f32 / rotary_dim as f32) * log_base)))
         .collect();
-    let angles: Vec<f32> = (0..positions)
+    let count = positions.len();
+    let angles: Vec<f32> = positions
         .flat_map(|p| inv_freq.iter().map(move |&f| p as f32 * f))
         .collect();
     let mut cos = vec![0f32; angles.len()];
     let mut sin = vec![0f32; angles.len()];
     samebits_math::cos_slice(&angles, &mut cos);
     samebits_math::sin_slice(&angles, &mut sin);
-    let table = |v| Tensor::from_vec(vec![positions, half], v).expect("positions * half values");
+    let table = |v| Tensor::from_vec(vec![1, count, half], v).expect("positions * half values");
     (table(cos), table(sin))
 }
 
@@ -416,19 +427,18 @@ fn build_graph(
         DType::I64,
         vec![Dim::Known(1), seq()],
     ));
-    b.graph.inputs.push(tensor_info(
-        "position_ids",
-        DType::I64,
-        vec![Dim::Known(1), seq()],
-    ));
+    let rotary_dims = || vec![Dim::Known(1), seq(), Dim::Known(c.rope_dimension_count / 2)];
+    b.graph
+        .inputs
+        .push(tensor_info("rotary_cos", DType::F32, rotary_dims()));
+    b.graph
+        .inputs
+        .push(tensor_info("rotary_sin", DType::F32, rotary_dims()));
     b.graph.outputs.push(tensor_info(
         "logits",
         DType::F32,
         vec![Dim::Known(1), seq(), Dim::Known(c.vocab_size)],
     ));
-    let (cos, sin) = rotary_tables(c.context_length, c.rope_dimension_count, c.rope_freq_base);
-    b.initializer("rotary_cos", cos);
-    b.initializer("rotary_sin", sin);
 
     let embedding = b.matrix(weights, "token_embd.weight")?;
     let embedding_attrs = embedding.attributes();
@@ -478,13 +488,13 @@ fn build_graph(
         };
         let q = b.onnx(
             "RotaryEmbedding",
-            &[q, "rotary_cos", "rotary_sin", "position_ids"],
+            &[q, "rotary_cos", "rotary_sin"],
             &val("q_rot"),
             &rotary(c.head_count),
         );
         let k = b.onnx(
             "RotaryEmbedding",
-            &[k, "rotary_cos", "rotary_sin", "position_ids"],
+            &[k, "rotary_cos", "rotary_sin"],
             &val("k_rot"),
             &rotary(c.head_count_kv),
         );

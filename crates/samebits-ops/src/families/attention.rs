@@ -13,6 +13,7 @@ use crate::registry::Registry;
 use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, unsupported};
 use rayon::prelude::*;
 use samebits_ir::{DType, Tensor, Value, ValueType};
+use samebits_kernels::{Isa, MatRef, gemm_f32, with_isa};
 use std::borrow::Cow;
 
 pub fn register(r: &mut Registry) {
@@ -308,52 +309,70 @@ impl Op for Attention {
         let (vsize, mode) = (v.size, self.qk_matmul_output_mode);
         let mut y = vec![0.0f32; q.batch * q.heads * q.seq * vsize];
         let observed_len = if self.qk_output { total } else { 0 };
-        // contract: attention
-        let qk_heads: Vec<Vec<f32>> = y
-            .par_chunks_mut(q.seq * vsize.max(1))
+        // contract: attention. One task per (batch, KV head): the queries of its `group` heads
+        // are consecutive rows, so the scores are one canonical GEMM with K transposed and the
+        // outputs one canonical GEMM of the probabilities with V (contract: gemm, the same
+        // canonical dots as the formula; masked keys enter with probability 0).
+        let isa = Isa::active();
+        let rows = group * q.seq;
+        let qk_groups: Vec<Vec<f32>> = y
+            .par_chunks_mut(rows * vsize.max(1))
             .enumerate()
-            .map(|(bh, y_head)| {
-                let mut qk_head = vec![0.0f32; q.seq * observed_len];
-                let (b, h) = (bh / q.heads, bh % q.heads);
-                let g = h / group;
-                let mut scores = vec![0.0f32; total];
-                for i in 0..q.seq {
-                    let q_row = &q.data[q.row(b, h, i)..q.row(b, h, i) + q.size];
-                    let mut observed = vec![0.0f32; observed_len];
-                    for (j, s) in scores.iter_mut().enumerate() {
-                        let k_row = &k.data[k.row(b, g, j)..k.row(b, g, j) + k.size];
-                        let mut score = f32::dot_strided(q_row, 1, k_row, 1, q.size) * scale;
-                        if self.softcap > 0.0 {
-                            score = self.softcap * self.tanh(score / self.softcap);
+            .map(|(bg, y_group)| {
+                with_isa(isa, || {
+                    let (b, g) = (bg / k.heads, bg % k.heads);
+                    let q_rows = &q.data[q.row(b, g * group, 0)..][..rows * q.size];
+                    let keys = &k.data[k.row(b, g, 0)..][..total * k.size];
+                    let values = &v.data[v.row(b, g, 0)..][..total * vsize];
+                    let mut scores = vec![0.0f32; rows * total];
+                    gemm_f32(
+                        1,
+                        rows,
+                        total,
+                        q.size,
+                        MatRef::row_major(q_rows, rows, q.size),
+                        MatRef::row_major(keys, total, k.size).transposed(),
+                        &mut scores,
+                    );
+                    let mut qk_group = vec![0.0f32; rows * observed_len];
+                    for (r, row) in scores.chunks_exact_mut(total.max(1)).enumerate() {
+                        let (h, i) = (g * group + r / q.seq, r % q.seq);
+                        let observed = &mut qk_group[r * observed_len..][..observed_len];
+                        for (j, s) in row.iter_mut().enumerate() {
+                            let mut score = *s * scale;
+                            if self.softcap > 0.0 {
+                                score = self.softcap * self.tanh(score / self.softcap);
+                            }
+                            if mode <= 1 && self.qk_output {
+                                observed[j] = score;
+                            }
+                            let hidden_by_causal =
+                                self.is_causal && j as isize > i as isize + causal_offset(b);
+                            let padding = nonpad.as_ref().is_some_and(|lens| j >= lens[b]);
+                            if hidden_by_causal || padding {
+                                score = f32::NEG_INFINITY;
+                            }
+                            *s = mask.apply(score, [b, h, i, j]);
+                            if mode == 2 && self.qk_output {
+                                observed[j] = *s;
+                            }
                         }
-                        if mode <= 1 && self.qk_output {
-                            observed[j] = score;
-                        }
-                        let hidden_by_causal =
-                            self.is_causal && j as isize > i as isize + causal_offset(b);
-                        let padding = nonpad.as_ref().is_some_and(|lens| j >= lens[b]);
-                        if hidden_by_causal || padding {
-                            score = f32::NEG_INFINITY;
-                        }
-                        *s = mask.apply(score, [b, h, i, j]);
-                        if mode == 2 && self.qk_output {
-                            observed[j] = *s;
+                        softmax_row(row, false, self.correctly_rounded);
+                        if mode == 3 && self.qk_output {
+                            observed.copy_from_slice(row);
                         }
                     }
-                    softmax_row(&mut scores, false, self.correctly_rounded);
-                    if self.qk_output {
-                        if mode == 3 {
-                            observed.copy_from_slice(&scores);
-                        }
-                        qk_head[i * total..(i + 1) * total].copy_from_slice(&observed);
-                    }
-                    let v_first = v.row(b, g, 0);
-                    for d in 0..vsize {
-                        y_head[i * vsize + d] =
-                            f32::dot_strided(&scores, 1, &v.data[v_first + d..], vsize, total);
-                    }
-                }
-                qk_head
+                    gemm_f32(
+                        1,
+                        rows,
+                        vsize,
+                        total,
+                        MatRef::row_major(&scores, rows, total),
+                        MatRef::row_major(values, total, vsize),
+                        y_group,
+                    );
+                    qk_group
+                })
             })
             .collect();
         let out_shape = if q_in.rank() == 3 {
@@ -369,8 +388,8 @@ impl Op for Attention {
         ];
         if self.qk_output {
             // (No heads were run when V's head size is 0: the scores stay zero.)
-            let qk = if qk_heads.len() == q.batch * q.heads {
-                qk_heads.concat()
+            let qk = if qk_groups.len() * group == q.batch * q.heads {
+                qk_groups.concat()
             } else {
                 vec![0.0; q.batch * q.heads * q.seq * total]
             };
