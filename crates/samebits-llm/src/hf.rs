@@ -26,8 +26,8 @@
 //! score is the same canonical dot product over the head's features in the same order.
 
 use crate::checkpoint::{Checkpoint, read_json};
-use crate::weights::{MatrixWeight, WeightSource};
 use crate::model::LoadSource;
+use crate::weights::{MatrixWeight, WeightSource};
 use crate::{Llm, LlmError, Result};
 use samebits_gguf::{ModelConfig, TextTokenizer};
 use samebits_ir::Tensor;
