@@ -14,6 +14,7 @@ mod args;
 pub mod broadcast;
 mod error;
 mod families;
+pub use families::fused;
 mod layout;
 mod op;
 mod plan;
