@@ -1,4 +1,5 @@
-//! Pass 5: elementwise fusion. A run of consecutive elementwise f32 nodes (Add, Sub, Mul, Div,
+//! Pass 5: elementwise fusion. A run of consecutive elementwise nodes of f32 (or not yet known)
+//! dtype (Add, Sub, Mul, Div,
 //! Relu, Clip, inference BatchNormalization), each after the first reading a value of the run,
 //! whose intermediate values nobody outside the run reads, becomes one
 //! `samebits::ElementwiseChain` node carrying the original nodes as its `body` graph. The fused
@@ -25,11 +26,13 @@ pub fn run(model: &mut Model) -> FusionReport {
         .nodes
         .iter()
         .map(|node| {
+            // An unknown dtype may still be f32 (the op checks at run time and otherwise
+            // runs its body node by node); a known other dtype never takes the fast path.
             is_fusable(node, opset)
                 && graph
                     .value_type(&node.outputs[0])
                     .and_then(|t| t.dtype())
-                    .is_some_and(|d| d == DType::F32)
+                    .is_none_or(|d| d == DType::F32)
         })
         .collect();
     // Readers of each value: node indices, `usize::MAX` for a graph output.
