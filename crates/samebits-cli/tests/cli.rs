@@ -241,21 +241,52 @@ fn bad_input_gets_a_one_line_error_naming_the_culprit() {
     }
 }
 
-/// The PP-OCR text-direction classifier (a real MobileNetV3 model) on a fixed input.
-fn ocr_cls_run(env: &[(&str, &str)], threads: &str, out: &Path) -> Option<Vec<u8>> {
-    let model =
-        cache().join("rapidocr/rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx");
+/// A PP-OCR model (rapidocr-onnxruntime 1.4.4 wheel, shared/README.md) with the shape of its
+/// fixed input and the sha256 of its output file on that input.
+struct OcrCase {
+    file: &'static str,
+    shape: [usize; 4],
+    /// Recorded from the samebits binary of main at 6f5a0bb (before the ocr-perf changes) on
+    /// AVX-512, AVX2 and scalar paths and 1 and 2 threads alike: a regression pin that keeps
+    /// performance work from changing a single output bit, not a correctness reference.
+    output_sha256: &'static str,
+}
+
+const OCR_CASES: [OcrCase; 3] = [
+    OcrCase {
+        file: "ch_ppocr_mobile_v2.0_cls_infer.onnx",
+        shape: [1, 3, 48, 192],
+        output_sha256: "e2644926e29fe2bcb4b4d2ba47cd0307512e0d692b23ecb6c45f910a8b222508",
+    },
+    OcrCase {
+        file: "ch_PP-OCRv4_det_infer.onnx",
+        shape: [1, 3, 96, 128],
+        output_sha256: "47440c69c2dd4a75917a3d072e041d7aa0f9d6d0be41c71a902e0e6632dd7551",
+    },
+    OcrCase {
+        file: "ch_PP-OCRv4_rec_infer.onnx",
+        shape: [1, 3, 48, 320],
+        output_sha256: "5d89fd6bab9f3587a21df7e1729e8e24dae63c07100cf0c5e7dbedd7aad9e390",
+    },
+];
+
+/// Runs `case` on its fixed input and returns the output file's bytes, or `None` (with a
+/// loud skip) when the models are not cached.
+fn ocr_run(case: &OcrCase, env: &[(&str, &str)], threads: &str, out: &Path) -> Option<Vec<u8>> {
+    let model = cache()
+        .join("rapidocr/rapidocr_onnxruntime/models")
+        .join(case.file);
     if !model.exists() {
         skip("PP-OCR models not found (run scripts/setup.sh)");
         return None;
     }
     let input = out.with_extension("x.npy");
-    let values: Vec<f32> = (0..3 * 48 * 192)
+    let values: Vec<f32> = (0..case.shape.iter().product::<usize>())
         .map(|i| ((i * 7919) % 2000) as f32 / 1000.0 - 1.0)
         .collect();
     samebits_runtime::tensor_file::write_npy(
         &input,
-        &samebits_ir::Tensor::from_vec(vec![1, 3, 48, 192], values).unwrap(),
+        &samebits_ir::Tensor::from_vec(case.shape.to_vec(), values).unwrap(),
     )
     .unwrap();
     let mut cmd = bin();
@@ -276,18 +307,30 @@ fn ocr_cls_run(env: &[(&str, &str)], threads: &str, out: &Path) -> Option<Vec<u8
     Some(std::fs::read(file).unwrap())
 }
 
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 #[test]
-fn a_real_model_gives_the_same_bits_for_every_thread_count_and_isa() {
+fn real_models_give_the_pinned_bits_for_every_thread_count_and_isa() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(reference) = ocr_cls_run(&[], "1", &tmp.path().join("t1")) else {
-        return;
-    };
-    let two = ocr_cls_run(&[], "2", &tmp.path().join("t2")).unwrap();
-    assert_eq!(reference, two, "1 vs 2 threads");
-    for isa in samebits_kernels::Isa::available() {
-        let name = isa.name();
-        let bits = ocr_cls_run(&[("SAMEBITS_ISA", name)], "2", &tmp.path().join(name)).unwrap();
-        assert_eq!(reference, bits, "ISA {name} differs from the default path");
+    for (n, case) in OCR_CASES.iter().enumerate() {
+        let dir = |what: &str| tmp.path().join(format!("{n}-{what}"));
+        let Some(reference) = ocr_run(case, &[], "1", &dir("t1")) else {
+            return;
+        };
+        assert_eq!(sha256_hex(&reference), case.output_sha256, "{}", case.file);
+        let two = ocr_run(case, &[], "2", &dir("t2")).unwrap();
+        assert_eq!(reference, two, "{}: 1 vs 2 threads", case.file);
+        for isa in samebits_kernels::Isa::available() {
+            let name = isa.name();
+            let bits = ocr_run(case, &[("SAMEBITS_ISA", name)], "2", &dir(name)).unwrap();
+            assert_eq!(reference, bits, "{}: ISA {name} differs", case.file);
+        }
     }
 }
 

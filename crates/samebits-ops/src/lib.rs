@@ -17,6 +17,7 @@ pub mod broadcast;
 mod device_kernel;
 mod error;
 mod families;
+pub use families::fused;
 mod layout;
 mod op;
 mod plan;

@@ -57,7 +57,8 @@ pub struct Plan {
     slot_count: usize,
     inputs: Vec<(String, usize, Option<ValueType>)>,
     outputs: Vec<(String, usize)>,
-    constants: Vec<(usize, Value)>,
+    /// Initializer values by slot (`None` for the other slots); runs borrow them, never copy.
+    constants: Vec<Option<Value>>,
 }
 
 /// Names a graph's nodes read from enclosing scopes (recursively through nested subgraphs).
@@ -203,6 +204,7 @@ impl Plan {
             let s = slot_of(name, &mut slots);
             constants.push((s, Value::Tensor(t.clone())));
         }
+        let mut constant_slots: Vec<Option<Value>> = Vec::new();
         let mut inputs = Vec::new();
         for vi in graph.runtime_inputs() {
             let s = slot_of(&vi.name, &mut slots);
@@ -277,12 +279,16 @@ impl Plan {
                 steps[step].release.push(slot);
             }
         }
+        constant_slots.resize(slots.len(), None);
+        for (slot, value) in constants {
+            constant_slots[slot] = Some(value);
+        }
         Ok(Plan {
             steps,
             slot_count: slots.len(),
             inputs,
             outputs,
-            constants,
+            constants: constant_slots,
         })
     }
 
@@ -367,10 +373,8 @@ impl Plan {
                 inputs.len()
             )));
         }
+        // Values computed (or fed) in this run; constants are read from `self.constants`.
         let mut slots: Vec<Option<Value>> = vec![None; self.slot_count];
-        for (slot, value) in &self.constants {
-            slots[*slot] = Some(value.clone());
-        }
         let mut bindings = HashMap::new();
         for ((name, slot, ty), value) in self.inputs.iter().zip(inputs) {
             if let Some(ty) = ty {
@@ -383,7 +387,7 @@ impl Plan {
                 let args: Vec<Option<&Value>> = step
                     .inputs
                     .iter()
-                    .map(|s| s.and_then(|s| slots[s].as_ref()))
+                    .map(|s| s.and_then(|s| slots[s].as_ref().or(self.constants[s].as_ref())))
                     .collect();
                 step.op.eval(&args).map_err(|e| e.at(&step.node))?
             };
@@ -408,7 +412,10 @@ impl Plan {
         self.outputs
             .iter()
             .map(|(name, slot)| {
-                slots[*slot].clone().ok_or_else(|| {
+                let value = slots[*slot]
+                    .clone()
+                    .or_else(|| self.constants[*slot].clone());
+                value.ok_or_else(|| {
                     OpError::Invalid(format!("graph output \"{name}\" was not computed"))
                 })
             })

@@ -5,11 +5,14 @@
 //! 3. [`folding`]: nodes whose inputs are all constant are evaluated once, with the same
 //!    kernels and operation set as the run, so folding never changes bits.
 //! 4. [`dead_nodes`]: nodes and initializers that no graph output depends on are removed.
+//! 5. [`fusion`]: runs of elementwise f32 nodes become one `samebits::ElementwiseChain` node
+//!    that computes the same per-element operations in one pass (the same bits).
 //!
 //! [`Pipeline`] runs them and writes the JSON and DOT dump of the IR after each pass.
 
 pub mod dead_nodes;
 pub mod folding;
+pub mod fusion;
 pub mod inference;
 mod pipeline;
 pub mod topological;

@@ -1,7 +1,7 @@
 //! [`Pipeline`]: runs the passes in order and, when given an artifacts directory, writes
 //! `NN-<pass>.json` and `NN-<pass>.dot` after each one so every stage can be inspected.
 
-use crate::{PassError, Result, dead_nodes, folding, inference, topological};
+use crate::{PassError, Result, dead_nodes, folding, fusion, inference, topological};
 use samebits_ir::{Model, dump};
 use samebits_ops::OperationSet;
 use std::path::PathBuf;
@@ -47,6 +47,16 @@ impl Pipeline {
             &mut reports,
             "dead-node-removal",
             format!("{removed} nodes removed"),
+        )?;
+        let fused = fusion::run(model);
+        self.record(
+            model,
+            &mut reports,
+            "elementwise-fusion",
+            format!(
+                "{} nodes fused into {} chains",
+                fused.nodes_fused, fused.chains
+            ),
         )?;
         Ok(reports)
     }

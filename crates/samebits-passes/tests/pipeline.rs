@@ -66,7 +66,8 @@ fn folds_constants_removes_dead_nodes_and_dumps_each_pass() {
             "topological-order",
             "shape-inference",
             "constant-folding",
-            "dead-node-removal"
+            "dead-node-removal",
+            "elementwise-fusion"
         ]
     );
     for f in [

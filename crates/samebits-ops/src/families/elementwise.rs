@@ -87,7 +87,7 @@ pub fn register(r: &mut Registry) {
 
 /// Binary arithmetic and bitwise operations.
 #[derive(Copy, Clone, Debug, PartialEq)]
-enum Binary {
+pub(super) enum Binary {
     Add,
     Sub,
     Mul,
@@ -243,6 +243,19 @@ macro_rules! half_elem {
 }
 half_elem!(f16, bf16);
 
+/// The f32 result of binary `op` on one element pair, as the Add / Sub / Mul / Div / Max / Min
+/// ops compute it (0.0 for an op f32 does not support); shared with fused chains.
+#[inline(always)]
+pub(super) fn f32_binary(op: Binary, a: f32, b: f32) -> f32 {
+    <f32 as Elem>::binary(op, a, b).unwrap_or_default()
+}
+
+/// The f32 result of unary `op` on one element, as the unary ops compute it.
+#[inline(always)]
+pub(super) fn f32_unary(op: Unary, a: f32) -> f32 {
+    <f32 as Elem>::unary(op, a).unwrap_or_default()
+}
+
 fn binary_tensors(op: Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if a.dtype() != b.dtype() {
         bail!(
@@ -259,11 +272,30 @@ fn binary_tensors(op: Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         if matches!(op, Binary::Div | Binary::Mod | Binary::Fmod) && y.iter().any(|v| v.is_zero()) {
             bail!("integer division by zero");
         }
-        let (shape, out) = map2(x, a.shape(), y, b.shape(), |p, q| {
-            T::binary(op, p, q).unwrap_or_default()
-        })?;
+        let (shape, out) = map_binary(op, (x, a.shape()), (y, b.shape()))?;
         Ok(Tensor::from_vec(shape, out)?)
     }, else unsupported!("{op:?} on {}", a.dtype()))
+}
+
+/// [`map2`] of `op`, with the arithmetic ops and Max / Min matched once outside the loop so
+/// that each gets its own (vectorisable) loop; the others dispatch per element. The same
+/// per-element operation either way.
+fn map_binary<T: Elem>(
+    op: Binary,
+    (x, x_shape): (&[T], &[usize]),
+    (y, y_shape): (&[T], &[usize]),
+) -> Result<(Vec<usize>, Vec<T>)> {
+    macro_rules! hoisted {
+        ($($variant:ident),*) => {
+            match op {
+                $(Binary::$variant => map2(x, x_shape, y, y_shape, |p, q| {
+                    T::binary(Binary::$variant, p, q).unwrap_or_default()
+                }),)*
+                _ => map2(x, x_shape, y, y_shape, |p, q| T::binary(op, p, q).unwrap_or_default()),
+            }
+        };
+    }
+    hoisted!(Add, Sub, Mul, Div, Max, Min)
 }
 
 #[derive(Debug)]
@@ -458,7 +490,7 @@ impl Op for Not {
 }
 
 #[derive(Copy, Clone, Debug)]
-enum Unary {
+pub(super) enum Unary {
     Neg,
     Abs,
     Sign,

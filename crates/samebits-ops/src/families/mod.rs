@@ -7,6 +7,7 @@ mod cast;
 mod control_flow;
 mod conv;
 mod elementwise;
+pub mod fused;
 mod generators;
 mod gguf_matmul;
 mod indexing;
@@ -56,6 +57,7 @@ pub fn register_all(r: &mut Registry) {
     loss::register(r);
     signal::register(r);
     gguf_matmul::register(r);
+    fused::register(r);
 }
 
 /// The dtype of input `i`, when known.

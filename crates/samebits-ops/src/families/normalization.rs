@@ -61,7 +61,7 @@ fn moments<R: Real>(x: &[R], centered: &mut [R]) -> (R, R) {
 }
 
 /// `1 / sqrt(v + eps)`.
-fn rsqrt_eps<R: Real>(v: R, eps: R) -> R {
+pub(super) fn rsqrt_eps<R: Real>(v: R, eps: R) -> R {
     R::ONE / (v + eps).sqrt()
 }
 

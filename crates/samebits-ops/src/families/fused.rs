@@ -1,0 +1,478 @@
+//! `samebits::ElementwiseChain`: several elementwise f32 nodes evaluated in one pass over memory.
+//!
+//! The compiler's elementwise-fusion pass (samebits-passes, `fusion.rs`) replaces a run of
+//! elementwise nodes whose intermediate values nobody else reads by one node of this op. The
+//! original nodes travel in its `body` graph attribute: body inputs are the chain's operands (in
+//! node-input order), the body output is the chain's result. The op evaluates, for each output
+//! element, the body's nodes in order, each one the very IEEE operation the standalone op
+//! performs on that element (contract section `elementwise-fusion`), so the bits are those of
+//! the unfused graph; intermediates live in registers instead of memory.
+//!
+//! The fast path takes f32 tensors where every operand is the output's shape, one element, or
+//! one value per channel (`[C]` for BatchNormalization's parameters, `[1, C, 1, ...]` under
+//! broadcasting) and each binary node has at least one full-size operand. Anything else runs
+//! the body node by node as an ordinary plan, the same bits as before fusion.
+
+use super::elementwise::{Binary, Unary, f32_binary, f32_unary};
+use super::normalization::rsqrt_eps;
+use crate::registry::Registry;
+use crate::{
+    BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Plan, Result, RunOptions, bail,
+};
+use rayon::prelude::*;
+use samebits_ir::{DType, Graph, Node, Tensor, Value, ValueType};
+
+/// The op type the fusion pass emits, in domain [`DOMAIN`].
+pub const OP_TYPE: &str = "ElementwiseChain";
+/// The domain of [`OP_TYPE`].
+pub const DOMAIN: &str = "samebits";
+/// Most nodes in one chain (register file size).
+pub const MAX_CHAIN: usize = 16;
+
+pub fn register(r: &mut Registry) {
+    r.register(DOMAIN, OP_TYPE, |ctx| {
+        Ok(Box::new(ElementwiseChain::build(ctx)?))
+    });
+}
+
+/// Whether the fusion pass may put `node` into a chain: an op of the default domain whose
+/// per-element operation this file implements, with every input present.
+pub fn is_fusable(node: &Node, opset: i64) -> bool {
+    if !(node.domain.is_empty() || node.domain == "ai.onnx") || node.outputs.len() != 1 {
+        return false;
+    }
+    let arity = node.inputs.len();
+    let all_present = node.inputs.iter().all(|i| !i.is_empty());
+    match node.op_type.as_str() {
+        "Add" | "Sub" | "Mul" | "Div" => arity == 2 && all_present,
+        "Relu" => arity == 1 && all_present,
+        // The input-bound form (opset 11 on); bounds may be omitted.
+        "Clip" => opset >= 11 && (1..=3).contains(&arity) && !node.inputs[0].is_empty(),
+        "BatchNormalization" => {
+            arity == 5
+                && all_present
+                && NodeArgs::new(node).int_or("training_mode", 0).ok() == Some(0)
+        }
+        _ => false,
+    }
+}
+
+/// Where an instruction operand comes from.
+#[derive(Clone, Copy, Debug)]
+enum Operand {
+    /// Chain input `i`.
+    Input(usize),
+    /// The result of instruction `j`.
+    Temp(usize),
+    /// An omitted optional input (Clip without a bound).
+    Absent,
+}
+
+/// One body node's per-element operation.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Binary(Binary),
+    Relu,
+    /// `max(x, lo)` then `min(., hi)`, as Clip does.
+    Clip,
+    /// `((x - mean) * rstd) * scale + bias`, `rstd = 1 / sqrt(var + epsilon)`, as
+    /// BatchNormalization does in inference mode. Operands: x, scale, bias, mean, var.
+    BatchNorm {
+        epsilon: f32,
+    },
+}
+
+#[derive(Debug)]
+struct Instr {
+    kind: Kind,
+    operands: Vec<Operand>,
+}
+
+/// The fused op: the body parsed into instructions, and the body as a plan for the general case.
+#[derive(Debug)]
+struct ElementwiseChain {
+    instrs: Vec<Instr>,
+    inputs: usize,
+    output_type: Option<ValueType>,
+    fallback: Plan,
+}
+
+impl ElementwiseChain {
+    fn build(ctx: &BuildContext) -> Result<ElementwiseChain> {
+        let body: &Graph = NodeArgs::new(ctx.node).graph("body")?;
+        if body.outputs.len() != 1 || body.nodes.is_empty() || body.nodes.len() > MAX_CHAIN {
+            bail!(
+                "{OP_TYPE}: body needs 1 to {MAX_CHAIN} nodes and one output, has {} nodes and \
+                 {} outputs",
+                body.nodes.len(),
+                body.outputs.len()
+            );
+        }
+        let opset = crate::registry::opset_of(ctx.opsets, "");
+        let mut names: Vec<&str> = body.inputs.iter().map(|v| v.name.as_str()).collect();
+        let inputs = names.len();
+        let mut instrs = Vec::with_capacity(body.nodes.len());
+        for node in &body.nodes {
+            if !is_fusable(node, opset) {
+                bail!("{OP_TYPE}: {} cannot be part of a chain", node.describe());
+            }
+            let operands = node
+                .inputs
+                .iter()
+                .map(|name| {
+                    if name.is_empty() {
+                        return Ok(Operand::Absent);
+                    }
+                    match names.iter().position(|n| n == name) {
+                        Some(i) if i < inputs => Ok(Operand::Input(i)),
+                        Some(i) => Ok(Operand::Temp(i - inputs)),
+                        None => Err(OpError::Invalid(format!(
+                            "{OP_TYPE}: {} reads \"{name}\", which is no body input nor an \
+                             earlier node's output",
+                            node.describe()
+                        ))),
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let kind = match node.op_type.as_str() {
+                "Add" => Kind::Binary(Binary::Add),
+                "Sub" => Kind::Binary(Binary::Sub),
+                "Mul" => Kind::Binary(Binary::Mul),
+                "Div" => Kind::Binary(Binary::Div),
+                "Relu" => Kind::Relu,
+                "Clip" => Kind::Clip,
+                _ => Kind::BatchNorm {
+                    epsilon: NodeArgs::new(node).float_or("epsilon", 1e-5)?,
+                },
+            };
+            instrs.push(Instr { kind, operands });
+            names.push(node.outputs[0].as_str());
+        }
+        if names.last() != Some(&body.outputs[0].name.as_str()) {
+            bail!("{OP_TYPE}: the body output must be the last node's output");
+        }
+        Ok(ElementwiseChain {
+            instrs,
+            inputs,
+            output_type: body.outputs[0].ty.clone(),
+            fallback: Plan::build(body, ctx.opsets, ctx.operation_set, &[])?,
+        })
+    }
+
+    /// The operands' layouts and the output shape when the fast path applies.
+    fn fast_layout(&self, tensors: &[&Tensor]) -> Option<(Vec<usize>, Vec<Layout>)> {
+        if tensors.iter().any(|t| t.dtype() != DType::F32) {
+            return None;
+        }
+        let shape = tensors.iter().max_by_key(|t| t.numel())?.shape().to_vec();
+        let channels = (shape.len() >= 2).then(|| shape[1]);
+        let layouts: Vec<Layout> = tensors
+            .iter()
+            .map(|t| Layout::of(t.shape(), &shape, channels))
+            .collect::<Option<_>>()?;
+        // Each instruction's result must be full size and its operands of the right kinds.
+        for instr in &self.instrs {
+            let layout = |o: &Operand| match o {
+                Operand::Input(i) => Some(layouts[*i]),
+                Operand::Temp(_) => Some(Layout::Full),
+                Operand::Absent => None,
+            };
+            let ok = match instr.kind {
+                Kind::Binary(_) => {
+                    let (a, b) = (layout(&instr.operands[0]), layout(&instr.operands[1]));
+                    matches!(a, Some(Layout::Full)) || matches!(b, Some(Layout::Full))
+                }
+                Kind::Relu => matches!(layout(&instr.operands[0]), Some(Layout::Full)),
+                Kind::Clip => {
+                    matches!(layout(&instr.operands[0]), Some(Layout::Full))
+                        && instr.operands[1..]
+                            .iter()
+                            .all(|o| matches!(layout(o), None | Some(Layout::Scalar)))
+                }
+                // BatchNormalization's parameters are `[C]`, one per channel of axis 1.
+                Kind::BatchNorm { .. } => {
+                    matches!(layout(&instr.operands[0]), Some(Layout::Full))
+                        && shape.len() >= 2
+                        && instr.operands[1..].iter().all(|o| match o {
+                            Operand::Input(i) => tensors[*i].shape() == [shape[1]],
+                            _ => false,
+                        })
+                }
+            };
+            if !ok {
+                return None;
+            }
+        }
+        Some((shape, layouts))
+    }
+}
+
+/// How an operand covers the output.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Layout {
+    /// The output's shape.
+    Full,
+    /// One element for all outputs.
+    Scalar,
+    /// One element per channel (axis 1 of the output).
+    Channel,
+}
+
+impl Layout {
+    fn of(shape: &[usize], out: &[usize], channels: Option<usize>) -> Option<Layout> {
+        if shape == out {
+            return Some(Layout::Full);
+        }
+        if shape.iter().product::<usize>() == 1 && shape.len() <= out.len() {
+            return Some(Layout::Scalar);
+        }
+        let c = channels?;
+        // `[C]` (BatchNormalization parameters) or `[.., C, 1, ...]` aligned to axis 1.
+        if shape == [c] {
+            return Some(Layout::Channel);
+        }
+        let pad = out.len().checked_sub(shape.len())?;
+        let aligned = (0..out.len()).all(|d| {
+            let dim = if d < pad { 1 } else { shape[d - pad] };
+            dim == if d == 1 { c } else { 1 }
+        });
+        aligned.then_some(Layout::Channel)
+    }
+}
+
+/// Lanes per register.
+const LANES: usize = 64;
+/// Elements per parallel task.
+const TASK_ELEMENTS: usize = 1 << 14;
+/// Outputs below this count run on the calling thread.
+const PARALLEL_MIN: usize = 1 << 15;
+
+/// An operand's values for one block of lanes.
+#[derive(Clone, Copy)]
+enum Lanes<'a> {
+    Each(&'a [f32]),
+    Splat(f32),
+}
+
+/// The chain's operands resolved for evaluation.
+struct Operands<'a> {
+    data: Vec<&'a [f32]>,
+    layouts: Vec<Layout>,
+    /// Per instruction, per channel, `rstd` of BatchNormalization (empty for other kinds).
+    rstd: Vec<Vec<f32>>,
+}
+
+impl ElementwiseChain {
+    /// Evaluates outputs `start .. start + out.len()` (flat indices; a range lies within one
+    /// channel row when there are channel operands, see `eval_fast`).
+    fn eval_range(&self, ops: &Operands, start: usize, channel: usize, out: &mut [f32]) {
+        let mut regs = [[0.0f32; LANES]; MAX_CHAIN];
+        let mut done = 0;
+        while done < out.len() {
+            let n = LANES.min(out.len() - done);
+            let at = start + done;
+            for (j, instr) in self.instrs.iter().enumerate() {
+                let (before, rest) = regs.split_at_mut(j);
+                let dst = &mut rest[0][..n];
+                let lanes = |o: &Operand| operand_lanes(o, ops, before, at, n, channel);
+                match instr.kind {
+                    Kind::Binary(op) => binary_lanes(
+                        op,
+                        lanes(&instr.operands[0]),
+                        lanes(&instr.operands[1]),
+                        dst,
+                    ),
+                    Kind::Relu => {
+                        let Lanes::Each(x) = lanes(&instr.operands[0]) else {
+                            unreachable!("checked by fast_layout")
+                        };
+                        for (d, &v) in dst.iter_mut().zip(x) {
+                            *d = f32_unary(Unary::Relu, v);
+                        }
+                    }
+                    Kind::Clip => {
+                        let Lanes::Each(x) = lanes(&instr.operands[0]) else {
+                            unreachable!("checked by fast_layout")
+                        };
+                        let bound = |k: usize| match instr.operands.get(k) {
+                            Some(o @ Operand::Input(_)) => match lanes(o) {
+                                Lanes::Splat(v) => Some(v),
+                                Lanes::Each(_) => unreachable!("checked by fast_layout"),
+                            },
+                            _ => None,
+                        };
+                        clip_lanes(x, bound(1), bound(2), dst);
+                    }
+                    Kind::BatchNorm { .. } => {
+                        let Lanes::Each(x) = lanes(&instr.operands[0]) else {
+                            unreachable!("checked by fast_layout")
+                        };
+                        let param = |k: usize| match instr.operands[k] {
+                            Operand::Input(i) => ops.data[i][channel],
+                            _ => unreachable!("checked by fast_layout"),
+                        };
+                        let (scale, bias, mean) = (param(1), param(2), param(3));
+                        let rstd = ops.rstd[j][channel];
+                        for (d, &s) in dst.iter_mut().zip(x) {
+                            *d = ((s - mean) * rstd) * scale + bias;
+                        }
+                    }
+                }
+            }
+            out[done..done + n].copy_from_slice(&regs[self.instrs.len() - 1][..n]);
+            done += n;
+        }
+    }
+
+    fn eval_fast(
+        &self,
+        tensors: &[&Tensor],
+        shape: Vec<usize>,
+        layouts: Vec<Layout>,
+    ) -> Result<Tensor> {
+        let data = tensors
+            .iter()
+            .map(|t| t.as_slice::<f32>())
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let rstd = self
+            .instrs
+            .iter()
+            .map(|instr| match (instr.kind, instr.operands.get(4)) {
+                (Kind::BatchNorm { epsilon }, Some(Operand::Input(var))) => {
+                    data[*var].iter().map(|&v| rsqrt_eps(v, epsilon)).collect()
+                }
+                _ => Vec::new(),
+            })
+            .collect();
+        let ops = Operands {
+            data,
+            layouts,
+            rstd,
+        };
+        let numel: usize = shape.iter().product();
+        // With channel operands, work goes by rows of one channel; otherwise by flat blocks.
+        let per_channel = ops.layouts.contains(&Layout::Channel)
+            || self
+                .instrs
+                .iter()
+                .any(|i| matches!(i.kind, Kind::BatchNorm { .. }));
+        let (row, channels) = if per_channel {
+            (shape[2..].iter().product::<usize>().max(1), shape[1])
+        } else {
+            (TASK_ELEMENTS, 1)
+        };
+        let mut out = vec![0.0f32; numel];
+        let block = if per_channel {
+            row * TASK_ELEMENTS.div_ceil(row)
+        } else {
+            TASK_ELEMENTS
+        };
+        let task = |(b, chunk): (usize, &mut [f32])| {
+            let start = b * block;
+            for (r, piece) in chunk.chunks_mut(row).enumerate() {
+                let at = start + r * row;
+                let channel = if per_channel { at / row % channels } else { 0 };
+                self.eval_range(&ops, at, channel, piece);
+            }
+        };
+        if numel >= PARALLEL_MIN {
+            out.par_chunks_mut(block).enumerate().for_each(task);
+        } else {
+            out.chunks_mut(block).enumerate().for_each(task);
+        }
+        Ok(Tensor::from_vec(shape, out)?)
+    }
+}
+
+/// The lanes `at .. at + n` of operand `o` (`temps`: the results of earlier instructions).
+#[inline(always)]
+fn operand_lanes<'a>(
+    o: &Operand,
+    ops: &'a Operands,
+    temps: &'a [[f32; LANES]],
+    at: usize,
+    n: usize,
+    channel: usize,
+) -> Lanes<'a> {
+    match *o {
+        Operand::Input(i) => match ops.layouts[i] {
+            Layout::Full => Lanes::Each(&ops.data[i][at..at + n]),
+            Layout::Scalar => Lanes::Splat(ops.data[i][0]),
+            Layout::Channel => Lanes::Splat(ops.data[i][channel]),
+        },
+        Operand::Temp(t) => Lanes::Each(&temps[t][..n]),
+        Operand::Absent => unreachable!("checked by fast_layout"),
+    }
+}
+
+/// `dst = a op b` lane by lane, one loop per operand layout so that each vectorises.
+#[inline(always)]
+fn binary_lanes(op: Binary, a: Lanes, b: Lanes, dst: &mut [f32]) {
+    macro_rules! hoisted {
+        ($($variant:ident),*) => {
+            match op {
+                $(Binary::$variant => binary_loop(a, b, dst, |p, q| f32_binary(Binary::$variant, p, q)),)*
+                _ => binary_loop(a, b, dst, |p, q| f32_binary(op, p, q)),
+            }
+        };
+    }
+    hoisted!(Add, Sub, Mul, Div)
+}
+
+#[inline(always)]
+fn binary_loop(a: Lanes, b: Lanes, dst: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+    match (a, b) {
+        (Lanes::Each(a), Lanes::Each(b)) => {
+            for ((d, &p), &q) in dst.iter_mut().zip(a).zip(b) {
+                *d = f(p, q);
+            }
+        }
+        (Lanes::Each(a), Lanes::Splat(q)) => {
+            for (d, &p) in dst.iter_mut().zip(a) {
+                *d = f(p, q);
+            }
+        }
+        (Lanes::Splat(p), Lanes::Each(b)) => {
+            for (d, &q) in dst.iter_mut().zip(b) {
+                *d = f(p, q);
+            }
+        }
+        (Lanes::Splat(p), Lanes::Splat(q)) => dst.fill(f(p, q)),
+    }
+}
+
+#[inline(always)]
+fn clip_lanes(x: &[f32], lo: Option<f32>, hi: Option<f32>, dst: &mut [f32]) {
+    for (d, &v) in dst.iter_mut().zip(x) {
+        let v = lo.map_or(v, |l| f32_binary(Binary::Max, v, l));
+        *d = hi.map_or(v, |h| f32_binary(Binary::Min, v, h));
+    }
+}
+
+impl Op for ElementwiseChain {
+    fn infer(&self, _inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        Ok(vec![self.output_type.clone()])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        if inputs.len() != self.inputs {
+            bail!(
+                "{OP_TYPE}: expected {} inputs, got {}",
+                self.inputs,
+                inputs.len()
+            );
+        }
+        let tensors: Option<Vec<&Tensor>> = (0..self.inputs)
+            .map(|i| inputs.value(i).ok()?.as_tensor().ok())
+            .collect();
+        if let Some(tensors) = tensors
+            && let Some((shape, layouts)) = self.fast_layout(&tensors)
+        {
+            return Ok(vec![self.eval_fast(&tensors, shape, layouts)?.into()]);
+        }
+        let fed = (0..self.inputs)
+            .map(|i| inputs.value(i).cloned())
+            .collect::<Result<Vec<_>>>()?;
+        self.fallback.run(fed, RunOptions::default())
+    }
+}

@@ -1,0 +1,160 @@
+//! Pass 5: elementwise fusion. A run of consecutive elementwise nodes of f32 (or not yet known)
+//! dtype (Add, Sub, Mul, Div,
+//! Relu, Clip, inference BatchNormalization), each after the first reading a value of the run,
+//! whose intermediate values nobody outside the run reads, becomes one
+//! `samebits::ElementwiseChain` node carrying the original nodes as its `body` graph. The fused
+//! op computes each output element by the same IEEE operations in the same order as the
+//! original nodes (contract section `elementwise-fusion`), so fusion never changes bits; it
+//! only saves the memory passes and allocations of the intermediates.
+
+use samebits_ir::{Attribute, DType, Graph, Model, Node, ValueInfo};
+use samebits_ops::fused::{DOMAIN, MAX_CHAIN, OP_TYPE, is_fusable};
+use samebits_ops::registry;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the pass did.
+pub struct FusionReport {
+    pub chains: usize,
+    pub nodes_fused: usize,
+}
+
+/// Fuses the chains of the main graph (subgraphs are left alone).
+pub fn run(model: &mut Model) -> FusionReport {
+    let opset = registry::opset_of(&model.opset_imports, "");
+    let graph = &mut model.graph;
+    let fusable: Vec<bool> = graph
+        .nodes
+        .iter()
+        .map(|node| {
+            // An unknown dtype may still be f32 (the op checks at run time and otherwise
+            // runs its body node by node); a known other dtype never takes the fast path.
+            is_fusable(node, opset)
+                && graph
+                    .value_type(&node.outputs[0])
+                    .and_then(|t| t.dtype())
+                    .is_none_or(|d| d == DType::F32)
+        })
+        .collect();
+    // Readers of each value: node indices, `usize::MAX` for a graph output.
+    let mut readers: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let captures = samebits_ops::node_captures(node);
+        for name in node.inputs.iter().chain(&captures) {
+            readers.entry(name.clone()).or_default().push(i);
+        }
+    }
+    for out in &graph.outputs {
+        readers
+            .entry(out.name.clone())
+            .or_default()
+            .push(usize::MAX);
+    }
+    // A run `s .. end` is a chain when only its last node's output is read outside it.
+    let is_chain = |s: usize, end: usize| {
+        graph.nodes[s..end - 1].iter().all(|node| {
+            readers
+                .get(&node.outputs[0])
+                .is_none_or(|r| r.iter().all(|&i| (s..end).contains(&i)))
+        })
+    };
+    let mut chains = Vec::new();
+    let mut s = 0;
+    while s < graph.nodes.len() {
+        if !fusable[s] {
+            s += 1;
+            continue;
+        }
+        let mut produced: BTreeSet<&str> = BTreeSet::from([graph.nodes[s].outputs[0].as_str()]);
+        let mut e = s + 1;
+        while e < graph.nodes.len()
+            && e - s < MAX_CHAIN
+            && fusable[e]
+            && graph.nodes[e]
+                .inputs
+                .iter()
+                .any(|i| produced.contains(i.as_str()))
+        {
+            produced.insert(graph.nodes[e].outputs[0].as_str());
+            e += 1;
+        }
+        match (s + 2..=e).rev().find(|&end| is_chain(s, end)) {
+            Some(end) => {
+                chains.push(s..end);
+                s = end;
+            }
+            None => s += 1,
+        }
+    }
+    let nodes_fused = chains.iter().map(|c| c.len()).sum();
+    let report = FusionReport {
+        chains: chains.len(),
+        nodes_fused,
+    };
+    let mut nodes = Vec::with_capacity(graph.nodes.len());
+    let mut old = std::mem::take(&mut graph.nodes).into_iter().enumerate();
+    let mut chains = chains.into_iter().peekable();
+    while let Some((i, node)) = old.next() {
+        match chains.peek() {
+            Some(chain) if chain.start == i => {
+                let len = chain.len();
+                chains.next();
+                let mut members = vec![node];
+                members.extend(old.by_ref().take(len - 1).map(|(_, n)| n));
+                nodes.push(fused_node(graph, members));
+            }
+            _ => nodes.push(node),
+        }
+    }
+    graph.nodes = nodes;
+    report
+}
+
+/// The `ElementwiseChain` node replacing `members` (a chain, in order).
+fn fused_node(graph: &Graph, members: Vec<Node>) -> Node {
+    let produced: BTreeSet<&str> = members.iter().map(|n| n.outputs[0].as_str()).collect();
+    let mut operands: Vec<String> = Vec::new();
+    for name in members.iter().flat_map(|n| &n.inputs) {
+        if !name.is_empty() && !produced.contains(name.as_str()) && !operands.contains(name) {
+            operands.push(name.clone());
+        }
+    }
+    let result = members.last().expect("a chain has nodes").outputs[0].clone();
+    let value_types = members[..members.len() - 1]
+        .iter()
+        .filter_map(|n| Some((n.outputs[0].clone(), graph.value_type(&n.outputs[0])?)))
+        .collect();
+    let first = &members[0];
+    let name = format!(
+        "fused {}",
+        if first.name.is_empty() {
+            &first.outputs[0]
+        } else {
+            &first.name
+        }
+    );
+    let body = Graph {
+        name: name.clone(),
+        inputs: operands
+            .iter()
+            .map(|n| ValueInfo {
+                name: n.clone(),
+                ty: graph.value_type(n),
+            })
+            .collect(),
+        outputs: vec![ValueInfo {
+            name: result.clone(),
+            ty: graph.value_type(&result),
+        }],
+        nodes: members,
+        initializers: BTreeMap::new(),
+        value_types,
+    };
+    Node {
+        name,
+        op_type: OP_TYPE.to_string(),
+        domain: DOMAIN.to_string(),
+        inputs: operands,
+        outputs: vec![result],
+        attributes: BTreeMap::from([("body".to_string(), Attribute::Graph(Box::new(body)))]),
+    }
+}
