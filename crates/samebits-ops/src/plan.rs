@@ -327,7 +327,10 @@ impl Plan {
 
     /// The constant values (initializers) and the slots they live in.
     pub fn constants(&self) -> impl Iterator<Item = (usize, &Value)> {
-        self.constants.iter().map(|(s, v)| (*s, v))
+        self.constants
+            .iter()
+            .enumerate()
+            .filter_map(|(s, v)| v.as_ref().map(|v| (s, v)))
     }
 
     /// The slot of each input of [`Plan::inputs`], in order.
