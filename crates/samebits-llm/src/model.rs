@@ -279,11 +279,15 @@ impl GraphBuilder {
     ) -> Result<Vec<String>> {
         let matrices: Vec<String> = names.iter().map(|n| format!("{n}.weight")).collect();
         let refs: Vec<&str> = matrices.iter().map(String::as_str).collect();
-        let mut biased = false;
+        // Only a panel source can stack; ask about biases only then.
+        let mut stackable = self.panels;
         for name in names {
-            biased |= weights.optional_vector(&format!("{name}.bias"))?.is_some();
+            if !stackable {
+                break;
+            }
+            stackable = weights.optional_vector(&format!("{name}.bias"))?.is_none();
         }
-        let stacked = match self.panels && !biased {
+        let stacked = match stackable {
             true => weights.panels(&refs)?,
             false => None,
         };
@@ -298,16 +302,8 @@ impl GraphBuilder {
         for name in &refs {
             sizes.push(weights.matrix(name)?.rows as i64);
         }
-        let stacked_name = matrices.join("+");
         let stacked_out = outs.join("+");
-        let attrs = w.attributes();
-        self.initializer(&stacked_name, w.blocks);
-        self.node(
-            ("samebits", "MatMulGguf"),
-            &[x, &stacked_name],
-            &[&stacked_out],
-            &attrs,
-        );
+        self.matmul_weight(x, &matrices.join("+"), w, &stacked_out);
         let split_name = format!("{stacked_out}.split");
         let count = sizes.len();
         self.initializer(&split_name, Tensor::from_vec(vec![count], sizes)?);
@@ -321,6 +317,14 @@ impl GraphBuilder {
         Ok(outs.to_vec())
     }
 
+    /// `x · Wᵀ` for the weight `w`, stored as initializer `name`; the output is named `out`.
+    fn matmul_weight(&mut self, x: &str, name: &str, w: MatrixWeight, out: &str) -> String {
+        let attrs = w.attributes();
+        self.initializer(name, w.blocks);
+        self.node(("samebits", "MatMulGguf"), &[x, name], &[out], &attrs);
+        out.to_string()
+    }
+
     /// `x · Wᵀ` for the matrix `name.weight`, plus the bias `name.bias` when the model has one;
     /// the output is named `out`.
     fn linear(
@@ -332,19 +336,10 @@ impl GraphBuilder {
     ) -> Result<String> {
         let (weight, bias) = (format!("{name}.weight"), format!("{name}.bias"));
         let w = self.matrix(weights, &weight)?;
-        let attrs = w.attributes();
-        self.initializer(&weight, w.blocks);
         let Some(b) = weights.optional_vector(&bias)? else {
-            self.node(("samebits", "MatMulGguf"), &[x, &weight], &[out], &attrs);
-            return Ok(out.to_string());
+            return Ok(self.matmul_weight(x, &weight, w, out));
         };
-        let product = format!("{out}.product");
-        self.node(
-            ("samebits", "MatMulGguf"),
-            &[x, &weight],
-            &[&product],
-            &attrs,
-        );
+        let product = self.matmul_weight(x, &weight, w, &format!("{out}.product"));
         self.initializer(&bias, b);
         Ok(self.onnx("Add", &[&product, &bias], out, &[]))
     }
