@@ -1,44 +1,12 @@
 //! Where a generation runs: the Device and Partitions fields parsed into [`ExecutionOptions`], and
-//! the check of whether this build can honour them.
+//! the check of whether this machine can honour them.
 //!
-//! This build's generation runs on the CPU in one partition. The GPU executor (`--device
-//! cuda[:N]`) and pipeline partitioning (`--n-partitions`) are separate pieces of work; until they
-//! are wired into `samebits_llm`, asking for them is an error shown in the UI, never a crash.
+//! The device is the runtime's [`Device`] (`cpu`, `cuda`, `cuda:N`); a GPU that is asked for is
+//! opened before the model loads, so a machine without one gets the runtime's one-line reason in
+//! the UI. The TUI runs the model in one partition; pipeline partitioning is the CLI's
+//! `--n-partitions`, and asking for it here is an error shown in the UI, never a crash.
 
-use std::fmt;
-
-/// The device a model runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Device {
-    Cpu,
-    /// A CUDA GPU by ordinal (`cuda` is `cuda:0`).
-    Cuda(usize),
-}
-
-impl Device {
-    /// Parses `cpu`, `cuda` or `cuda:N`.
-    pub fn parse(text: &str) -> Result<Device, String> {
-        let text = text.trim();
-        match text {
-            "cpu" => Ok(Device::Cpu),
-            "cuda" => Ok(Device::Cuda(0)),
-            _ => text
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse().ok())
-                .map(Device::Cuda)
-                .ok_or_else(|| format!("Device: expected cpu, cuda or cuda:N, got {text:?}")),
-        }
-    }
-}
-
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Device::Cpu => write!(f, "cpu"),
-            Device::Cuda(n) => write!(f, "cuda:{n}"),
-        }
-    }
-}
+pub use samebits_runtime::Device;
 
 /// Device and partition count of one run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,7 +28,10 @@ impl Default for ExecutionOptions {
 impl ExecutionOptions {
     /// Parses the Device and Partitions fields; errors name the field.
     pub fn parse(device: &str, partitions: &str) -> Result<ExecutionOptions, String> {
-        let device = Device::parse(device)?;
+        let device = device
+            .trim()
+            .parse::<Device>()
+            .map_err(|_| format!("Device: expected cpu, cuda or cuda:N, got {device:?}"))?;
         let partitions = match partitions.trim().parse::<usize>() {
             Ok(n) if n >= 1 => n,
             _ => {
@@ -72,18 +43,18 @@ impl ExecutionOptions {
         Ok(ExecutionOptions { device, partitions })
     }
 
-    /// `Ok` when this build can run with these options; else why not, in one line.
+    /// `Ok` when this machine can run with these options; else why not, in one line naming the
+    /// field.
     pub fn check_available(&self) -> Result<(), String> {
-        if let Device::Cuda(_) = self.device {
-            return Err(format!(
-                "Device {}: no CUDA device found (this build generates on the CPU only)",
-                self.device
-            ));
+        if let Device::Cuda(ordinal) = self.device {
+            samebits_runtime::device::cuda_backend(ordinal)
+                .map_err(|e| format!("Device {}: {e}", self.device))?;
         }
         if self.partitions != 1 {
             return Err(format!(
-                "Partitions {}: this build runs the model in 1 partition only",
-                self.partitions
+                "Partitions {}: the TUI runs the model in 1 partition; use `samebits generate \
+                 --n-partitions {}` for a pipeline",
+                self.partitions, self.partitions
             ));
         }
         Ok(())
@@ -96,12 +67,13 @@ mod tests {
 
     #[test]
     fn devices_parse_and_print() {
-        assert_eq!(Device::parse("cpu"), Ok(Device::Cpu));
-        assert_eq!(Device::parse(" cuda "), Ok(Device::Cuda(0)));
-        assert_eq!(Device::parse("cuda:3"), Ok(Device::Cuda(3)));
+        let device = |text: &str| ExecutionOptions::parse(text, "1").map(|o| o.device);
+        assert_eq!(device("cpu"), Ok(Device::Cpu));
+        assert_eq!(device(" cuda "), Ok(Device::Cuda(0)));
+        assert_eq!(device("cuda:3"), Ok(Device::Cuda(3)));
         assert_eq!(Device::Cuda(3).to_string(), "cuda:3");
         for bad in ["gpu", "cuda:", "cuda:x", ""] {
-            let error = Device::parse(bad).unwrap_err();
+            let error = device(bad).unwrap_err();
             assert!(error.starts_with("Device: expected"), "{error}");
         }
     }
@@ -116,26 +88,22 @@ mod tests {
     }
 
     #[test]
-    fn only_cpu_in_one_partition_is_available_in_this_build() {
+    fn a_missing_gpu_or_several_partitions_are_refused_in_one_line() {
         assert_eq!(ExecutionOptions::default().check_available(), Ok(()));
+        // A GPU number no machine has: refused whether or not this machine has CUDA.
         let cuda = ExecutionOptions {
-            device: Device::Cuda(1),
+            device: Device::Cuda(999),
             partitions: 1,
         };
-        assert!(
-            cuda.check_available()
-                .unwrap_err()
-                .contains("no CUDA device found")
-        );
+        let error = cuda.check_available().unwrap_err();
+        assert!(error.starts_with("Device cuda:999: "), "{error}");
+        assert!(error.contains("--device cpu"), "{error}");
+        assert!(!error.contains('\n'), "{error}");
         let split = ExecutionOptions {
             device: Device::Cpu,
             partitions: 2,
         };
-        assert!(
-            split
-                .check_available()
-                .unwrap_err()
-                .starts_with("Partitions 2")
-        );
+        let error = split.check_available().unwrap_err();
+        assert!(error.starts_with("Partitions 2: "), "{error}");
     }
 }

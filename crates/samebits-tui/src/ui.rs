@@ -542,11 +542,11 @@ mod tests {
         app.form.device.set("cuda:1");
         key(&mut app, KeyCode::Char('r'));
         app.apply(WorkerEvent::Failed(
-            "Device cuda:1: no CUDA device found (this build generates on the CPU only)".into(),
+            "Device cuda:1: no CUDA driver found (libcuda.so); run with --device cpu".into(),
         ));
         let (rows, _) = render(&app, 100, 30);
         assert!(
-            rows[28].starts_with("error: Device cuda:1: no CUDA device found"),
+            rows[28].starts_with("error: Device cuda:1: no CUDA driver found"),
             "{}",
             rows[28]
         );

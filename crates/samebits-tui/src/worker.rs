@@ -201,7 +201,7 @@ impl Engine {
         if self.loaded.as_ref().is_none_or(|(k, _)| *k != key) {
             self.loaded = None;
             send(WorkerEvent::Loading);
-            let llm = Llm::load(path, request.operation_set)
+            let llm = Llm::load_on(path, request.operation_set, request.execution.device)
                 .map_err(|e| format!("Model: cannot load {}: {e}", path.display()))?;
             self.loaded = Some((key, llm));
         }
@@ -321,12 +321,12 @@ mod tests {
         assert!(!message.contains('\n'), "{message}");
 
         let mut on_gpu = request(&not_gguf);
-        on_gpu.execution.device = Device::Cuda(0);
+        on_gpu.execution.device = Device::Cuda(999);
         worker.submit(Job::Generate(on_gpu));
         let WorkerEvent::Failed(message) = next(&worker) else {
             panic!("expected a failure")
         };
-        assert!(message.contains("no CUDA device found"), "{message}");
+        assert!(message.starts_with("Device cuda:999: "), "{message}");
     }
 
     #[test]
