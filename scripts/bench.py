@@ -15,10 +15,9 @@ Peers (fetched by this script from package registries, never committed; see benc
     pinned), llama-bench with -DGGML_NATIVE=ON: SmolLM2-135M-Instruct Q4_1 pp128 / pp512 / tg128;
   - ONNX Runtime (pip onnxruntime, CPU provider): PP-OCR det / cls / rec from
     rapidocr-onnxruntime 1.4.4 and the ONNX node-test models with >= 40 KB of input;
-  - PyTorch float32 (benchlib/float32_llm.py) of the same SmolLM2; PyTorch cannot be installed on
-    the CPU machine (PyPI's Linux wheel is the CUDA build and the CPU index is not reachable), so
-    there NumPy float32 stands in for it, labelled as such. On the GPU machine: PyTorch SGEMM /
-    GEMV on the shapes of samebits-cuda's gpu_check and the float32 model's decode.
+  - PyTorch float32 eager (benchlib/float32_llm.py) of the same SmolLM2: on the CPU, torch from
+    PyPI in a virtual environment of its own (benchlib/peers.py); on the GPU machine, its installed
+    PyTorch: SGEMM / GEMV on the shapes of samebits-cuda's gpu_check and the float32 model's decode.
 
 Output: bench-out/report.md (tables), bench-out/chart.png (drawn by the samebits-bench-report
 binary), bench-out/results.json (every sample), bench-out/gpu.json (--gpu). The CPU run copies
@@ -71,7 +70,9 @@ OCR = [
 ]
 NODE_MIN_INPUT_BYTES = 40_000
 # Targets of issue #9: samebits speed / peer speed, for the reproducible operation set.
-TARGETS = {("llm-cpu", "tg128", 2, "llama.cpp"): 0.5, ("llm-gpu", "pp512", 0, "llama.cpp"): 1.0,
+TORCH_PEER = "PyTorch float32 (eager)"
+TARGETS = {("llm-cpu", "tg128", 2, "llama.cpp"): 0.5, ("llm-cpu", "tg128", 2, TORCH_PEER): 1.0,
+           ("llm-cpu", "pp128", 2, TORCH_PEER): 1.0, ("llm-cpu", "pp512", 2, TORCH_PEER): 1.0, ("llm-gpu", "pp512", 0, "llama.cpp"): 1.0,
            ("ocr", "PP-OCRv4 det", 2, "ONNX Runtime"): 0.8, ("ocr", "PP-OCR cls", 2, "ONNX Runtime"): 0.8,
            ("ocr", "PP-OCRv4 rec", 2, "ONNX Runtime"): 0.8}
 
@@ -125,9 +126,9 @@ def samebits_llm(threads, operation_set, prompts, gen, runs, device=None):
     return {t["test"]: [t["tokens"] / s for s in t["seconds"]] for t in tests}
 
 
-def float32_llm(backend, device, threads, prompts, gen, runs):
-    """benchlib/float32_llm.py speed samples in tokens/s per test name."""
-    cmd = [sys.executable, FLOAT32_LLM, "--gguf", GGUF, "--backend", backend, "--device", device,
+def float32_llm(python, device, threads, prompts, gen, runs):
+    """benchlib/float32_llm.py (PyTorch, run by `python`) speed samples in tokens/s per test name."""
+    cmd = [python, FLOAT32_LLM, "--gguf", GGUF, "--device", device,
            "--threads", str(threads), "speed", "--prompt-tokens", ",".join(map(str, prompts)),
            "--gen-tokens", str(gen), "--runs", str(runs), "--warmup", "1"]
     tests = json.loads(run(cmd, env=threads_env(threads)))["tests"]
@@ -190,7 +191,8 @@ def build_samebits():
 
 
 def llm_speed_cpu(bin_dir, args):
-    """SmolLM2 pp/tg on the CPU: llama.cpp, samebits (3 operation sets), NumPy float32, alternating."""
+    """SmolLM2 pp/tg on the CPU: llama.cpp, samebits (3 operation sets), PyTorch float32, alternating."""
+    torch_python = peers.torch_python()
     rows = []
     prompts, gen = args.prompt_tokens, args.gen_tokens
     for threads in args.llm_threads:
@@ -205,11 +207,11 @@ def llm_speed_cpu(bin_dir, args):
             add("llama.cpp", llama_bench(bin_dir, threads, 0, prompts, gen, 1))
             for operation_set in OPERATION_SETS:
                 add(operation_set, samebits_llm(threads, operation_set, prompts, gen, 1))
-            add("numpy", float32_llm("numpy", "cpu", threads, prompts, gen, 1))
+            add("torch", float32_llm(torch_python, "cpu", threads, prompts, gen, 1))
         tests = [f"pp{p}" for p in prompts] + [f"tg{gen}"]
         for test in tests:
             own = {s: samples[(s, test)] for s in OPERATION_SETS}
-            for peer, key in (("llama.cpp", "llama.cpp"), ("NumPy float32 (PyTorch stand-in)", "numpy")):
+            for peer, key in (("llama.cpp", "llama.cpp"), (TORCH_PEER, "torch")):
                 rows.append(report.speed_row("llm-cpu", f"SmolLM2-135M Q4_1 {test}", test, threads, "cpu", "tok/s",
                                              peer, samples[(key, test)], own,
                                              TARGETS.get(("llm-cpu", test, threads, peer))))
@@ -308,10 +310,10 @@ def scoreboard_cpu(bin_dir, sdist, cases, args, inputs_dir):
                                   "--threads", str(t), "--tokens", str(args.bits_tokens)],
                                  env=with_library_path(bin_dir)))
     board["llama.cpp, SmolLM2"] = llm_cells(bits[1], bits[2])
-    # NumPy float32 stand-in.
-    f32 = {t: json.loads(run([sys.executable, FLOAT32_LLM, "--gguf", GGUF, "--backend", "numpy", "bits",
+    # PyTorch float32 on the CPU.
+    f32 = {t: json.loads(run([peers.torch_python(), FLOAT32_LLM, "--gguf", GGUF, "--threads", str(t), "bits",
                               "--bits-tokens", str(args.bits_tokens)], env=threads_env(t))) for t in (1, 2)}
-    board["NumPy float32 (PyTorch stand-in), SmolLM2"] = llm_cells(f32[1], f32[2])
+    board[f"{TORCH_PEER}, SmolLM2"] = llm_cells(f32[1], f32[2])
     # PP-OCR cls and rec: samebits (reproducible) and ORT, 1 vs 2 threads and batch 1 vs 8.
     for group, label, model, feeds, _ in cases:
         if group != "ocr" or "det" in label:
@@ -388,7 +390,8 @@ def cpu_main(args):
         "machine": machine,
         "command": "scripts/bench.py" + (" --quick" if args.quick else ""),
         "versions": {"llama.cpp": f"vendored in llama-cpp-python {peers.LLAMA_SDIST[1]}",
-                     "onnxruntime": ort.__version__, "numpy": np.__version__},
+                     "onnxruntime": ort.__version__,
+                     "torch": run([peers.torch_python(), "-c", "import torch; print(torch.__version__)"]).strip()},
         "rounds": {"llm": args.llm_rounds, "onnx": args.rounds},
         "threads_onnx": args.threads,
         "load_average": os.getloadavg()[0],
@@ -526,11 +529,11 @@ def torch_gpu(args):
         rows.append(report.speed_row("gemm-gpu", label, label, 0, "gpu", "ms", "PyTorch (cuBLAS, TF32 off)", times,
                                      {s: [] for s in OPERATION_SETS}, None,
                                      note="samebits-cuda: crates/samebits-cuda/examples/gpu_check.rs"))
-    got = float32_llm("torch", "cuda", 1, args.prompt_tokens, args.gen_tokens, args.rounds)
+    got = float32_llm(sys.executable, "cuda", 1, args.prompt_tokens, args.gen_tokens, args.rounds)
     for test, values in got.items():
         rows.append(report.speed_row("llm-gpu", f"SmolLM2-135M {test}", test, 0, "gpu", "tok/s",
                                      "PyTorch float32 eager", values, {s: [] for s in OPERATION_SETS}, None))
-    probes = {dev: json.loads(run([sys.executable, FLOAT32_LLM, "--gguf", GGUF, "--backend", "torch", "--device", dev,
+    probes = {dev: json.loads(run([sys.executable, FLOAT32_LLM, "--gguf", GGUF, "--device", dev,
                                    "--threads", "1", "bits", "--bits-tokens", str(args.bits_tokens)]))
               for dev in ("cpu", "cuda")}
     g = probes["cuda"]

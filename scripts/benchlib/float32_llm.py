@@ -1,21 +1,19 @@
 #!/usr/bin/env python3
 """A plain float32 implementation of a llama-family GGUF model (SmolLM2), the "PyTorch float32"
 peer of scripts/bench.py: weights dequantized once to float32 by the `gguf` package, then an
-eager forward with a KV cache written once against two array backends, PyTorch (CPU or CUDA)
-and NumPy (the clearly-labelled stand-in where PyTorch cannot be installed).
+eager PyTorch forward (CPU or CUDA) with a KV cache.
 
 The model follows the GGUF metadata: RMSNorm, rotary embedding on adjacent pairs (GGUF stores Q/K
 rows permuted for it), grouped-query causal attention, SiLU-gated MLP, tied output projection;
 logits are computed for every position, as samebits does.
 
-    float32_llm.py --gguf M.gguf --backend numpy speed --prompt-tokens 128,512 --gen-tokens 128 --runs 2
-    float32_llm.py --gguf M.gguf --backend torch --device cuda bits
+    float32_llm.py --gguf M.gguf --threads 2 speed --prompt-tokens 128,512 --gen-tokens 128 --runs 2
+    float32_llm.py --gguf M.gguf --device cuda bits
 
 `speed` prints `{"tests": [{"test": "pp128", "tokens": 128, "seconds": [...]}, ...]}`; `bits`
 prints the sha256 of the logits of a fixed prompt computed four ways (one prefill pass; token by
 token; as row 0 of a batch of 8 different prompts; alone as a batch of 1) for the caller to
-compare across thread counts and devices. Thread counts: PyTorch takes --threads; NumPy's BLAS
-reads OPENBLAS_NUM_THREADS / OMP_NUM_THREADS, which the caller sets.
+compare across thread counts and devices. --threads sets PyTorch's intra-op threads.
 """
 import argparse
 import hashlib
@@ -38,33 +36,7 @@ def import_gguf():
     return GGUFReader, dequantize
 
 
-class NumpyBackend:
-    name = "numpy"
-
-    def __init__(self, device):
-        if device != "cpu":
-            raise SystemExit(f"float32_llm.py: the numpy backend runs on the cpu, not {device}")
-        self.exp, self.stack, self.cat = np.exp, np.stack, np.concatenate
-
-    def array(self, values):
-        return np.ascontiguousarray(values, dtype=np.float32)
-
-    def softmax(self, x):
-        e = np.exp(x - x.max(-1, keepdims=True))
-        return e / e.sum(-1, keepdims=True)
-
-    def repeat_heads(self, x, group):
-        return np.repeat(x, group, axis=1)
-
-    def to_numpy(self, x):
-        return x
-
-    def sync(self):
-        pass
-
-
 class TorchBackend:
-    name = "torch"
 
     def __init__(self, device):
         import torch
@@ -222,7 +194,6 @@ def bits(model, args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gguf", required=True)
-    ap.add_argument("--backend", choices=["numpy", "torch"], required=True)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -234,12 +205,13 @@ def main():
     bp = sub.add_parser("bits")
     bp.add_argument("--bits-tokens", type=int, default=32)
     args = ap.parse_args()
-    backend = NumpyBackend(args.device) if args.backend == "numpy" else TorchBackend(args.device)
-    if args.threads and args.backend == "torch":
+    backend = TorchBackend(args.device)
+    if args.threads:
         backend.torch.set_num_threads(args.threads)
     model = Float32Llama(args.gguf, backend)
-    result = speed(model, args) if args.command == "speed" else bits(model, args)
-    result.update({"backend": args.backend, "device": args.device, "threads": args.threads})
+    with backend.torch.inference_mode():
+        result = speed(model, args) if args.command == "speed" else bits(model, args)
+    result.update({"torch": backend.torch.__version__, "device": args.device, "threads": args.threads})
     print(json.dumps(result))
 
 

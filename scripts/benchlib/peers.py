@@ -1,6 +1,8 @@
 """The peers of scripts/bench.py, fetched from package registries (never committed):
-llama.cpp, built from the source vendored in the pinned llama-cpp-python sdist on PyPI, and
-cmake from PyPI when none is installed. Everything lands under $SAMEBITS_CACHE/peers."""
+llama.cpp, built from the source vendored in the pinned llama-cpp-python sdist on PyPI, cmake
+from PyPI when none is installed, and PyTorch from PyPI in a virtual environment of its own
+(its Linux wheel is the CUDA build; the CPU runs it without a GPU). Everything lands under
+$SAMEBITS_CACHE/peers."""
 import hashlib
 import os
 import shutil
@@ -14,6 +16,8 @@ PEERS = os.path.join(CACHE, "peers")
 LLAMA_SDIST = ("llama-cpp-python", "0.3.36",
                "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e")
 CMAKE_PIN = "cmake==4.4.4"
+# PyTorch for the float32 SmolLM2 peer on the CPU, with what benchlib/float32_llm.py imports.
+TORCH_PINS = ["torch==2.15.0", "numpy", "gguf"]
 # Top-level parts of the llama.cpp tree a CPU or CUDA build of llama-bench and libllama needs
 # (the GPU machine gets only these: one call carries at most 64 MiB).
 LLAMA_BUILD_PARTS = ["CMakeLists.txt", "cmake", "common", "ggml", "include", "src", "tools", "vendor",
@@ -56,6 +60,26 @@ def llama_sdist():
 
 def llama_source(sdist):
     return os.path.join(sdist, "vendor", "llama.cpp")
+
+
+def torch_python():
+    """A Python that imports PyTorch: the running one if it does, else the virtual environment
+    $SAMEBITS_CACHE/peers/torch-venv, made once with the pinned torch from PyPI (minutes, ~5 GB:
+    the wheel pulls NVIDIA's CUDA libraries, unused on the CPU)."""
+    try:
+        import torch  # noqa: F401
+        return sys.executable
+    except ImportError:
+        pass
+    venv = os.path.join(PEERS, "torch-venv")
+    python = os.path.join(venv, "bin", "python")
+    if os.path.exists(os.path.join(venv, ".complete")):
+        return python
+    log(f"installing {TORCH_PINS[0]} from PyPI into {venv}; minutes")
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    subprocess.run([python, "-m", "pip", "install", "--quiet", *TORCH_PINS], check=True)
+    open(os.path.join(venv, ".complete"), "w").close()
+    return python
 
 
 def cmake():

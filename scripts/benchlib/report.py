@@ -116,7 +116,7 @@ def markdown(results):
     parts = [
         f"Measured {meta['date']} by `{meta['command']}` in {meta['minutes']} minutes on {meta['machine']}. "
         f"Peers: llama.cpp {meta['versions']['llama.cpp']}, ONNX Runtime {meta['versions']['onnxruntime']}, "
-        f"NumPy {meta['versions']['numpy']}. Engines alternate (peer, then samebits in each operation set) "
+        f"PyTorch {meta['versions'].get('torch', '-')}. Engines alternate (peer, then samebits in each operation set) "
         f"in {meta['rounds']['llm']} rounds (LLM) / {meta['rounds']['onnx']} rounds (ONNX) after warm-up; "
         "values are medians with the p10-p90 spread; ratios are samebits speed / peer speed (above 1x: "
         "samebits is faster). The machine is shared with other jobs: absolute numbers drift, the ratios "
@@ -127,7 +127,7 @@ def markdown(results):
            "a quiet machine; re-run there."] if meta.get("load_average", 0) > meta.get("cores", 1 << 30) else []),
         "![samebits vs peers](docs/bench/chart.png)",
         "**SmolLM2-135M-Instruct Q4_1, CPU** (pp = one prefill pass of N tokens, tg = N decode steps of one "
-        "token; PyTorch cannot be installed on this machine, so NumPy float32 stands in for it):",
+        "token; PyTorch runs the same model dequantized to float32, eagerly):",
         speed_table([r for r in speed if r["group"] == "llm-cpu"]),
         f"**PP-OCR and ONNX node-test models, CPU, {meta['threads_onnx']} threads** (latency per run):",
         speed_table([r for r in speed if r["group"] in ("ocr", "node")]),
