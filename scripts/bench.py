@@ -479,6 +479,9 @@ def gpu_main(args):
                                                 "llama.cpp", samples[test], own,
                                                 TARGETS.get(("llm-gpu", test, 0, "llama.cpp"))))
     save()
+    if has_device:
+        result["scoreboard"]["samebits (reproducible), SmolLM2"] = samebits_gpu_cells()
+        save()
     try:
         bits = {ngl: json.loads(run([sys.executable, LLAMA_BITS, "--bindings", sdist, "--gguf", GGUF, "--threads",
                                      "1", "--gpu-layers", str(ngl), "--tokens", str(args.bits_tokens)],
@@ -496,6 +499,20 @@ def gpu_main(args):
     }
     save()
     log(f"gpu done in {result['minutes']} minutes: {out_dir}/gpu.json")
+
+
+def samebits_gpu_cells():
+    """Scoreboard cells: a greedy SmolLM2 generation decoded token by token on the GPU, its receipt
+    verified (all positions in one prefill pass, every step's logits bit for bit) on the GPU and
+    on the CPU."""
+    with tempfile.TemporaryDirectory() as tmp:
+        receipt = os.path.join(tmp, "gpu.json")
+        run([SAMEBITS, "generate", "--model", GGUF, "--prompt", "The capital of France is", "--max-tokens", "16",
+             "--device", "cuda", "--receipt", receipt])
+        verified = {device: subprocess.run([SAMEBITS, "verify", receipt, "--device", device],
+                                           capture_output=True).returncode == 0 for device in ("cuda", "cpu")}
+    return {"prefill_decode": report.cell(verified["cuda"]), "cpu_gpu": report.cell(verified["cpu"]),
+            "batch": report.na("the LLM graph takes one sequence")}
 
 
 def gpu_name():

@@ -93,9 +93,8 @@ def merged_board(results):
             row["cpu_gpu" if key == "cpu_gpu" else f"gpu_{key}"] = value
     for name, row in board.items():
         if name.startswith("samebits"):
-            row.setdefault("cpu_gpu", na("samebits' --device cuda not merged yet"))
-            row.setdefault("gpu_batch", na("samebits' --device cuda not merged yet"))
-            row.setdefault("gpu_prefill_decode", na("samebits' --device cuda not merged yet"))
+            for key in ("cpu_gpu", "gpu_batch", "gpu_prefill_decode"):
+                row.setdefault(key, na("no GPU run of this model in docs/bench/gpu.json"))
         if name.startswith("ONNX Runtime"):
             row.setdefault("cpu_gpu", na("CPU provider only on the GPU machine"))
     return board
