@@ -3,7 +3,8 @@
 //!
 //! JSON with the format version, engine, operation set, model (path relative to the receipt and
 //! [`model_sha256`]: a GGUF file's sha256, or a checkpoint folder's), prompt, chat flag, options, the prompt's and the generated token ids, the sha256 of
-//! each step's logits (the f32 row that chose the step's token, little-endian bytes) and their
+//! each step's logits (the f32 row that chose the step's token, little-endian bytes, NaNs as the
+//! canonical quiet NaN) and their
 //! chain `h_i = sha256(h_{i-1} || sha256(logits_i))` from `h_{-1}` = 32 zero bytes (raw 32-byte
 //! digests concatenated; the receipt writes hex). [`verify`] recomputes all positions in ONE
 //! prefill over prompt + generated tokens (so it also checks that prefill and decode agree bit
@@ -12,9 +13,10 @@
 use crate::checkpoint::model_sha256;
 use crate::sampling::{SamplingOptions, sample};
 use crate::{GenerateOptions, Generation, Llm, LlmError, Result, prompt_tokens};
+use samebits_ir::DType;
 use samebits_ops::OperationSet;
 use samebits_runtime::Device;
-use samebits_runtime::hashing::hex;
+use samebits_runtime::hashing::{canonical_nan_bytes, hex};
 use samebits_runtime::receipt::{FileRecord, portable_path};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -34,7 +36,7 @@ impl LogitsChain {
     /// Adds one step's logits.
     pub fn push(&mut self, logits: &[f32]) {
         let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let step: [u8; 32] = Sha256::digest(&bytes).into();
+        let step: [u8; 32] = Sha256::digest(canonical_nan_bytes(DType::F32, &bytes)).into();
         let mut h = Sha256::new();
         h.update(self.chain);
         h.update(step);
