@@ -4,11 +4,8 @@
 /// An error reading a GGUF file, dequantizing its tensors or using its tokenizer.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{file}: {source}")]
-    Io {
-        file: String,
-        source: std::io::Error,
-    },
+    #[error("{file}: {error}")]
+    Io { file: String, error: std::io::Error },
     /// The bytes do not follow the GGUF format; `at` names the field, key or tensor.
     #[error("{file}: {at}: {message}")]
     Malformed {

@@ -155,9 +155,9 @@ impl GgufFile {
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let io = |source| Error::Io {
+        let io = |error| Error::Io {
             file: name.clone(),
-            source,
+            error,
         };
         let file = std::fs::File::open(path).map_err(io)?;
         // SAFETY: the map is read-only; like every reader of weight files we assume the file is
@@ -338,9 +338,9 @@ impl GgufFile {
             use std::os::unix::fs::FileExt;
             return file
                 .read_exact_at(out, start as u64)
-                .map_err(|source| Error::Io {
+                .map_err(|error| Error::Io {
                     file: self.name.clone(),
-                    source,
+                    error,
                 });
         }
         out.copy_from_slice(&self.source.bytes()[start..start + out.len()]);

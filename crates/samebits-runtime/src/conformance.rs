@@ -90,47 +90,36 @@ pub struct CaseResult {
 pub enum DeviceOutcome {
     /// Every output has the CPU's bits.
     Identical(RunStats),
-    /// Some output differs; `nan_payload_only` when every difference is a NaN against a NaN.
-    Differs {
-        stats: RunStats,
-        message: String,
-        nan_payload_only: bool,
-    },
+    /// Some output differs (NaN payloads do not count: receipts hash every NaN alike).
+    Differs { stats: RunStats, message: String },
     /// The GPU run broke.
     Failed(String),
 }
 
 /// How `actual` differs from `expected` bit for bit, if it does: a message naming the output,
 /// and whether every differing element is a NaN against a NaN.
-pub fn bit_difference(name: &str, actual: &Value, expected: &Value) -> Option<(String, bool)> {
+pub fn bit_difference(name: &str, actual: &Value, expected: &Value) -> Option<String> {
     if sha256_value(actual) == sha256_value(expected) {
         return None;
     }
     let (Value::Tensor(a), Value::Tensor(e)) = (actual, expected) else {
-        return Some((format!("output \"{name}\" differs"), false));
+        return Some(format!("output \"{name}\" differs"));
     };
     let (Ok(av), Ok(ev)) = (a.as_slice::<f32>(), e.as_slice::<f32>()) else {
-        return Some((format!("output \"{name}\" differs"), false));
+        return Some(format!("output \"{name}\" differs"));
     };
     if av.len() != ev.len() {
-        return Some((format!("output \"{name}\" has another shape"), false));
+        return Some(format!("output \"{name}\" has another shape"));
     }
-    let differing: Vec<(f32, f32)> = av
+    let differing = av
         .iter()
         .zip(ev)
-        .filter(|(x, y)| x.to_bits() != y.to_bits())
-        .map(|(x, y)| (*x, *y))
-        .collect();
-    let nans = differing
-        .iter()
-        .filter(|(x, y)| x.is_nan() && y.is_nan())
+        .filter(|(x, y)| x.to_bits() != y.to_bits() && !(x.is_nan() && y.is_nan()))
         .count();
-    let message = format!(
-        "output \"{name}\": {} of {} elements differ ({nans} NaN payloads)",
-        differing.len(),
+    Some(format!(
+        "output \"{name}\": {differing} of {} elements differ",
         av.len()
-    );
-    Some((message, nans == differing.len()))
+    ))
 }
 
 /// Every case folder under `dir` (folders holding a `model.onnx`), sorted by name.
@@ -304,12 +293,8 @@ fn compare_on_device(
             Err(e) => return DeviceOutcome::Failed(e.to_string()),
         };
         for ((name, cpu), gpu) in cpu_outputs.iter().zip(&outputs) {
-            if let Some((message, nan_payload_only)) = bit_difference(name, gpu, cpu) {
-                return DeviceOutcome::Differs {
-                    stats,
-                    message,
-                    nan_payload_only,
-                };
+            if let Some(message) = bit_difference(name, gpu, cpu) {
+                return DeviceOutcome::Differs { stats, message };
             }
         }
     }

@@ -139,14 +139,12 @@ fn print_report(results: &[CaseResult], list_failures: bool) {
 }
 
 /// The GPU comparison of the passing cases, when they ran on a GPU: per op, cases whose GPU
-/// outputs have the CPU's bits, cases that differ (and how many only in NaN payloads), GPU
-/// failures, and the steps that ran on GPU kernels against those that fell back to the CPU.
+/// outputs have the CPU's bits, cases that differ, GPU failures, and the steps that ran on GPU kernels against those that fell back to the CPU.
 fn print_device_report(results: &[CaseResult], list_failures: bool) {
     #[derive(Default)]
     struct Row {
         identical: usize,
         differ: usize,
-        nan_only: usize,
         failed: usize,
         stats: RunStats,
     }
@@ -161,13 +159,8 @@ fn print_device_report(results: &[CaseResult], list_failures: bool) {
                     row.identical += 1;
                     row.stats.add(stats);
                 }
-                DeviceOutcome::Differs {
-                    stats,
-                    nan_payload_only,
-                    ..
-                } => {
+                DeviceOutcome::Differs { stats, .. } => {
                     row.differ += 1;
-                    row.nan_only += usize::from(*nan_payload_only);
                     row.stats.add(stats);
                 }
                 DeviceOutcome::Failed(_) => row.failed += 1,
@@ -178,15 +171,14 @@ fn print_device_report(results: &[CaseResult], list_failures: bool) {
         return;
     }
     println!(
-        "\nGPU vs CPU, bit for bit (passing cases):\n{:<32} {:>9} {:>7} {:>9} {:>7} {:>10} {:>9}",
-        "op", "identical", "differ", "NaN-only", "failed", "GPU steps", "CPU steps"
+        "\nGPU vs CPU, bit for bit (passing cases):\n{:<32} {:>9} {:>7} {:>7} {:>10} {:>9}",
+        "op", "identical", "differ", "failed", "GPU steps", "CPU steps"
     );
     let line = |op: &str, row: &Row| {
         println!(
-            "{op:<32} {:>9} {:>7} {:>9} {:>7} {:>10} {:>9}",
+            "{op:<32} {:>9} {:>7} {:>7} {:>10} {:>9}",
             row.identical,
             row.differ,
-            row.nan_only,
             row.failed,
             row.stats.device_steps,
             row.stats.host_step_count()
