@@ -267,13 +267,34 @@ unsafe fn run_avx2<F: PanelFormat>(job: &mut Job<'_>) {
     unsafe { run::<x86::Avx2Lanes, F>(job) }
 }
 
-/// Token rows per pass over the weights in the several-token (prefill) kernel.
-const TOKENS_PER_PASS: usize = 4;
+/// Runs `$body` with `$k` bound to each element index of a block, 0 to 31 in order.
+macro_rules! each_element {
+    ($k:ident, $body:block) => {
+        each_element!(@ $k, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23
+            24 25 26 27 28 29 30 31)
+    };
+    (@ $k:ident, $body:block, $($n:literal)*) => {
+        $({
+            let $k: usize = $n;
+            $body
+        })*
+    };
+}
 
-/// Walks `job` in register tiles: 4 panels x 1 token, or 2 panels x up to 4 tokens.
+/// Token rows per pass over the weights in the few-token kernel.
+const TOKENS_PER_PASS: usize = 4;
+/// From this many token rows on, [`run`] takes the prefill kernel ([`run_prefill`]).
+const PREFILL_MIN_TOKENS: usize = 8;
+
+/// Walks `job` in register tiles: 4 panels x 1 token, or 2 panels x up to 4 tokens; from
+/// [`PREFILL_MIN_TOKENS`] token rows on, [`run_prefill`].
 #[inline(always)]
 unsafe fn run<V: Lanes, F: PanelFormat>(job: &mut Job<'_>) {
     let tokens = job.x.len() / job.cols;
+    if tokens >= PREFILL_MIN_TOKENS {
+        // SAFETY: forwarded from the caller.
+        return unsafe { run_prefill::<V, F>(job) };
+    }
     let panels = job.panels.len() / job.panel_stride;
     let mut t = 0;
     while t < tokens {
@@ -302,6 +323,122 @@ unsafe fn run<V: Lanes, F: PanelFormat>(job: &mut Job<'_>) {
     }
 }
 
+/// Panels per pass of the prefill kernel.
+const PREFILL_PANELS: usize = 2;
+
+/// The prefill kernel: for each pair of panels and each reduction tile, the tile's weights are
+/// dequantized once into a buffer (the values [`panel_tile`] computes), then every token row
+/// takes them from there, [`Lanes::PREFILL_TOKENS`] rows per register tile. The operations and
+/// their order per output are [`panel_tile`]'s (`acc = fma(w_k, x_k, acc)` from `+0.0` per tile,
+/// `total = total + acc` from `-0.0`), so are the bits; the dequantization is paid once per tile
+/// instead of once per few tokens.
+#[inline(always)]
+unsafe fn run_prefill<V: Lanes, F: PanelFormat>(job: &mut Job<'_>) {
+    // SAFETY (whole body): V's features are enabled (the caller's contract); every pointer read
+    // stays inside the job's panels (blocks * F::PANEL_BLOCK bytes each) and `x`.
+    unsafe {
+        let tokens = job.x.len() / job.cols;
+        let panels = job.panels.len() / job.panel_stride;
+        let mut w = vec![V::splat(0.0); PREFILL_PANELS * REDUCTION_TILE];
+        let mut totals = vec![[V::splat(-0.0); PREFILL_PANELS]; tokens];
+        for p in (0..panels).step_by(PREFILL_PANELS) {
+            let np = PREFILL_PANELS.min(panels - p);
+            totals.fill([V::splat(-0.0); PREFILL_PANELS]);
+            for b in (0..job.blocks).step_by(BLOCKS_PER_TILE) {
+                let nb = BLOCKS_PER_TILE.min(job.blocks - b);
+                for i in 0..np {
+                    let panel = job.panels.as_ptr().add((p + i) * job.panel_stride);
+                    for bb in 0..nb {
+                        let block = panel.add((b + bb) * F::PANEL_BLOCK);
+                        let scales = F::scales::<V>(block);
+                        each_element!(k, {
+                            *w.get_unchecked_mut((bb * BLOCK + k) * PREFILL_PANELS + i) =
+                                F::weight::<V>(block, scales, k);
+                        });
+                    }
+                }
+                let mut t = 0;
+                while t < tokens {
+                    let nt = match (tokens - t).min(V::PREFILL_TOKENS) {
+                        8.. => 8,
+                        4..=7 => 4,
+                        3 => 3,
+                        2 => 2,
+                        _ => 1,
+                    };
+                    let tile = PrefillTile {
+                        w: &w,
+                        terms: nb * BLOCK,
+                        x: &job.x[t * job.cols + b * BLOCK..],
+                        cols: job.cols,
+                    };
+                    let totals = &mut totals[t..t + nt];
+                    match (np, nt) {
+                        (2, 8) => tile.accumulate::<2, 8>(totals),
+                        (2, 4) => tile.accumulate::<2, 4>(totals),
+                        (2, 3) => tile.accumulate::<2, 3>(totals),
+                        (2, 2) => tile.accumulate::<2, 2>(totals),
+                        (2, _) => tile.accumulate::<2, 1>(totals),
+                        (_, 8) => tile.accumulate::<1, 8>(totals),
+                        (_, 4) => tile.accumulate::<1, 4>(totals),
+                        (_, 3) => tile.accumulate::<1, 3>(totals),
+                        (_, 2) => tile.accumulate::<1, 2>(totals),
+                        _ => tile.accumulate::<1, 1>(totals),
+                    }
+                    t += nt;
+                }
+            }
+            for (t, token_totals) in totals.iter().enumerate() {
+                for (i, total) in token_totals[..np].iter().enumerate() {
+                    let first = (p + i) * PANEL_ROWS;
+                    let valid = job.n.saturating_sub(first).min(PANEL_ROWS);
+                    let mut lanes = [0f32; PANEL_ROWS];
+                    total.store(&mut lanes);
+                    job.out[t * job.n + first..][..valid].copy_from_slice(&lanes[..valid]);
+                }
+            }
+        }
+    }
+}
+
+/// One reduction tile of the prefill kernel: `w[k * PREFILL_PANELS + i]` is panel `i`'s
+/// dequantized weight `k` of the tile, `x[j * cols + k]` token row `j`'s activation `k`.
+struct PrefillTile<'a, V> {
+    w: &'a [V],
+    terms: usize,
+    x: &'a [f32],
+    cols: usize,
+}
+
+impl<V: Lanes> PrefillTile<'_, V> {
+    /// Adds the tile's partials of `NP` panels and `NT = totals.len()` token rows to `totals`.
+    #[inline(always)]
+    unsafe fn accumulate<const NP: usize, const NT: usize>(
+        &self,
+        totals: &mut [[V; PREFILL_PANELS]],
+    ) {
+        // SAFETY (whole body): V's features are enabled (the caller's contract); `w` holds
+        // `terms * PREFILL_PANELS` values and `x` NT rows of at least `terms` values.
+        unsafe {
+            let mut acc = [[V::splat(0.0); NT]; NP];
+            for k in 0..self.terms {
+                for j in 0..NT {
+                    let xk = V::splat(*self.x.get_unchecked(j * self.cols + k));
+                    for (i, acc) in acc.iter_mut().enumerate() {
+                        let w = *self.w.get_unchecked(k * PREFILL_PANELS + i);
+                        acc[j] = V::fma(w, xk, acc[j]);
+                    }
+                }
+            }
+            for (j, totals) in totals.iter_mut().enumerate() {
+                for i in 0..NP {
+                    totals[i] = V::add(totals[i], acc[i][j]);
+                }
+            }
+        }
+    }
+}
+
 /// Panels `p..p + NP` times token rows `t..t + NT`: computes and stores those outputs.
 #[inline(always)]
 unsafe fn tile<V: Lanes, F: PanelFormat, const NP: usize, const NT: usize>(
@@ -327,20 +464,6 @@ unsafe fn tile<V: Lanes, F: PanelFormat, const NP: usize, const NT: usize>(
             job.out[(t + j) * job.n + first..][..valid].copy_from_slice(&lanes[..valid]);
         }
     }
-}
-
-/// Runs `$body` with `$k` bound to each element index of a block, 0 to 31 in order.
-macro_rules! each_element {
-    ($k:ident, $body:block) => {
-        each_element!(@ $k, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23
-            24 25 26 27 28 29 30 31)
-    };
-    (@ $k:ident, $body:block, $($n:literal)*) => {
-        $({
-            let $k: usize = $n;
-            $body
-        })*
-    };
 }
 
 /// The canonical dot products of the rows of `NP` panels with `NT` activation rows: per tile of
@@ -389,6 +512,9 @@ unsafe fn panel_tile<V: Lanes, F: PanelFormat, const NP: usize, const NT: usize>
 
 /// 16 f32 lanes, each an IEEE f32 computed on its own: one operation = one rounding per lane.
 trait Lanes: Copy {
+    /// Token rows per register tile of the prefill kernel (two panels' accumulators for that
+    /// many rows fit the registers): 8, 4, 3, 2 or 1.
+    const PREFILL_TOKENS: usize;
     unsafe fn splat(v: f32) -> Self;
     unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
     unsafe fn mul(a: Self, b: Self) -> Self;
@@ -403,6 +529,7 @@ trait Lanes: Copy {
 }
 
 impl Lanes for [f32; PANEL_ROWS] {
+    const PREFILL_TOKENS: usize = 8;
     #[inline(always)]
     unsafe fn splat(v: f32) -> Self {
         [v; PANEL_ROWS]
@@ -460,6 +587,7 @@ mod x86 {
     }
 
     impl Lanes for __m512 {
+        const PREFILL_TOKENS: usize = 8;
         #[inline]
         #[target_feature(enable = "avx512f")]
         unsafe fn splat(v: f32) -> Self {
@@ -515,6 +643,7 @@ mod x86 {
     pub(super) struct Avx2Lanes(__m256, __m256);
 
     impl Lanes for Avx2Lanes {
+        const PREFILL_TOKENS: usize = 3;
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
         unsafe fn splat(v: f32) -> Self {
@@ -787,7 +916,7 @@ mod tests {
             let packed = pack(t, rows, cols, &src);
             let m = PanelMatrix::new(t, rows, cols, &packed).unwrap();
             let row_bytes = t.row_bytes(cols).unwrap();
-            for tokens in [1, 2, 3, 5, 9] {
+            for tokens in [1, 2, 3, 5, 9, 13, 20] {
                 let x: Vec<f32> = (0..tokens * cols)
                     .map(|i| ((i * 7919) % 97) as f32 / 13.0 - 3.5)
                     .collect();
