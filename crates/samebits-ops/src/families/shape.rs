@@ -151,7 +151,9 @@ impl Op for Reshape {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
-        Ok(vec![x.reshaped(self.view_shape(x.shape(), inputs)?)?.into()])
+        Ok(vec![
+            x.reshaped(self.view_shape(x.shape(), inputs)?)?.into(),
+        ])
     }
 
     fn device_kernel(&self) -> Option<DeviceKernel> {
@@ -226,7 +228,9 @@ impl Op for Squeeze {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
-        Ok(vec![x.reshaped(self.view_shape(x.shape(), inputs)?)?.into()])
+        Ok(vec![
+            x.reshaped(self.view_shape(x.shape(), inputs)?)?.into(),
+        ])
     }
 
     fn device_kernel(&self) -> Option<DeviceKernel> {
@@ -264,7 +268,9 @@ impl Op for Unsqueeze {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
-        Ok(vec![x.reshaped(self.view_shape(x.shape(), inputs)?)?.into()])
+        Ok(vec![
+            x.reshaped(self.view_shape(x.shape(), inputs)?)?.into(),
+        ])
     }
 
     fn device_kernel(&self) -> Option<DeviceKernel> {
@@ -302,7 +308,9 @@ impl Op for Flatten {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
-        Ok(vec![x.reshaped(self.view_shape(x.shape(), inputs)?)?.into()])
+        Ok(vec![
+            x.reshaped(self.view_shape(x.shape(), inputs)?)?.into(),
+        ])
     }
 
     fn device_kernel(&self) -> Option<DeviceKernel> {
