@@ -72,7 +72,7 @@ cpu_tok=$(toks "$LOGS/gen_cpu.json.err")
 "$BIN/gpu_check" >"$LOGS/gpu_check.txt" 2>&1
 python3 "$CUBLAS" >"$LOGS/cublas.txt" 2>&1
 field() { grep -F "$1" "$2" | head -1 | awk -F'|' -v c="$3" '{gsub(/^ +| +$/, "", $c); print $c}'; }
-sgemm_ms=$(field 'SGEMM 4096^3 Tiled128x128' "$LOGS/gpu_check.txt" 3)
+sgemm_ms=$(field 'SGEMM 4096^3 Auto' "$LOGS/gpu_check.txt" 3)
 cublas_ms=$(field 'cuBLAS SGEMM' "$LOGS/cublas.txt" 3)
 copy_gbs=$(field 'device-to-device copy' "$LOGS/gpu_check.txt" 4 | cut -d' ' -f1)
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }

@@ -8,10 +8,12 @@
 use cudarc::driver::sys::CUevent_flags;
 use samebits_cuda::testing::{
     BROADCAST_SHAPES, CaseEpilogue, Device, GemmCase, REDUCE_KINDS, ROW_LENGTHS, Rng, Strides,
-    first_difference, gemm_cases, large_gemm_case, nan_payload_differences, wide_gemv_cases,
+    bf16_gemv_cases, first_difference, gemm_cases, large_gemm_case, nan_payload_differences,
+    vector_gemm_cases, wide_gemv_cases,
 };
 use samebits_cuda::{
-    BinaryOp, CudaBackend, DeviceBuffer, DeviceMat, GemmEpilogue, GemmLaunch, GemmShape, UnaryOp,
+    BinaryOp, CudaBackend, DeviceBuffer, DeviceBytes, DeviceMat, DeviceMatBf16, GemmEpilogue,
+    GemmLaunch, GemmShape, UnaryOp,
 };
 
 /// Compared cases and elements, and the cases with any differing bit, of one kernel family.
@@ -75,6 +77,7 @@ fn check(gpu: &Device) -> Vec<(&'static str, Tally)> {
     cases.extend(random_gemm_cases(12, 200));
     cases.push(large_gemm_case(13));
     cases.extend(wide_gemv_cases(15));
+    cases.extend(vector_gemm_cases(16));
     for case in &cases {
         let want = Device::Cpu.gemm(case, GemmLaunch::Auto);
         for how in case.launches() {
@@ -83,7 +86,14 @@ fn check(gpu: &Device) -> Vec<(&'static str, Tally)> {
             });
         }
     }
-    table.push(("gemm (every launch shape)", gemm));
+    for case in &bf16_gemv_cases(17) {
+        gemm.compare(
+            &gpu.gemv_bf16(case),
+            &Device::Cpu.gemm(case, GemmLaunch::Auto),
+            || format!("bf16 weights {:?} {:?}", case.shape, case.b_strides),
+        );
+    }
+    table.push(("gemm (every launch shape, bf16 weights)", gemm));
 
     let mut unary = Tally::default();
     let mut rng = Rng::new(14);
@@ -170,22 +180,42 @@ fn median_ms(backend: &CudaBackend, warmup: usize, runs: usize, mut f: impl FnMu
     times[runs / 2]
 }
 
-/// Times a GEMV `[1, k] x W -> [1, n]`, W stored `[k, n]` (or `[n, k]` when `transposed`),
-/// rotating among enough weight copies to exceed the L2 cache; checks the bits once.
+/// Times a GEMV `[1, k] x W -> [1, n]`, W stored `[k, n]` (or `[n, k]` when `transposed`) in
+/// f32 or bf16, rotating among enough weight copies to exceed the L2 cache; checks the bits
+/// once. Returns (one call ms, GB/s, queued ms, GB/s, bit-identical).
 fn bench_gemv(
     backend: &CudaBackend,
     k: usize,
     n: usize,
     transposed: bool,
+    bf16: bool,
 ) -> (f64, f64, f64, f64, bool) {
     let mut rng = Rng::new(99);
     let x = rng.values(k, 1.0);
-    let w = rng.values(k * n, 1.0);
-    let copies = (256usize << 20).div_ceil(k * n * 4).max(1);
+    let mut w = rng.values(k * n, 1.0);
+    let elem = if bf16 { 2 } else { 4 };
+    if bf16 {
+        for v in &mut w {
+            *v = f32::from_bits(v.to_bits() & 0xffff_0000);
+        }
+    }
+    let copies = (256usize << 20).div_ceil(k * n * elem).max(1);
     let dx = backend.upload(&x).expect("upload");
-    let weights: Vec<DeviceBuffer> = (0..copies)
-        .map(|_| backend.upload(&w).expect("upload"))
-        .collect();
+    let (weights, weights16): (Vec<DeviceBuffer>, Vec<DeviceBytes>) = if bf16 {
+        let bytes: Vec<u8> = w
+            .iter()
+            .flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes())
+            .collect();
+        let copies = (0..copies)
+            .map(|_| backend.upload_bytes(&bytes).expect("upload"))
+            .collect();
+        (Vec::new(), copies)
+    } else {
+        let copies = (0..copies)
+            .map(|_| backend.upload(&w).expect("upload"))
+            .collect();
+        (copies, Vec::new())
+    };
     let strides = Strides::dense(k, n, transposed);
     let shape = GemmShape {
         batch: 1,
@@ -194,22 +224,27 @@ fn bench_gemv(
         k,
     };
     let run = |i: usize| {
-        let b = DeviceMat {
-            buffer: &weights[i % copies],
-            offset: 0,
-            batch_stride: strides.batch,
-            row_stride: strides.row,
-            col_stride: strides.col,
-        };
-        backend
-            .gemm(
-                shape,
-                DeviceMat::row_major(&dx, 1, k),
-                b,
-                GemmEpilogue::None,
-                GemmLaunch::Auto,
-            )
-            .expect("gemv")
+        let a = DeviceMat::row_major(&dx, 1, k);
+        if bf16 {
+            let b = DeviceMatBf16 {
+                bytes: &weights16[i % copies],
+                offset: 0,
+                batch_stride: strides.batch,
+                row_stride: strides.row,
+                col_stride: strides.col,
+            };
+            backend.gemv_bf16(shape, a, b, GemmEpilogue::None)
+        } else {
+            let b = DeviceMat {
+                buffer: &weights[i % copies],
+                offset: 0,
+                batch_stride: strides.batch,
+                row_stride: strides.row,
+                col_stride: strides.col,
+            };
+            backend.gemm(shape, a, b, GemmEpilogue::None, GemmLaunch::Auto)
+        }
+        .expect("gemv")
     };
     let got = backend.download(&run(0)).expect("download");
     let case = GemmCase {
@@ -229,7 +264,7 @@ fn bench_gemv(
             drop(run(i * 20 + q));
         }
     }) / 20.0;
-    let bytes = ((k * n + k + n) * 4) as f64;
+    let bytes = (k * n * elem + (k + n) * 4) as f64;
     (
         ms,
         bytes / ms / 1e6,
@@ -252,7 +287,11 @@ fn main() {
         }
     };
     let (major, minor) = backend.compute_capability();
-    println!("device: {} (compute_{major}{minor})", backend.device_name());
+    println!(
+        "device: {} (compute_{major}{minor}, {} SMs)",
+        backend.device_name(),
+        backend.sm_count()
+    );
     let backend: &'static CudaBackend = Box::leak(Box::new(backend));
     let gpu = Device::Cuda(backend);
 
@@ -295,8 +334,8 @@ fn main() {
         backend.upload(&case.b).expect("b"),
     );
     let mut sgemm_rows = Vec::new();
-    for how in GemmLaunch::FORCED
-        .into_iter()
+    for how in std::iter::once(GemmLaunch::Auto)
+        .chain(GemmLaunch::FORCED)
         .filter(|&l| l != GemmLaunch::SplitK)
     {
         let run = || {
@@ -324,21 +363,31 @@ fn main() {
         println!("| reproducible SGEMM 4096^3 {how:?} | {ms:.3} | {gflops:.0} GFLOP/s | {same} |");
     }
 
-    for (k, n, transposed) in [
-        (576, 1536, false),
-        (1536, 576, false),
-        (576, 49152, false),
-        (576, 1536, true),
-        (1536, 576, true),
-        (576, 49152, true),
-    ] {
-        let (ms, gbs, queued_ms, queued_gbs, same) = bench_gemv(backend, k, n, transposed);
-        failed |= !same;
-        let layout = if transposed { "W [n, k]" } else { "W [k, n]" };
-        println!("| GEMV 1x{k} -> {n}, {layout}, one call | {ms:.4} | {gbs:.0} GB/s | {same} |");
-        println!(
-            "| GEMV 1x{k} -> {n}, {layout}, 20 queued calls | {queued_ms:.4} | {queued_gbs:.0} GB/s | {same} |"
-        );
+    for bf16 in [false, true] {
+        for (k, n, transposed) in [
+            (576, 1536, false),
+            (1536, 576, false),
+            (576, 49152, false),
+            (576, 1536, true),
+            (1536, 576, true),
+            (576, 49152, true),
+        ] {
+            let (ms, gbs, queued_ms, queued_gbs, same) =
+                bench_gemv(backend, k, n, transposed, bf16);
+            failed |= !same;
+            let layout = match (transposed, bf16) {
+                (false, false) => "W [k, n]",
+                (true, false) => "W [n, k]",
+                (false, true) => "W [k, n] bf16",
+                (true, true) => "W [n, k] bf16",
+            };
+            println!(
+                "| GEMV 1x{k} -> {n}, {layout}, one call | {ms:.4} | {gbs:.0} GB/s | {same} |"
+            );
+            println!(
+                "| GEMV 1x{k} -> {n}, {layout}, 20 queued calls | {queued_ms:.4} | {queued_gbs:.0} GB/s | {same} |"
+            );
+        }
     }
 
     let len = 64usize << 20;

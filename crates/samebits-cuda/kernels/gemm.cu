@@ -5,14 +5,20 @@
 // (canonical-sum: tiles of 64 k-steps, each `p = fma(a, b, p)` from +0.0, folded s = p_0,
 // s = s + p_j) followed by the epilogue, whatever kernel or launch shape computes it:
 // - sb_gemm_tiled_<config>: each output is owned by exactly one thread, which keeps its tile
-//   chain `p` in registers and its running sum `s` in registers or, for the widest
-//   configuration (SUMS_IN_SHARED), in its own slots of dynamic shared memory (THREADS * TM * TN
-//   floats, touched only by that thread, so no barrier is needed); shared-memory K steps (BK = 8 or 16)
-//   divide the 64-term tile, so the fold happens at k = 64, 128, ... and at k = K. K is never
-//   padded: the last partial step runs only over the valid k.
-// - sb_gemv_tile_partials + sb_gemv_fold: the 64-term tiles of an output are computed by
-//   different threads (split-K, fills the GPU when M is small), written to a workspace, then
-//   folded left to right by one thread per output.
+//   chain `p` and its running sum `s` in registers. Shared-memory K steps (BK = 8 or 16) divide
+//   the 64-term tile, so the fold happens after every 64 / BK steps and at k = K. K is never
+//   padded: the last partial step runs only over the valid k. The operand tiles travel from
+//   global to shared memory by `cp.async` through a STAGES-deep ring (design after the
+//   register-tiled SIMT GEMMs of CUTLASS and of S. Boehm's "How to optimize a CUDA matmul"),
+//   A stored k-major (transposed on the way, 4-byte copies) so that each thread reads its A
+//   and B fragments with 16-byte shared loads.
+// - sb_gemv_<layout>_m<MT>: M <= 8 rows. A block owns CB consecutive columns and a run of
+//   64-term tiles; one thread runs each (column, tile) chain for all rows, so a chain is never
+//   split. Partials go to shared memory and are folded left to right in the same kernel; when
+//   the tiles of a column are spread over several blocks (`splits` > 1), each block writes its
+//   partials to a workspace and the last block of the column group to finish (an atomic ticket
+//   picks WHO folds, never the order) folds all of them, tile 0 first. The bits therefore do
+//   not depend on CB, `splits` or which block finishes last.
 
 #define SB_GEMV_MAX_M 8
 
@@ -39,6 +45,22 @@ __device__ __forceinline__ float sb_apply_epilogue(const SbEpilogue& e, const fl
   return (e.alpha * acc) + (e.beta * cv);
 }
 
+// Asynchronous global -> shared copies (sm_80+). `bytes` of the source are read (0 skips the
+// read and fills the destination with zeros).
+__device__ __forceinline__ void sb_cp_async4(void* dst, const void* src, int bytes)
+{
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void sb_cp_async16(void* dst, const void* src, int bytes)
+{
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void sb_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void sb_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
 // Reads W (4 or 2) consecutive 16- or 8-byte aligned floats of shared memory in one access.
 template <int W>
 __device__ __forceinline__ void sb_load_shared(const float* src, float* dst)
@@ -54,7 +76,9 @@ __device__ __forceinline__ void sb_load_shared(const float* src, float* dst)
 
 // Register-tiled GEMM: a BM x BN block of C per thread block, TM x TN outputs per thread
 // (two TM/2 x TN/2 quadrants BM/2 and BN/2 apart, so shared-memory reads are conflict free).
-template <int BM, int BN, int TM, int TN, int BK, bool SUMS_IN_SHARED>
+// B_VEC: B has unit stride along n, 16-byte aligned rows and N % 4 == 0, and is copied in
+// 16-byte pieces; otherwise every operand element is copied alone (any strides).
+template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool B_VEC>
 __device__ __forceinline__ void sb_gemm_tiled(int M, int N, int K, const float* A, SbMat a,
                                               const float* B, SbMat b, float* C, SbEpilogue ep,
                                               const float* c_in)
@@ -62,10 +86,13 @@ __device__ __forceinline__ void sb_gemm_tiled(int M, int N, int K, const float* 
   static_assert(SB_TILE % BK == 0, "shared-memory K steps must divide the 64-term tile");
   constexpr int COLS = BN / TN;
   constexpr int THREADS = (BM / TM) * COLS;
+  constexpr int A_PITCH = BM + 4, B_PITCH = BN + 4;
   constexpr int A_LOADS = BM * BK / THREADS;
-  constexpr int B_LOADS = BN * BK / THREADS;
-  __shared__ __align__(16) float As[2][BK][BM + 4];
-  __shared__ __align__(16) float Bs[2][BK][BN + 4];
+  constexpr int B_LOADS = B_VEC ? BN * BK / 4 / THREADS : BN * BK / THREADS;
+  static_assert(A_LOADS * THREADS == BM * BK && B_LOADS > 0, "tile loads must split evenly");
+  extern __shared__ __align__(16) float sb_gemm_smem[];
+  float* As = sb_gemm_smem;                          // [STAGES][BK][A_PITCH], k-major
+  float* Bs = sb_gemm_smem + STAGES * BK * A_PITCH;  // [STAGES][BK][B_PITCH]
 
   const int tid = threadIdx.x;
   const int tx = tid % COLS, ty = tid / COLS;
@@ -73,69 +100,60 @@ __device__ __forceinline__ void sb_gemm_tiled(int M, int N, int K, const float* 
   const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
   const float* Ab = A + a.offset + batch * a.batch_stride;
   const float* Bb = B + b.offset + batch * b.batch_stride;
-  // Coalesced global reads: consecutive threads walk the operand's unit-stride axis.
+  // Element copies: consecutive threads walk the operand's unit-stride axis (coalesced).
   const bool a_k_fastest = a.col_stride == 1;
   const bool b_n_fastest = b.col_stride == 1 || b.row_stride != 1;
 
-  float ra[A_LOADS], rb[B_LOADS];
-  auto a_coords = [&](int r, int& ii, int& kk) {
-    const int e = tid + r * THREADS;
-    if (a_k_fastest) { kk = e % BK; ii = e / BK; } else { ii = e % BM; kk = e / BM; }
-  };
-  auto b_coords = [&](int r, int& kk, int& jj) {
-    const int e = tid + r * THREADS;
-    if (b_n_fastest) { jj = e % BN; kk = e / BN; } else { kk = e % BK; jj = e / BK; }
-  };
-  auto load_tile = [&](int k0) {
+  // Queues the copies of k-step block [k0, k0 + BK) into ring slot `slot`. Elements outside
+  // the matrices are zero-filled (never used: rows and columns past M, N are not stored, and
+  // k past K is never stepped).
+  auto load_stage = [&](int slot, int k0) {
+    float* as = As + slot * BK * A_PITCH;
+    float* bs = Bs + slot * BK * B_PITCH;
 #pragma unroll
     for (int r = 0; r < A_LOADS; ++r) {
-      int ii, kk;
-      a_coords(r, ii, kk);
+      const int e = tid + r * THREADS;
+      const int ii = a_k_fastest ? e / BK : e % BM, kk = a_k_fastest ? e % BK : e / BM;
       const int gi = row0 + ii, gk = k0 + kk;
-      ra[r] = (gi < M && gk < K) ? Ab[gi * a.row_stride + gk * a.col_stride] : 0.0f;
+      const bool ok = gi < M && gk < K;
+      const float* src = ok ? Ab + gi * a.row_stride + gk * a.col_stride : Ab;
+      sb_cp_async4(as + kk * A_PITCH + ii, src, ok ? 4 : 0);
     }
 #pragma unroll
     for (int r = 0; r < B_LOADS; ++r) {
-      int kk, jj;
-      b_coords(r, kk, jj);
-      const int gk = k0 + kk, gj = col0 + jj;
-      rb[r] = (gk < K && gj < N) ? Bb[gk * b.row_stride + gj * b.col_stride] : 0.0f;
-    }
-  };
-  auto store_tile = [&](int buf) {
-#pragma unroll
-    for (int r = 0; r < A_LOADS; ++r) {
-      int ii, kk;
-      a_coords(r, ii, kk);
-      As[buf][kk][ii] = ra[r];
-    }
-#pragma unroll
-    for (int r = 0; r < B_LOADS; ++r) {
-      int kk, jj;
-      b_coords(r, kk, jj);
-      Bs[buf][kk][jj] = rb[r];
+      const int e = tid + r * THREADS;
+      if constexpr (B_VEC) {
+        const int jj = (e % (BN / 4)) * 4, kk = e / (BN / 4);
+        const int gj = col0 + jj, gk = k0 + kk;
+        const bool ok = gj < N && gk < K;
+        const float* src = ok ? Bb + gk * b.row_stride + gj : Bb;
+        sb_cp_async16(bs + kk * B_PITCH + jj, src, ok ? 16 : 0);
+      } else {
+        const int jj = b_n_fastest ? e % BN : e / BK, kk = b_n_fastest ? e / BN : e % BK;
+        const int gj = col0 + jj, gk = k0 + kk;
+        const bool ok = gj < N && gk < K;
+        const float* src = ok ? Bb + gk * b.row_stride + gj * b.col_stride : Bb;
+        sb_cp_async4(bs + kk * B_PITCH + jj, src, ok ? 4 : 0);
+      }
     }
   };
 
-  // Running sums: s[i][j] in registers, or sums[(i * TN + j) * THREADS + tid] in shared memory.
-  extern __shared__ float sums[];
-  float p[TM][TN], s[SUMS_IN_SHARED ? 1 : TM][SUMS_IN_SHARED ? 1 : TN];
+  float p[TM][TN], s[TM][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       p[i][j] = 0.0f;
-      if constexpr (SUMS_IN_SHARED) sums[(i * TN + j) * THREADS + tid] = 0.0f;
-      else s[i][j] = 0.0f;
+      s[i][j] = 0.0f;
     }
 
   // One k-step of every chain of this thread: p = fma(A[i, k], B[k, j], p).
-  auto step = [&](int buf, int kk) {
+  auto step = [&](const float* as, const float* bs) {
     float av[TM], bv[TN];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      sb_load_shared<TM / 2>(&As[buf][kk][h * BM / 2 + ty * TM / 2], av + h * TM / 2);
-      sb_load_shared<TN / 2>(&Bs[buf][kk][h * BN / 2 + tx * TN / 2], bv + h * TN / 2);
+      sb_load_shared<TM / 2>(as + h * BM / 2 + ty * TM / 2, av + h * TM / 2);
+      sb_load_shared<TN / 2>(bs + h * BN / 2 + tx * TN / 2, bv + h * TN / 2);
     }
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -144,42 +162,44 @@ __device__ __forceinline__ void sb_gemm_tiled(int M, int N, int K, const float* 
   };
 
   const int k_steps = (K + BK - 1) / BK;
-  bool first_tile = true;
-  if (k_steps > 0) {
-    load_tile(0);
-    store_tile(0);
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < k_steps) load_stage(st, st * BK);
+    sb_cp_async_commit();
   }
-  __syncthreads();
   for (int t = 0; t < k_steps; ++t) {
-    const int buf = t & 1;
+    sb_cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int next = t + STAGES - 1;
+    if (next < k_steps) load_stage(next % STAGES, next * BK);
+    sb_cp_async_commit();
+
+    const int slot = t % STAGES;
+    const float* as = As + slot * BK * A_PITCH;
+    const float* bs = Bs + slot * BK * B_PITCH;
     const int k0 = t * BK;
-    if (t + 1 < k_steps) load_tile(k0 + BK);
     const int kc = min(BK, K - k0);
     if (kc == BK) {
 #pragma unroll
-      for (int kk = 0; kk < BK; ++kk) step(buf, kk);
+      for (int kk = 0; kk < BK; ++kk) step(as + kk * A_PITCH, bs + kk * B_PITCH);
     } else {
-      for (int kk = 0; kk < kc; ++kk) step(buf, kk);
+      for (int kk = 0; kk < kc; ++kk) step(as + kk * A_PITCH, bs + kk * B_PITCH);
     }
     const int k_end = k0 + kc;
     if (k_end % SB_TILE == 0 || k_end == K) {
+      const bool first = k_end <= SB_TILE;
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          if constexpr (SUMS_IN_SHARED) {
-            float& sum = sums[(i * TN + j) * THREADS + tid];
-            sum = sb_fold_sum(sum, p[i][j], first_tile);
-          } else {
-            s[i][j] = sb_fold_sum(s[i][j], p[i][j], first_tile);
-          }
-          p[i][j] = 0.0f;
+          s[i][j] = sb_fold_sum(s[i][j], p[i][j], first);
+          // p = +0.0 through an opaque move: a literal zero lets the compiler specialise the
+          // next tile's chains and run out of registers (spills).
+          asm volatile("mov.b32 %0, 0;" : "=f"(p[i][j]));
         }
-      first_tile = false;
     }
-    if (t + 1 < k_steps) store_tile(buf ^ 1);
-    __syncthreads();
   }
+  sb_cp_async_wait<0>();
 
   float* Cb = C + batch * (long long)M * N;
 #pragma unroll
@@ -189,150 +209,277 @@ __device__ __forceinline__ void sb_gemm_tiled(int M, int N, int K, const float* 
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const int gj = col0 + (j / (TN / 2)) * (BN / 2) + tx * TN / 2 + j % (TN / 2);
-      float acc;
-      if constexpr (SUMS_IN_SHARED) acc = sums[(i * TN + j) * THREADS + tid];
-      else acc = s[i][j];
-      if (gj < N) Cb[(long long)gi * N + gj] = sb_apply_epilogue(ep, c_in, acc, batch, gi, gj);
+      if (gj < N) Cb[(long long)gi * N + gj] = sb_apply_epilogue(ep, c_in, s[i][j], batch, gi, gj);
     }
   }
 }
 
-// The launch configurations (name, BM, BN, TM, TN, BK, blocks per SM, running sums in shared
-// memory); each uses 256 threads. They differ only in how outputs are spread over threads and
-// where a running sum is kept, never in any output's order, so they give equal bits.
-#define SB_GEMM_CONFIG(name, BM, BN, TM, TN, BK, MIN_BLOCKS, SUMS_IN_SHARED)                    \
-  extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) sb_gemm_tiled_##name(          \
-      int M, int N, int K, const float* A, SbMat a, const float* B, SbMat b, float* C,          \
-      SbEpilogue ep, const float* c_in)                                                          \
-  {                                                                                              \
-    sb_gemm_tiled<BM, BN, TM, TN, BK, SUMS_IN_SHARED>(M, N, K, A, a, B, b, C, ep, c_in);        \
+// The launch configurations (name, BM, BN, TM, TN, BK, STAGES, blocks per SM); each comes with
+// element-copied B (`_e`) and 16-byte-copied B (`_v`). Dynamic shared memory:
+// STAGES * BK * (BM + 4 + BN + 4) floats. They differ only in how outputs are spread over
+// threads and how operands travel, never in any output's order, so they give equal bits.
+#define SB_GEMM_KERNEL(name, BM, BN, TM, TN, BK, STAGES, MIN_BLOCKS, B_VEC)                      \
+  extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)                 \
+      sb_gemm_tiled_##name(int M, int N, int K, const float* A, SbMat a, const float* B, SbMat b, \
+                           float* C, SbEpilogue ep, const float* c_in)                            \
+  {                                                                                               \
+    sb_gemm_tiled<BM, BN, TM, TN, BK, STAGES, B_VEC>(M, N, K, A, a, B, b, C, ep, c_in);           \
   }
-SB_GEMM_CONFIG(128x128, 128, 128, 8, 8, 8, 1, true)
-SB_GEMM_CONFIG(128x64, 128, 64, 8, 4, 16, 1, false)
-SB_GEMM_CONFIG(64x64, 64, 64, 4, 4, 16, 2, false)
+#define SB_GEMM_CONFIG(name, BM, BN, TM, TN, BK, STAGES, MIN_BLOCKS)             \
+  SB_GEMM_KERNEL(name##_e, BM, BN, TM, TN, BK, STAGES, MIN_BLOCKS, false)        \
+  SB_GEMM_KERNEL(name##_v, BM, BN, TM, TN, BK, STAGES, MIN_BLOCKS, true)
+SB_GEMM_CONFIG(128x128k8, 128, 128, 8, 8, 8, 4, 1)
+SB_GEMM_CONFIG(128x128k16, 128, 128, 8, 8, 16, 3, 1)
+SB_GEMM_CONFIG(64x128k16, 64, 128, 8, 8, 16, 3, 2)
+SB_GEMM_CONFIG(64x64k16, 64, 64, 4, 4, 16, 3, 2)
 
-// Split-K pass 1: thread (column group g, tile t) computes the tile-t partials of outputs
-// (b, i, g*VEC .. g*VEC+VEC-1) for every row i < M (M <= SB_GEMV_MAX_M) into
-// partials[((t * batch + b) * M + i) * N + j]. The kernel is instantiated for MT = 1, 2, 4, 8
-// rows (MT >= M; rows past M - 1 recompute row M - 1 and are not stored), so the loops carry
-// no run-time row guard. A and B are read in chunks of CHUNK k-steps staged in registers (many
-// independent loads in flight), then the chains run in k order.
-// LAYOUT selects how B(k, j) is read, never the order:
-//   SB_B_N_VEC4: unit stride along j, 16-byte aligned, N % 4 == 0: one float4 per k, VEC = 4;
-//   SB_B_K_VEC4: unit stride along k, 16-byte aligned rows: one float4 per 4 k-steps, VEC = 1;
-//   SB_B_STRIDED: any strides, one float per k, VEC = 1.
-// Adjacent threads take adjacent column groups, except for SB_B_K_VEC4 (adjacent tiles).
-#define SB_B_N_VEC4 0
-#define SB_B_K_VEC4 1
-#define SB_B_STRIDED 2
+// ---------------------------------------------------------------------------------------------
+// Split-K GEMV (M <= 8). Block (x = column group, y = split, z = batch) owns columns
+// j0 = x * CB .. j0 + CB - 1 and tiles y * tps .. min((y + 1) * tps, tiles) - 1; thread
+// q = tt * CB + c runs the chains of column j0 + c, tile y * tps + tt, for every row.
+// The weights are `float` or bf16 (`unsigned short`, widened exactly: bits << 16).
 
-template <int LAYOUT, int MT>
-__device__ __forceinline__ void sb_gemv_tile_partials(int M, int N, int K, int batch_count,
-                                                      const float* __restrict__ A, SbMat a,
-                                                      const float* __restrict__ B, SbMat b,
-                                                      float* __restrict__ partials)
+__device__ __forceinline__ float sb_widen(float w) { return w; }
+__device__ __forceinline__ float sb_widen(unsigned short w) { return __uint_as_float((unsigned)w << 16); }
+
+// Stages the rows of A for this block's k range [kb, ke) in shared memory: A[i, k] at
+// xs[i * tps * SB_X_PITCH + tile * SB_X_PITCH + k % 64] (the tile-local k of tile `tile` of the
+// block); the odd pitch keeps the reads of chains of different tiles in distinct banks.
+#define SB_X_PITCH (SB_TILE + 1)
+template <int MT>
+__device__ __forceinline__ void sb_gemv_stage_a(int M, int kb, int ke, int tps, const float* Ab,
+                                                const SbMat& a, float* xs)
 {
-  constexpr int VEC = LAYOUT == SB_B_N_VEC4 ? 4 : 1;
-  // k-steps staged per chunk: fewer as the rows' registers grow.
-  constexpr int CHUNK = MT <= 2 ? 16 : 8;
+  const int len = ke - kb;
+  for (int e = threadIdx.x; e < MT * len; e += blockDim.x) {
+    const int i = e / len, kl = e % len;
+    xs[(i * tps + kl / SB_TILE) * SB_X_PITCH + kl % SB_TILE] =
+        Ab[min(i, M - 1) * a.row_stride + (kb + kl) * a.col_stride];
+  }
+}
+
+// Folds the tile partials of this block's columns and stores the outputs. `partials` holds
+// [row][tile][CB] either in shared memory (one split) or in the global workspace (all tiles).
+template <int MT>
+__device__ __forceinline__ void sb_gemv_fold_store(int M, int N, int tiles, int j0, int cb,
+                                                   long long batch, const float* partials,
+                                                   long long tile_stride, long long row_stride,
+                                                   bool from_global, float* C, const SbEpilogue& ep,
+                                                   const float* c_in)
+{
+  for (int e = threadIdx.x; e < MT * cb; e += blockDim.x) {
+    const int i = e / cb, c = e % cb, j = j0 + c;
+    if (i >= M || j >= N) continue;
+    const float* pp = partials + i * row_stride + c;
+    float s = 0.0f;
+    for (int t = 0; t < tiles; ++t) {
+      const float v = from_global ? __ldcg(pp + t * tile_stride) : pp[t * tile_stride];
+      s = sb_fold_sum(s, v, t == 0);
+    }
+    C[(batch * M + i) * (long long)N + j] = sb_apply_epilogue(ep, c_in, s, batch, i, j);
+  }
+}
+
+// The chains of one thread: p[i] = fma(A[i, k], W(k, j), p[i]) over its tile of `len` k-steps,
+// k in order. A full tile first gathers its 64 weights into registers with `fill` (all loads in
+// flight at once); a partial last tile reads weight kk with `at(kk)`. xs holds the tile's A
+// values at xs[i * x_row + kk].
+template <int MT, typename Fill, typename At>
+__device__ __forceinline__ void sb_gemv_chain(int len, const float* xs, int x_row, Fill fill, At at, float* p)
+{
+  if (len == SB_TILE) {
+    float w[SB_TILE];
+    fill(w);
+#pragma unroll
+    for (int kk = 0; kk < SB_TILE; ++kk)
+#pragma unroll
+      for (int i = 0; i < MT; ++i) p[i] = __fmaf_rn(xs[i * x_row + kk], w[kk], p[i]);
+  } else {
+    for (int kk = 0; kk < len; ++kk) {
+      const float w = at(kk);
+#pragma unroll
+      for (int i = 0; i < MT; ++i) p[i] = __fmaf_rn(xs[i * x_row + kk], w, p[i]);
+    }
+  }
+}
+
+// 64 staged weights (16-byte aligned shared memory) widened to f32 with 16-byte reads.
+__device__ __forceinline__ void sb_widen_tile(const float* src, float* w)
+{
+#pragma unroll
+  for (int v = 0; v < SB_TILE / 4; ++v) {
+    const float4 q = reinterpret_cast<const float4*>(src)[v];
+    w[4 * v] = q.x; w[4 * v + 1] = q.y; w[4 * v + 2] = q.z; w[4 * v + 3] = q.w;
+  }
+}
+__device__ __forceinline__ void sb_widen_tile(const unsigned short* src, float* w)
+{
+#pragma unroll
+  for (int v = 0; v < SB_TILE / 8; ++v) {
+    const uint4 q = reinterpret_cast<const uint4*>(src)[v];
+    const unsigned u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      w[8 * v + 2 * h] = __uint_as_float(u[h] << 16);
+      w[8 * v + 2 * h + 1] = __uint_as_float(u[h] & 0xffff0000u);
+    }
+  }
+}
+
+// How a GEMV block reads its weights B(k, j), never the order:
+// SB_GEMV_NK: unit stride along k (`[n, k]` weights), 16-byte aligned columns, K a multiple of
+//   16 bytes of weights. The block first copies its [CB columns x tiles] weights into shared
+//   memory with coalesced 16-byte cp.async (each chain's 64 weights contiguous, padded by 16
+//   bytes so that the 16-byte reads of 8 neighbouring chains hit distinct banks).
+// SB_GEMV_KN: unit stride along n (`[k, n]` weights), 16-byte aligned rows, N a multiple of 16
+//   bytes: the block copies its [k x CB] slab row by row (rows of tile tt at
+//   (tt * 65 + kk) * CB, so the 32 chains of a warp read 32 distinct banks).
+// SB_GEMV_DIRECT: any strides; each chain reads its weights from global memory.
+// Staging issues every copy of the block before the first use (many bytes in flight).
+#define SB_GEMV_DIRECT 0
+#define SB_GEMV_NK 1
+#define SB_GEMV_KN 2
+
+template <int MT, typename W, int LAYOUT>
+__device__ __forceinline__ void sb_gemv(int M, int N, int K, int cb, int tps, const float* __restrict__ A,
+                                        SbMat a, const W* __restrict__ B, SbMat b, float* __restrict__ C,
+                                        SbEpilogue ep, const float* c_in, float* workspace,
+                                        unsigned* tickets)
+{
+  extern __shared__ __align__(16) unsigned char sb_gemv_smem[];
+  constexpr int W_PITCH = SB_TILE + 16 / (int)sizeof(W);  // elements per NK-staged chain
+  constexpr int PER16 = 16 / (int)sizeof(W);               // weights per 16-byte copy
   const int tiles = (K + SB_TILE - 1) / SB_TILE;
-  const int groups = (N + VEC - 1) / VEC;
-  const long long g_lin = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (g_lin >= (long long)tiles * groups) return;
-  const bool tiles_fastest = LAYOUT == SB_B_K_VEC4;
-  const int t = tiles_fastest ? (int)(g_lin % tiles) : (int)(g_lin / groups);
-  const int g = tiles_fastest ? (int)(g_lin / tiles) : (int)(g_lin % groups);
-  const long long batch = blockIdx.y;
+  const int splits = gridDim.y;
+  const long long batch = blockIdx.z;
+  const int j0 = blockIdx.x * cb;
+  const int t_begin = blockIdx.y * tps, t_end = min(t_begin + tps, tiles);
+  const int kb = t_begin * SB_TILE, ke = min(t_end * SB_TILE, K);
   const float* Ab = A + a.offset + batch * a.batch_stride;
-  const float* Bb = B + b.offset + batch * b.batch_stride;
-  const int j0 = g * VEC;
-  const int k0 = t * SB_TILE, k_end = min(k0 + SB_TILE, K);
+  const W* Bb = B + b.offset + batch * b.batch_stride;
 
-  float p[MT][VEC];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int v = 0; v < VEC; ++v) p[i][v] = 0.0f;
-
-  for (int kc = k0; kc < k_end; kc += CHUNK) {
-    const int count = min(CHUNK, k_end - kc);
-    float bv[CHUNK][VEC], av[MT][CHUNK];
-    if constexpr (LAYOUT == SB_B_N_VEC4) {
-#pragma unroll
-      for (int c = 0; c < CHUNK; ++c) {
-        float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (c < count) q = *reinterpret_cast<const float4*>(Bb + (kc + c) * b.row_stride + j0);
-        bv[c][0] = q.x; bv[c][1] = q.y; bv[c][2] = q.z; bv[c][3] = q.w;
-      }
-    } else if constexpr (LAYOUT == SB_B_K_VEC4) {
-      const float* col = Bb + (long long)j0 * b.col_stride;
-#pragma unroll
-      for (int c = 0; c < CHUNK; c += 4) {
-        float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (c < count) q = *reinterpret_cast<const float4*>(col + kc + c);
-        bv[c][0] = q.x; bv[c + 1][0] = q.y; bv[c + 2][0] = q.z; bv[c + 3][0] = q.w;
-      }
-    } else {
-#pragma unroll
-      for (int c = 0; c < CHUNK; ++c)
-        bv[c][0] = (c < count) ? Bb[(kc + c) * b.row_stride + j0 * b.col_stride] : 0.0f;
+  // Shared memory: staged weights (NK: [tps * cb][W_PITCH]; KN: [tps][65][cb]), partials
+  // [MT][tps][cb], A rows (sb_gemv_stage_a).
+  const int staged_elems = LAYOUT == SB_GEMV_NK ? tps * cb * W_PITCH
+                           : LAYOUT == SB_GEMV_KN ? tps * (SB_TILE + 1) * cb : 0;
+  W* ws = reinterpret_cast<W*>(sb_gemv_smem);
+  float* part = reinterpret_cast<float*>(sb_gemv_smem + staged_elems * sizeof(W));
+  float* xs = part + MT * tps * cb;
+  sb_gemv_stage_a<MT>(M, kb, ke, tps, Ab, a, xs);
+  if constexpr (LAYOUT == SB_GEMV_NK) {
+    constexpr int VECS = SB_TILE / PER16;  // 16-byte pieces per chain
+    for (int e = threadIdx.x; e < cb * tps * VECS; e += blockDim.x) {
+      const int v = e % VECS, chain = e / VECS;
+      const int c = chain / tps, tt = chain % tps;  // consecutive threads: one column's k run
+      const int j = j0 + c, k = (t_begin + tt) * SB_TILE + v * PER16;
+      const bool ok = j < N && k < ke;
+      const W* src = ok ? Bb + (long long)j * b.col_stride + k : Bb;
+      sb_cp_async16(ws + (tt * cb + c) * W_PITCH + v * PER16, src, ok ? 16 : 0);
     }
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      const float* a_row = Ab + min(i, M - 1) * a.row_stride;
-#pragma unroll
-      for (int c = 0; c < CHUNK; ++c) av[i][c] = (c < count) ? a_row[(kc + c) * a.col_stride] : 0.0f;
-    }
-    // p = fma(A[i, k], B(k, j), p) for k = kc .. kc + count - 1, in order.
-#pragma unroll
-    for (int c = 0; c < CHUNK; ++c) {
-      if (c < count) {
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-          for (int v = 0; v < VEC; ++v) p[i][v] = __fmaf_rn(av[i][c], bv[c][v], p[i][v]);
-      }
+  } else if constexpr (LAYOUT == SB_GEMV_KN) {
+    const int row_vecs = cb / PER16;
+    for (int e = threadIdx.x; e < (ke - kb) * row_vecs; e += blockDim.x) {
+      const int v = e % row_vecs, r = e / row_vecs;
+      const int j = j0 + v * PER16;
+      const bool ok = j < N;
+      const W* src = ok ? Bb + (long long)(kb + r) * b.row_stride + j : Bb;
+      sb_cp_async16(ws + ((r / SB_TILE) * (SB_TILE + 1) + r % SB_TILE) * cb + v * PER16, src, ok ? 16 : 0);
     }
   }
-
-  float* out = partials + ((long long)t * batch_count + batch) * M * (long long)N;
-#pragma unroll
-  for (int i = 0; i < MT; ++i) {
-    if (i >= M) continue;
-#pragma unroll
-    for (int v = 0; v < VEC; ++v)
-      if (j0 + v < N) out[(long long)i * N + j0 + v] = p[i][v];
+  if constexpr (LAYOUT != SB_GEMV_DIRECT) {
+    sb_cp_async_commit();
+    sb_cp_async_wait<0>();
   }
+  __syncthreads();
+
+  const int q = threadIdx.x, tt = q / cb, c = q % cb;
+  const int j = j0 + c;
+  if (tt < t_end - t_begin) {
+    const int k0 = (t_begin + tt) * SB_TILE, len = min(SB_TILE, K - k0);
+    const float* xt = xs + tt * SB_X_PITCH;
+    const int x_row = tps * SB_X_PITCH;
+    float p[MT];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) p[i] = 0.0f;
+    if (j < N) {
+      if constexpr (LAYOUT == SB_GEMV_NK) {
+        const W* wq = ws + q * W_PITCH;
+        sb_gemv_chain<MT>(
+            len, xt, x_row, [&](float* w) { sb_widen_tile(wq, w); },
+            [&](int kk) { return sb_widen(wq[kk]); }, p);
+      } else if constexpr (LAYOUT == SB_GEMV_KN) {
+        const W* wq = ws + tt * (SB_TILE + 1) * cb + c;
+        sb_gemv_chain<MT>(
+            len, xt, x_row,
+            [&](float* w) {
+#pragma unroll
+              for (int kk = 0; kk < SB_TILE; ++kk) w[kk] = sb_widen(wq[kk * cb]);
+            },
+            [&](int kk) { return sb_widen(wq[kk * cb]); }, p);
+      } else {
+        const W* wq = Bb + (long long)k0 * b.row_stride + (long long)j * b.col_stride;
+        const long long rs = b.row_stride;
+        sb_gemv_chain<MT>(
+            len, xt, x_row,
+            [&](float* w) {
+#pragma unroll
+              for (int kk = 0; kk < SB_TILE; ++kk) w[kk] = sb_widen(wq[kk * rs]);
+            },
+            [&](int kk) { return sb_widen(wq[kk * rs]); }, p);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i) part[(i * tps + tt) * cb + c] = p[i];
+  }
+  __syncthreads();
+
+  if (splits == 1) {
+    sb_gemv_fold_store<MT>(M, N, tiles, j0, cb, batch, part, cb, (long long)tps * cb, false, C, ep, c_in);
+    return;
+  }
+  // Several splits: publish this block's partials, then the last block of this column group
+  // (ticket) folds every tile in order.
+  const long long per_tile = (long long)gridDim.z * M * N;
+  for (int e = threadIdx.x; e < MT * (t_end - t_begin) * cb; e += blockDim.x) {
+    const int i = e / ((t_end - t_begin) * cb), r = e % ((t_end - t_begin) * cb);
+    const int t = r / cb, cc = r % cb;
+    if (i < M && j0 + cc < N)
+      workspace[(t_begin + t) * per_tile + (batch * M + i) * (long long)N + j0 + cc] =
+          part[(i * tps + t) * cb + cc];
+  }
+  __threadfence();
+  __syncthreads();
+  __shared__ bool sb_gemv_last;
+  if (threadIdx.x == 0) {
+    unsigned* ticket = tickets + batch * gridDim.x + blockIdx.x;
+    const unsigned done = atomicAdd(ticket, 1u);
+    sb_gemv_last = done == (unsigned)splits - 1;
+    if (sb_gemv_last) *ticket = 0u;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!sb_gemv_last) return;
+  __threadfence();
+  sb_gemv_fold_store<MT>(M, N, tiles, j0, cb, batch, workspace + batch * M * (long long)N + j0,
+                         per_tile, N, true, C, ep, c_in);
 }
 
-#define SB_GEMV_KERNEL(name, LAYOUT, MT)                                                          \
-  extern "C" __global__ void sb_gemv_tile_partials_##name##_m##MT(                                \
-      int M, int N, int K, int batch_count, const float* A, SbMat a, const float* B, SbMat b,     \
-      float* partials)                                                                             \
-  {                                                                                                \
-    sb_gemv_tile_partials<LAYOUT, MT>(M, N, K, batch_count, A, a, B, b, partials);                \
+// Instantiated for MT = 1, 2, 4, 8 rows (MT >= M; rows past M - 1 recompute row M - 1 and are
+// not stored), f32 or bf16 weights, each weight layout.
+#define SB_GEMV_KERNEL(name, W, LAYOUT, MT)                                                         \
+  extern "C" __global__ void __launch_bounds__(128) sb_gemv_##name##_m##MT(                         \
+      int M, int N, int K, int cb, int tps, const float* A, SbMat a, const W* B, SbMat b, float* C, \
+      SbEpilogue ep, const float* c_in, float* workspace, unsigned* tickets)                        \
+  {                                                                                                  \
+    sb_gemv<MT, W, LAYOUT>(M, N, K, cb, tps, A, a, B, b, C, ep, c_in, workspace, tickets);          \
   }
-#define SB_GEMV_KERNELS(name, LAYOUT) \
-  SB_GEMV_KERNEL(name, LAYOUT, 1)     \
-  SB_GEMV_KERNEL(name, LAYOUT, 2)     \
-  SB_GEMV_KERNEL(name, LAYOUT, 4)     \
-  SB_GEMV_KERNEL(name, LAYOUT, 8)
-SB_GEMV_KERNELS(n_vec4, SB_B_N_VEC4)
-SB_GEMV_KERNELS(k_vec4, SB_B_K_VEC4)
-SB_GEMV_KERNELS(strided, SB_B_STRIDED)
-
-// Split-K pass 2: one thread per output folds its tile partials left to right, then applies
-// the epilogue. K == 0 (no tiles) gives +0.0.
-extern "C" __global__ void sb_gemv_fold(int M, int N, int K, int batch_count,
-                                        const float* partials, float* C, SbEpilogue ep,
-                                        const float* c_in)
-{
-  const long long o = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  const long long per_tile = (long long)batch_count * M * N;
-  if (o >= per_tile) return;
-  const int tiles = (K + SB_TILE - 1) / SB_TILE;
-  float s = 0.0f;
-  for (int t = 0; t < tiles; ++t) s = sb_fold_sum(s, partials[t * per_tile + o], t == 0);
-  const long long j = o % N, i = (o / N) % M, batch = o / ((long long)M * N);
-  C[o] = sb_apply_epilogue(ep, c_in, s, batch, i, j);
-}
+#define SB_GEMV_KERNELS(name, W, LAYOUT) \
+  SB_GEMV_KERNEL(name, W, LAYOUT, 1)     \
+  SB_GEMV_KERNEL(name, W, LAYOUT, 2)     \
+  SB_GEMV_KERNEL(name, W, LAYOUT, 4)     \
+  SB_GEMV_KERNEL(name, W, LAYOUT, 8)
+SB_GEMV_KERNELS(direct_f32, float, SB_GEMV_DIRECT)
+SB_GEMV_KERNELS(nk_f32, float, SB_GEMV_NK)
+SB_GEMV_KERNELS(kn_f32, float, SB_GEMV_KN)
+SB_GEMV_KERNELS(direct_bf16, unsigned short, SB_GEMV_DIRECT)
+SB_GEMV_KERNELS(nk_bf16, unsigned short, SB_GEMV_NK)
+SB_GEMV_KERNELS(kn_bf16, unsigned short, SB_GEMV_KN)

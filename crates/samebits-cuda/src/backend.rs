@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig};
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig};
 
 use crate::buffer::{BufferPool, DeviceBuffer, DeviceBytes};
 use crate::error::{CudaError, Result};
@@ -22,6 +23,10 @@ pub struct CudaBackend {
     pool: Arc<BufferPool>,
     name: String,
     compute_capability: (i32, i32),
+    sm_count: usize,
+    /// Zeroed counters of the split-K GEMV's fold tickets (kernels/gemm.cu); each launch leaves
+    /// them zero again.
+    tickets: Mutex<Option<CudaSlice<u32>>>,
 }
 
 impl CudaBackend {
@@ -53,6 +58,9 @@ impl CudaBackend {
         let ptx = program::compile(compute_capability.0, compute_capability.1)?;
         let module = ctx.load_module(ptx)?;
         let stream = ctx.default_stream();
+        let sm_count = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
+            .max(1) as usize;
         Ok(CudaBackend {
             name: ctx.name()?,
             ctx,
@@ -61,7 +69,27 @@ impl CudaBackend {
             functions: Mutex::new(HashMap::new()),
             pool: Arc::new(BufferPool::default()),
             compute_capability,
+            sm_count,
+            tickets: Mutex::new(None),
         })
+    }
+
+    /// The device's multiprocessor count (launch shapes only; never changes bits).
+    pub fn sm_count(&self) -> usize {
+        self.sm_count
+    }
+
+    /// Runs `f` with at least `count` zeroed ticket counters (grown on demand).
+    pub(crate) fn with_tickets<R>(
+        &self,
+        count: usize,
+        f: impl FnOnce(&CudaSlice<u32>) -> Result<R>,
+    ) -> Result<R> {
+        let mut tickets = self.tickets.lock().expect("ticket lock");
+        if tickets.as_ref().is_none_or(|t| t.len() < count) {
+            *tickets = Some(self.stream.alloc_zeros::<u32>(count.next_power_of_two())?);
+        }
+        f(tickets.as_ref().expect("tickets"))
     }
 
     /// The device's name, e.g. "NVIDIA H100 80GB HBM3".

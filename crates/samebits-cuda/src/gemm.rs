@@ -7,8 +7,8 @@
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
-use crate::backend::{BLOCK, CudaBackend, launch_1d};
-use crate::buffer::DeviceBuffer;
+use crate::backend::CudaBackend;
+use crate::buffer::{DeviceBuffer, DeviceBytes};
 use crate::error::{CudaError, Result};
 
 /// A strided batched matrix view of a device buffer: element `(b, r, c)` is
@@ -63,25 +63,36 @@ impl<'a> DeviceMat<'a> {
 
     /// Errors unless every element of a `[batch, rows, cols]` view lies inside the buffer.
     fn check(&self, batch: usize, rows: usize, cols: usize, what: &str) -> Result<()> {
-        if batch == 0 || rows == 0 || cols == 0 {
-            return Ok(());
-        }
-        let last = [
-            (batch - 1, self.batch_stride),
-            (rows - 1, self.row_stride),
-            (cols - 1, self.col_stride),
-        ]
-        .iter()
-        .try_fold(self.offset, |acc, &(n, s)| {
-            n.checked_mul(s)?.checked_add(acc)
-        });
-        match last {
-            Some(last) if last < self.buffer.len() && last <= i32::MAX as usize * 64 => Ok(()),
-            _ => Err(CudaError::Invalid(format!(
-                "{what}: a [{batch}, {rows}, {cols}] view does not fit in {} elements",
-                self.buffer.len()
-            ))),
-        }
+        check_view(self.raw(), self.buffer.len(), batch, rows, cols, what)
+    }
+}
+
+/// Errors unless every element of a `[batch, rows, cols]` view lies inside `len` elements.
+fn check_view(
+    view: SbMat,
+    len: usize,
+    batch: usize,
+    rows: usize,
+    cols: usize,
+    what: &str,
+) -> Result<()> {
+    if batch == 0 || rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let last = [
+        (batch - 1, view.batch_stride as usize),
+        (rows - 1, view.row_stride as usize),
+        (cols - 1, view.col_stride as usize),
+    ]
+    .iter()
+    .try_fold(view.offset as usize, |acc, &(n, s)| {
+        n.checked_mul(s)?.checked_add(acc)
+    });
+    match last {
+        Some(last) if last < len && last <= i32::MAX as usize * 64 => Ok(()),
+        _ => Err(CudaError::Invalid(format!(
+            "{what}: a [{batch}, {rows}, {cols}] view does not fit in {len} elements"
+        ))),
     }
 }
 
@@ -103,101 +114,110 @@ pub enum GemmEpilogue<'a> {
 /// How the GEMM is launched. Every choice gives the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmLaunch {
-    /// [`GemmLaunch::SplitK`] for M <= 8, else a tiled kernel sized to the problem.
+    /// [`GemmLaunch::SplitK`] for M <= 8, else 64 x 128 blocks when they give every
+    /// multiprocessor a block, else 64 x 64.
     Auto,
-    /// 128 x 128 output blocks, 8 x 8 outputs per thread, K steps of 8.
-    Tiled128x128,
-    /// 128 x 64 output blocks, 8 x 4 outputs per thread, K steps of 16.
-    Tiled128x64,
-    /// 64 x 64 output blocks, 4 x 4 outputs per thread, K steps of 16.
+    /// 128 x 128 output blocks, 8 x 8 outputs per thread, K steps of 8 in a 4-deep ring.
+    Tiled128x128K8,
+    /// 128 x 128 output blocks, 8 x 8 outputs per thread, K steps of 16 in a 3-deep ring.
+    Tiled128x128K16,
+    /// 64 x 128 output blocks (128 threads, two blocks per SM), 8 x 8 outputs per thread.
+    Tiled64x128,
+    /// 64 x 64 output blocks, 4 x 4 outputs per thread.
     Tiled64x64,
-    /// Each 64-term tile of each output on its own thread, folded in a second pass (M <= 8).
+    /// Each 64-term tile of each output on its own thread, folded in the same kernel (M <= 8).
     SplitK,
 }
 
+/// A tiled configuration: kernel name stem, block rows, block columns, threads, K step,
+/// ring stages.
+struct Tiled {
+    launch: GemmLaunch,
+    stem: &'static str,
+    rows: usize,
+    cols: usize,
+    threads: u32,
+    k_step: usize,
+    stages: usize,
+}
+
+impl Tiled {
+    /// Dynamic shared memory of a block: the operand ring (kernels/gemm.cu).
+    fn shared_bytes(&self) -> u32 {
+        (self.stages * self.k_step * (self.rows + 4 + self.cols + 4) * 4) as u32
+    }
+}
+
 impl GemmLaunch {
-    /// The tiled configurations: kernel name, block rows, block columns, dynamic shared bytes
-    /// (the running sums of `SUMS_IN_SHARED` configurations: 256 threads x 64 floats).
-    const TILED: [(GemmLaunch, &'static str, usize, usize, u32); 3] = [
-        (
-            GemmLaunch::Tiled128x128,
-            "sb_gemm_tiled_128x128",
-            128,
-            128,
-            256 * 64 * 4,
-        ),
-        (GemmLaunch::Tiled128x64, "sb_gemm_tiled_128x64", 128, 64, 0),
-        (GemmLaunch::Tiled64x64, "sb_gemm_tiled_64x64", 64, 64, 0),
+    const TILED: [Tiled; 4] = [
+        Tiled {
+            launch: GemmLaunch::Tiled128x128K8,
+            stem: "sb_gemm_tiled_128x128k8",
+            rows: 128,
+            cols: 128,
+            threads: 256,
+            k_step: 8,
+            stages: 4,
+        },
+        Tiled {
+            launch: GemmLaunch::Tiled128x128K16,
+            stem: "sb_gemm_tiled_128x128k16",
+            rows: 128,
+            cols: 128,
+            threads: 256,
+            k_step: 16,
+            stages: 3,
+        },
+        Tiled {
+            launch: GemmLaunch::Tiled64x128,
+            stem: "sb_gemm_tiled_64x128k16",
+            rows: 64,
+            cols: 128,
+            threads: 128,
+            k_step: 16,
+            stages: 3,
+        },
+        Tiled {
+            launch: GemmLaunch::Tiled64x64,
+            stem: "sb_gemm_tiled_64x64k16",
+            rows: 64,
+            cols: 64,
+            threads: 256,
+            k_step: 16,
+            stages: 3,
+        },
     ];
 
     /// Every explicit launch shape.
-    pub const FORCED: [GemmLaunch; 4] = [
-        GemmLaunch::Tiled128x128,
-        GemmLaunch::Tiled128x64,
+    pub const FORCED: [GemmLaunch; 5] = [
+        GemmLaunch::Tiled128x128K8,
+        GemmLaunch::Tiled128x128K16,
+        GemmLaunch::Tiled64x128,
         GemmLaunch::Tiled64x64,
         GemmLaunch::SplitK,
     ];
 }
 
-/// The split-K partial kernels (`sb_gemv_tile_partials_<layout>_m<MT>` in kernels/gemm.cu) by
-/// B layout, then by row count MT = 1, 2, 4, 8.
-const SPLIT_K_KERNELS: [[&str; 4]; 3] = [
-    [
-        "sb_gemv_tile_partials_n_vec4_m1",
-        "sb_gemv_tile_partials_n_vec4_m2",
-        "sb_gemv_tile_partials_n_vec4_m4",
-        "sb_gemv_tile_partials_n_vec4_m8",
-    ],
-    [
-        "sb_gemv_tile_partials_k_vec4_m1",
-        "sb_gemv_tile_partials_k_vec4_m2",
-        "sb_gemv_tile_partials_k_vec4_m4",
-        "sb_gemv_tile_partials_k_vec4_m8",
-    ],
-    [
-        "sb_gemv_tile_partials_strided_m1",
-        "sb_gemv_tile_partials_strided_m2",
-        "sb_gemv_tile_partials_strided_m4",
-        "sb_gemv_tile_partials_strided_m8",
-    ],
-];
-
-/// The split-K partial kernel for `m` rows and B's layout, and its columns per thread.
-fn split_k_kernel(
-    b: &DeviceMat<'_>,
-    m: usize,
-    n: usize,
-    k: usize,
-    tiles: usize,
-) -> (&'static str, usize) {
-    let aligned = |x: usize| x.is_multiple_of(4);
-    let base_aligned = aligned(b.offset) && aligned(b.batch_stride);
-    // Four columns per thread only when that still leaves many threads.
-    let (layout, columns) = if b.col_stride == 1
-        && aligned(n)
-        && aligned(b.row_stride)
-        && base_aligned
-        && tiles * n / 4 >= 65_536
-    {
-        (0, 4)
-    } else if b.row_stride == 1
-        && b.col_stride != 1
-        && aligned(k)
-        && aligned(b.col_stride)
-        && base_aligned
-    {
-        (1, 1)
-    } else {
-        (2, 1)
-    };
-    let rows = match m {
-        1 => 0,
-        2 => 1,
-        3 | 4 => 2,
-        _ => 3,
-    };
-    (SPLIT_K_KERNELS[layout][rows], columns)
+/// Weights of the split-K GEMV: f32 or bf16 elements.
+#[derive(Clone, Copy)]
+enum GemvWeights<'a> {
+    F32(&'a DeviceBuffer),
+    Bf16(&'a DeviceBytes),
 }
+
+/// A bf16 matrix view of raw device bytes (2 bytes per element, little-endian bf16): element
+/// `(b, r, c)` is element `offset + b * batch_stride + r * row_stride + c * col_stride`.
+#[derive(Clone, Copy)]
+pub struct DeviceMatBf16<'a> {
+    pub bytes: &'a DeviceBytes,
+    pub offset: usize,
+    pub batch_stride: usize,
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+/// Most chains (column x tile) per GEMV block (`__launch_bounds__` in kernels/gemm.cu).
+const GEMV_MAX_CHAINS: usize = 128;
 
 /// `SbMat` of kernels/gemm.cu.
 #[repr(C)]
@@ -236,6 +256,47 @@ pub struct GemmShape {
     pub k: usize,
 }
 
+/// Checks and converts an epilogue: its kernel struct and its `c` view, if any.
+fn raw_epilogue<'a>(
+    epilogue: GemmEpilogue<'a>,
+    batch: usize,
+    m: usize,
+    n: usize,
+) -> Result<(SbEpilogue, Option<DeviceMat<'a>>)> {
+    let (raw, c_view) = match epilogue {
+        GemmEpilogue::None => (SbEpilogue::default(), None),
+        GemmEpilogue::Add(c) => (
+            SbEpilogue {
+                view: c.raw(),
+                kind: 1,
+                ..Default::default()
+            },
+            Some(c),
+        ),
+        GemmEpilogue::AlphaBeta { alpha, beta, c } => (
+            SbEpilogue {
+                view: c.map(|c| c.raw()).unwrap_or_default(),
+                alpha,
+                beta,
+                kind: if c.is_some() { 3 } else { 2 },
+            },
+            c,
+        ),
+    };
+    if let Some(c) = c_view {
+        c.check(batch, m, n, "gemm epilogue operand")?;
+    }
+    Ok((raw, c_view))
+}
+
+fn check_dims(shape: GemmShape) -> Result<()> {
+    let GemmShape { batch, m, n, k } = shape;
+    if m > i32::MAX as usize || n > i32::MAX as usize || k > i32::MAX as usize || batch > 65_535 {
+        return Err(CudaError::Invalid(format!("gemm: {shape:?} too large")));
+    }
+    Ok(())
+}
+
 impl CudaBackend {
     /// The reproducible GEMM; returns C, dense row-major `[batch, m, n]`.
     pub fn gemm(
@@ -249,131 +310,223 @@ impl CudaBackend {
         let GemmShape { batch, m, n, k } = shape;
         a.check(batch, m, k, "gemm operand A")?;
         b.check(batch, k, n, "gemm operand B")?;
-        if m > i32::MAX as usize || n > i32::MAX as usize || k > i32::MAX as usize || batch > 65_535
-        {
-            return Err(CudaError::Invalid(format!("gemm: {shape:?} too large")));
-        }
-        let (raw_epilogue, c_view) = match epilogue {
-            GemmEpilogue::None => (SbEpilogue::default(), None),
-            GemmEpilogue::Add(c) => (
-                SbEpilogue {
-                    view: c.raw(),
-                    kind: 1,
-                    ..Default::default()
-                },
-                Some(c),
-            ),
-            GemmEpilogue::AlphaBeta { alpha, beta, c } => (
-                SbEpilogue {
-                    view: c.map(|c| c.raw()).unwrap_or_default(),
-                    alpha,
-                    beta,
-                    kind: if c.is_some() { 3 } else { 2 },
-                },
-                c,
-            ),
+        check_dims(shape)?;
+        let (raw_epilogue, c_view) = raw_epilogue(epilogue, batch, m, n)?;
+        let how = match how {
+            GemmLaunch::Auto if m <= SPLIT_K_MAX_M => GemmLaunch::SplitK,
+            GemmLaunch::Auto => {
+                // 64 x 128 blocks were the fastest at 4096^3 on an H100 (NOTES.md).
+                let blocks = m.div_ceil(64) * n.div_ceil(128) * batch;
+                if blocks >= self.sm_count() {
+                    GemmLaunch::Tiled64x128
+                } else {
+                    GemmLaunch::Tiled64x64
+                }
+            }
+            other => other,
         };
-        if let Some(c) = c_view {
-            c.check(batch, m, n, "gemm epilogue operand")?;
+        if how == GemmLaunch::SplitK {
+            return self.gemv(
+                shape,
+                a,
+                GemvWeights::F32(b.buffer),
+                b.raw(),
+                raw_epilogue,
+                c_view,
+            );
         }
         let mut out = self.alloc(batch * m * n)?;
         if out.is_empty() {
             return Ok(out);
         }
-        let how = match how {
-            GemmLaunch::Auto if m <= SPLIT_K_MAX_M => GemmLaunch::SplitK,
-            GemmLaunch::Auto if m.div_ceil(128) * n.div_ceil(128) * batch < 132 => {
-                GemmLaunch::Tiled64x64
-            }
-            GemmLaunch::Auto => GemmLaunch::Tiled128x128,
-            other => other,
+        let tiled = GemmLaunch::TILED
+            .iter()
+            .find(|t| t.launch == how)
+            .expect("every launch but SplitK is tiled");
+        // 16-byte copies of B: unit stride along n, every row start 16-byte aligned.
+        let aligned = |x: usize| x.is_multiple_of(4);
+        let b_vec = b.col_stride == 1
+            && aligned(n)
+            && aligned(b.row_stride)
+            && aligned(b.offset)
+            && aligned(b.batch_stride);
+        let name = format!("{}_{}", tiled.stem, if b_vec { "v" } else { "e" });
+        let f = self.function(&name)?;
+        let shared = tiled.shared_bytes();
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            shared as i32,
+        )?;
+        let config = LaunchConfig {
+            grid_dim: (
+                n.div_ceil(tiled.cols) as u32,
+                m.div_ceil(tiled.rows) as u32,
+                batch as u32,
+            ),
+            block_dim: (tiled.threads, 1, 1),
+            shared_mem_bytes: shared,
         };
         // The epilogue's c, or any live buffer when there is none (never read).
         let c_buffer = c_view.map_or(a.buffer, |c| c.buffer);
-        let (mi, ni, ki, bi) = (m as i32, n as i32, k as i32, batch as i32);
+        let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         let (ra, rb) = (a.raw(), b.raw());
-        if let Some(&(_, name, rows, cols, shared)) = GemmLaunch::TILED.iter().find(|t| t.0 == how)
-        {
-            let f = self.function(name)?;
-            if shared > 0 {
-                f.set_attribute(
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    shared as i32,
-                )?;
-            }
-            let config = LaunchConfig {
-                grid_dim: (
-                    n.div_ceil(cols) as u32,
-                    m.div_ceil(rows) as u32,
-                    batch as u32,
-                ),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: shared,
-            };
-            let mut launch = self.stream().launch_builder(&f);
-            launch
-                .arg(&mi)
-                .arg(&ni)
-                .arg(&ki)
-                .arg(a.buffer.slice())
-                .arg(&ra)
-                .arg(b.buffer.slice())
-                .arg(&rb)
-                .arg(out.slice_mut())
-                .arg(&raw_epilogue)
-                .arg(c_buffer.slice());
-            // SAFETY: the views were bounds-checked for the shape; out holds batch*m*n.
-            unsafe { launch.launch(config)? };
-            return Ok(out);
-        }
-        if m > SPLIT_K_MAX_M {
-            return Err(CudaError::Invalid(format!(
-                "split-K GEMM takes at most {SPLIT_K_MAX_M} rows, got {m}"
-            )));
-        }
-        let tiles = k.div_ceil(samebits_kernels::REDUCTION_TILE);
-        let mut partials = self.alloc((tiles * batch * m * n).max(1))?;
-        if tiles > 0 {
-            let (name, columns) = split_k_kernel(&b, m, n, k, tiles);
-            let groups = n.div_ceil(columns);
-            let config = LaunchConfig {
-                grid_dim: (
-                    (tiles * groups).div_ceil(BLOCK as usize) as u32,
-                    batch as u32,
-                    1,
-                ),
-                block_dim: (BLOCK, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let f = self.function(name)?;
-            let mut launch = self.stream().launch_builder(&f);
-            launch
-                .arg(&mi)
-                .arg(&ni)
-                .arg(&ki)
-                .arg(&bi)
-                .arg(a.buffer.slice())
-                .arg(&ra)
-                .arg(b.buffer.slice())
-                .arg(&rb)
-                .arg(partials.slice_mut());
-            // SAFETY: views bounds-checked; partials holds tiles*batch*m*n.
-            unsafe { launch.launch(config)? };
-        }
-        let f = self.function("sb_gemv_fold")?;
         let mut launch = self.stream().launch_builder(&f);
         launch
             .arg(&mi)
             .arg(&ni)
             .arg(&ki)
-            .arg(&bi)
-            .arg(partials.slice())
+            .arg(a.buffer.slice())
+            .arg(&ra)
+            .arg(b.buffer.slice())
+            .arg(&rb)
             .arg(out.slice_mut())
             .arg(&raw_epilogue)
             .arg(c_buffer.slice());
-        let blocks = (batch * m * n).div_ceil(BLOCK as usize) as u32;
-        // SAFETY: reads the partials written above, writes batch*m*n outputs.
-        unsafe { launch.launch(launch_1d(blocks, 0))? };
+        // SAFETY: the views were bounds-checked for the shape; out holds batch*m*n.
+        unsafe { launch.launch(config)? };
+        Ok(out)
+    }
+
+    /// The reproducible product of f32 rows `a` (`m <= 8`) with bf16 weights `b`, each weight
+    /// widened exactly to f32: the bits of [`CudaBackend::gemm`] on the widened weights.
+    pub fn gemv_bf16(
+        &self,
+        shape: GemmShape,
+        a: DeviceMat<'_>,
+        b: DeviceMatBf16<'_>,
+        epilogue: GemmEpilogue<'_>,
+    ) -> Result<DeviceBuffer> {
+        let GemmShape { batch, m, n, k } = shape;
+        a.check(batch, m, k, "gemv operand A")?;
+        let raw = SbMat {
+            offset: b.offset as i64,
+            batch_stride: b.batch_stride as i64,
+            row_stride: b.row_stride as i64,
+            col_stride: b.col_stride as i64,
+        };
+        check_view(raw, b.bytes.len() / 2, batch, k, n, "gemv bf16 weights")?;
+        check_dims(shape)?;
+        let (raw_epilogue, c_view) = raw_epilogue(epilogue, batch, m, n)?;
+        self.gemv(
+            shape,
+            a,
+            GemvWeights::Bf16(b.bytes),
+            raw,
+            raw_epilogue,
+            c_view,
+        )
+    }
+
+    /// The split-K GEMV (kernels/gemm.cu `sb_gemv_*`): one launch. Launch shape (columns per
+    /// block, tiles per block) from the device's multiprocessor count; never changes bits.
+    fn gemv(
+        &self,
+        shape: GemmShape,
+        a: DeviceMat<'_>,
+        b: GemvWeights<'_>,
+        rb: SbMat,
+        raw_epilogue: SbEpilogue,
+        c_view: Option<DeviceMat<'_>>,
+    ) -> Result<DeviceBuffer> {
+        let GemmShape { batch, m, n, k } = shape;
+        if m > SPLIT_K_MAX_M {
+            return Err(CudaError::Invalid(format!(
+                "split-K GEMM takes at most {SPLIT_K_MAX_M} rows, got {m}"
+            )));
+        }
+        let mut out = self.alloc(batch * m * n)?;
+        if out.is_empty() {
+            return Ok(out);
+        }
+        let (elem, stem) = match b {
+            GemvWeights::F32(_) => (4usize, "f32"),
+            GemvWeights::Bf16(_) => (2, "bf16"),
+        };
+        let per16 = 16 / elem;
+        let fits16 = |x: i64| x % per16 as i64 == 0;
+        let base16 = fits16(rb.offset) && fits16(rb.batch_stride);
+        let sms = self.sm_count();
+        let tiles = k.div_ceil(samebits_kernels::REDUCTION_TILE);
+        let cb = if n.div_ceil(16) >= 2 * sms { 16 } else { 8 };
+        // How the weights travel (kernels/gemm.cu SB_GEMV_*): staged through shared memory in
+        // 16-byte copies along the unit-stride axis when aligned, else read directly.
+        let layout = if rb.row_stride == 1
+            && rb.col_stride != 1
+            && fits16(rb.col_stride)
+            && base16
+            && k.is_multiple_of(per16)
+        {
+            "nk"
+        } else if rb.col_stride == 1 && fits16(rb.row_stride) && base16 && n.is_multiple_of(per16) {
+            "kn"
+        } else {
+            "direct"
+        };
+        let groups = n.div_ceil(cb) * batch;
+        let fill = if groups >= sms {
+            1
+        } else {
+            (2 * sms).div_ceil(groups)
+        };
+        let splits = tiles
+            .div_ceil(GEMV_MAX_CHAINS / cb)
+            .max(fill.min(tiles))
+            .max(1);
+        let tps = tiles.div_ceil(splits).max(1);
+        let splits = tiles.div_ceil(tps).max(1);
+        let rows = m.next_power_of_two();
+        let name = format!("sb_gemv_{layout}_{stem}_m{rows}");
+        let tile = samebits_kernels::REDUCTION_TILE;
+        let staged_bytes = match layout {
+            "nk" => tps * cb * (tile * elem + 16),
+            "kn" => tps * (tile + 1) * cb * elem,
+            _ => 0,
+        };
+        let shared = staged_bytes + 4 * rows * tps * cb + 4 * rows * tps * (tile + 1);
+        let f = self.function(&name)?;
+        if shared > 48 * 1024 {
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                shared as i32,
+            )?;
+        }
+        let threads = (cb * tps).div_ceil(32) * 32;
+        let config = LaunchConfig {
+            grid_dim: (n.div_ceil(cb) as u32, splits as u32, batch as u32),
+            block_dim: (threads as u32, 1, 1),
+            shared_mem_bytes: shared as u32,
+        };
+        let mut workspace = self.alloc(if splits > 1 { tiles * batch * m * n } else { 1 })?;
+        let c_buffer = c_view.map_or(a.buffer, |c| c.buffer);
+        let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+        let (cbi, tpsi) = (cb as i32, tps as i32);
+        let ra = a.raw();
+        self.with_tickets(groups, |tickets| {
+            let mut launch = self.stream().launch_builder(&f);
+            launch
+                .arg(&mi)
+                .arg(&ni)
+                .arg(&ki)
+                .arg(&cbi)
+                .arg(&tpsi)
+                .arg(a.buffer.slice())
+                .arg(&ra);
+            match b {
+                GemvWeights::F32(buffer) => launch.arg(buffer.slice()),
+                GemvWeights::Bf16(bytes) => launch.arg(bytes.slice()),
+            };
+            launch
+                .arg(&rb)
+                .arg(out.slice_mut())
+                .arg(&raw_epilogue)
+                .arg(c_buffer.slice())
+                .arg(workspace.slice_mut())
+                .arg(tickets);
+            // SAFETY: views bounds-checked; the workspace holds tiles*batch*m*n when split;
+            // `groups` ticket counters exist and are zero.
+            unsafe { launch.launch(config)? };
+            Ok(())
+        })?;
         Ok(out)
     }
 }

@@ -32,7 +32,7 @@ pub use buffer::{DeviceBuffer, DeviceBytes};
 pub use elementwise::{BinaryOp, BroadcastLayout, MAX_RANK, UnaryOp, binary_cpu};
 pub use error::{CudaError, Result};
 pub use executor::{CudaExecutor, RunStats};
-pub use gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape, SPLIT_K_MAX_M};
+pub use gemm::{DeviceMat, DeviceMatBf16, GemmEpilogue, GemmLaunch, GemmShape, SPLIT_K_MAX_M};
 pub use gguf::gguf_supported;
 pub use reduce::{layer_norm_cpu, rms_norm_cpu, softmax_cpu};
 

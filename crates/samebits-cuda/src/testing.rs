@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 use samebits_kernels::{Epilogue, MatRef, ReduceKind, gemm, reduce_f32};
 
 use crate::{
-    BinaryOp, BroadcastLayout, CudaBackend, DeviceMat, GemmEpilogue, GemmLaunch, GemmShape,
-    SPLIT_K_MAX_M, UnaryOp, binary_cpu, layer_norm_cpu, rms_norm_cpu, softmax_cpu,
+    BinaryOp, BroadcastLayout, CudaBackend, DeviceMat, DeviceMatBf16, GemmEpilogue, GemmLaunch,
+    GemmShape, SPLIT_K_MAX_M, UnaryOp, binary_cpu, layer_norm_cpu, rms_norm_cpu, softmax_cpu,
 };
 
 /// Where a test body runs.
@@ -295,6 +295,52 @@ pub fn large_gemm_case(seed: u64) -> GemmCase {
     )
 }
 
+/// Tiled products whose B rows take the 16-byte copies (N a multiple of 4, unit stride along n)
+/// and ring wrap-arounds (many K steps), with edge blocks, transposed A and batches.
+pub fn vector_gemm_cases(seed: u64) -> Vec<GemmCase> {
+    let mut rng = Rng::new(seed);
+    [
+        (1, 260, 516, 777, false, CaseEpilogue::None),
+        (2, 130, 132, 200, true, CaseEpilogue::ColumnBias),
+        (1, 9, 4, 1, false, CaseEpilogue::AlphaBeta(2.0, -0.5)),
+        (3, 70, 68, 64, true, CaseEpilogue::None),
+    ]
+    .into_iter()
+    .map(|(batch, m, n, k, a_t, epilogue)| {
+        GemmCase::random(&mut rng, GemmShape { batch, m, n, k }, a_t, false, epilogue)
+    })
+    .collect()
+}
+
+/// Split-K products with bf16 weights (B's values rounded to bf16, so that the f32 CPU GEMM on
+/// the same values is the oracle): `[k, n]` and `[n, k]` storage, aligned and odd sizes.
+pub fn bf16_gemv_cases(seed: u64) -> Vec<GemmCase> {
+    let mut rng = Rng::new(seed);
+    [
+        (1, 576, 1536, false),
+        (1, 576, 1536, true),
+        (3, 1000, 200, false),
+        (2, 1000, 200, true),
+        (5, 77, 33, false),
+        (8, 130, 9, true),
+    ]
+    .into_iter()
+    .map(|(m, k, n, b_t)| {
+        let mut case = GemmCase::random(
+            &mut rng,
+            GemmShape { batch: 1, m, n, k },
+            false,
+            b_t,
+            CaseEpilogue::ColumnBias,
+        );
+        for v in &mut case.b {
+            *v = f32::from_bits(v.to_bits() & 0xffff_0000);
+        }
+        case
+    })
+    .collect()
+}
+
 /// Wide split-K products that take the vectorised B reads: `[k, n]` weights (four columns per
 /// thread) and `[n, k]` weights (four k-steps per load).
 pub fn wide_gemv_cases(seed: u64) -> Vec<GemmCase> {
@@ -392,6 +438,51 @@ impl Device {
                 run().expect("cuda gemm")
             }
         }
+    }
+
+    /// Runs a split-K case with B stored as bf16 (its values must be bf16-exact); on the CPU,
+    /// the f32 GEMM of the same values.
+    pub fn gemv_bf16(&self, case: &GemmCase) -> Vec<f32> {
+        let Device::Cuda(backend) = self else {
+            return self.gemm(case, GemmLaunch::Auto);
+        };
+        let GemmShape { m, n, .. } = case.shape;
+        let run = || -> crate::Result<Vec<f32>> {
+            let a = backend.upload(&case.a)?;
+            let bytes: Vec<u8> = case
+                .b
+                .iter()
+                .flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes())
+                .collect();
+            let b = backend.upload_bytes(&bytes)?;
+            let bias = backend.upload(&case.c)?;
+            let c = Strides {
+                offset: 0,
+                batch: 0,
+                row: 0,
+                col: 1,
+            };
+            let epilogue = match case.epilogue {
+                CaseEpilogue::ColumnBias => GemmEpilogue::Add(c.gpu(&bias)),
+                _ => GemmEpilogue::None,
+            };
+            let s = case.b_strides;
+            let out = backend.gemv_bf16(
+                case.shape,
+                case.a_strides.gpu(&a),
+                DeviceMatBf16 {
+                    bytes: &b,
+                    offset: s.offset,
+                    batch_stride: s.batch,
+                    row_stride: s.row,
+                    col_stride: s.col,
+                },
+                epilogue,
+            )?;
+            debug_assert_eq!(out.len(), m * n);
+            backend.download(&out)
+        };
+        run().expect("cuda gemv_bf16")
     }
 
     /// `y[i] = op(x[i])`.

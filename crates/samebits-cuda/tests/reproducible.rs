@@ -2,8 +2,8 @@
 //! kernels' output (the oracle); on a machine without a GPU the CUDA tests skip loudly.
 
 use samebits_cuda::testing::{
-    BROADCAST_SHAPES, Device, REDUCE_KINDS, ROW_LENGTHS, Rng, assert_same_bits, gemm_cases,
-    large_gemm_case, wide_gemv_cases,
+    BROADCAST_SHAPES, Device, REDUCE_KINDS, ROW_LENGTHS, Rng, assert_same_bits, bf16_gemv_cases,
+    gemm_cases, large_gemm_case, vector_gemm_cases, wide_gemv_cases,
 };
 use samebits_cuda::{BinaryOp, GemmLaunch, UnaryOp, test_device};
 
@@ -36,25 +36,44 @@ fn gemv_vectorised_reads(device: &Device) {
         );
     }
 }
+/// bf16 weights, widened exactly: the bits of the f32 GEMM on the same values.
+fn gemv_bf16_weights(device: &Device) {
+    for case in bf16_gemv_cases(10) {
+        let want = Device::Cpu.gemm(&case, GemmLaunch::Auto);
+        assert_same_bits(
+            &device.gemv_bf16(&case),
+            &want,
+            &format!("{:?} {:?}", case.shape, case.b_strides),
+        );
+    }
+}
+test_device!(
+    gemv_bf16_weights,
+    gemv_bf16_weights_cpu,
+    gemv_bf16_weights_cuda
+);
+
 test_device!(
     gemv_vectorised_reads,
     gemv_vectorised_reads_cpu,
     gemv_vectorised_reads_cuda
 );
 
-/// Two launch configurations (and the automatic one) give identical bits on a multi-block GEMM.
+/// Every launch configuration (and the automatic one) gives the CPU's bits on multi-block
+/// GEMMs, with element-copied and 16-byte-copied B.
 fn gemm_forced_launch_shapes(device: &Device) {
-    let case = large_gemm_case(2);
-    let want = Device::Cpu.gemm(&case, GemmLaunch::Auto);
-    let tiled128 = device.gemm(&case, GemmLaunch::Tiled128x128);
-    let tiled64 = device.gemm(&case, GemmLaunch::Tiled64x64);
-    assert_same_bits(&tiled128, &tiled64, "128x128 vs 64x64 blocks");
-    assert_same_bits(&tiled128, &want, "128x128 vs cpu");
-    assert_same_bits(
-        &device.gemm(&case, GemmLaunch::Tiled128x64),
-        &want,
-        "128x64 vs cpu",
-    );
+    let mut cases = vector_gemm_cases(2);
+    cases.push(large_gemm_case(2));
+    for case in &cases {
+        let want = Device::Cpu.gemm(case, GemmLaunch::Auto);
+        for how in case.launches() {
+            assert_same_bits(
+                &device.gemm(case, how),
+                &want,
+                &format!("{:?} {how:?}", case.shape),
+            );
+        }
+    }
 }
 test_device!(
     gemm_forced_launch_shapes,

@@ -47,6 +47,10 @@ pub enum DeviceKernel {
         rows: usize,
         cols: usize,
     },
+    /// Output 0 is input 0's elements, unchanged and in the same row-major order, under the
+    /// shape [`crate::Op::view_shape`] gives (Reshape, Squeeze, Unsqueeze, Flatten, Identity):
+    /// a backend may share input 0's memory.
+    View,
 }
 
 /// The elementwise functions of [`DeviceKernel::Unary`].

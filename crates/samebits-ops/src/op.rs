@@ -92,6 +92,12 @@ pub trait Op: Send + Sync + fmt::Debug {
     fn device_kernel(&self) -> Option<DeviceKernel> {
         None
     }
+
+    /// For ops whose device kernel is [`DeviceKernel::View`]: the output shape, from input 0's
+    /// `shape` and the other inputs (shape and axes values, on the host).
+    fn view_shape(&self, _shape: &[usize], _inputs: &Inputs) -> Result<Vec<usize>> {
+        Err(OpError::Invalid("not a view op".into()))
+    }
 }
 
 /// Typed access to the inputs of an evaluation, with errors that name the input index.

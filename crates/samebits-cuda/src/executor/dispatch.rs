@@ -8,6 +8,8 @@ use samebits_ir::DType;
 use samebits_ops::broadcast::broadcast_shapes;
 use samebits_ops::{BinaryKernel, DeviceKernel, UnaryKernel, gemm_c_strides, normalize_axis};
 
+use std::sync::Arc;
+
 use crate::backend::CudaBackend;
 use crate::buffer::DeviceBuffer;
 use crate::elementwise::{BinaryOp, BroadcastLayout, UnaryOp};
@@ -433,7 +435,10 @@ pub(crate) fn run_launch(
             (y, out_shape.clone())
         }
     };
-    Ok(DeviceValue::F32 { buffer, shape })
+    Ok(DeviceValue::F32 {
+        buffer: Arc::new(buffer),
+        shape,
+    })
 }
 
 #[cfg(test)]

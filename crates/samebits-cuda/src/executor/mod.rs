@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use samebits_ir::{DType, Tensor, Value};
-use samebits_ops::{DeviceKernel, OpError, Plan, RunOptions};
+use samebits_ops::{DeviceKernel, OpError, Plan, PlanStep, RunOptions};
 
 use crate::backend::CudaBackend;
 use crate::buffer::{DeviceBuffer, DeviceBytes};
@@ -35,9 +35,9 @@ use dispatch::{ArgInfo, plan_launch, run_launch};
 
 /// A value held on the device.
 pub(crate) enum DeviceValue {
-    /// A float32 tensor, dense row-major.
+    /// A float32 tensor, dense row-major; view ops share the buffer of their input.
     F32 {
-        buffer: DeviceBuffer,
+        buffer: Arc<DeviceBuffer>,
         shape: Vec<usize>,
     },
     /// Raw bytes of a uint8 tensor (quantized weights), with the tensor's shape.
@@ -169,7 +169,11 @@ impl CudaExecutor {
             slots[slot].host = Some(value);
         }
         for (step, kernel) in self.plan.steps().zip(&self.kernels) {
-            let launch = kernel.and_then(|k| {
+            let view = match kernel {
+                Some(DeviceKernel::View) => device_view(step, &slots),
+                _ => None,
+            };
+            let launch = kernel.filter(|_| view.is_none()).and_then(|k| {
                 let args: Vec<Option<ArgInfo>> = step
                     .inputs
                     .iter()
@@ -185,6 +189,13 @@ impl CudaExecutor {
                 },
             };
             match launch {
+                _ if view.is_some() => {
+                    slots[step.outputs[0]] = Slot {
+                        host: None,
+                        device: view.map(Arc::new),
+                    };
+                    stats.device_steps += 1;
+                }
                 Some(launch) => {
                     let mut inputs = Vec::with_capacity(step.inputs.len());
                     for (i, s) in step.inputs.iter().enumerate() {
@@ -297,7 +308,7 @@ impl CudaExecutor {
                 .map_err(|e| CudaError::Invalid(e.to_string()))?;
             stats.upload_bytes += 4 * data.len();
             DeviceValue::F32 {
-                buffer: self.backend.upload(data)?,
+                buffer: Arc::new(self.backend.upload(data)?),
                 shape: tensor.shape().to_vec(),
             }
         };
@@ -333,6 +344,31 @@ impl CudaExecutor {
         }
         Ok(())
     }
+}
+
+/// A view step ([`DeviceKernel::View`]) on a float32 input that lives on the device: the same
+/// buffer under the op's output shape (no copy). `None` (run the op on the host) when input 0
+/// is not on the device, another input is not on the host, or the op has no such output.
+fn device_view(step: PlanStep<'_>, slots: &[Slot]) -> Option<DeviceValue> {
+    if step.outputs.len() != 1 {
+        return None;
+    }
+    let DeviceValue::F32 { buffer, shape } = slots[(*step.inputs.first()?)?].device.as_deref()?
+    else {
+        return None;
+    };
+    let mut args: Vec<Option<&Value>> = vec![None];
+    for s in &step.inputs[1..] {
+        args.push(match s {
+            Some(s) => Some(slots[*s].host.as_ref()?),
+            None => None,
+        });
+    }
+    let out = step.op.view_shape(shape, &args).ok()?;
+    (out.iter().product::<usize>() == buffer.len()).then(|| DeviceValue::F32 {
+        buffer: Arc::clone(buffer),
+        shape: out,
+    })
 }
 
 /// The dtype and shape of a slot's value, wherever it is (`None` for non-tensors).

@@ -9,7 +9,10 @@ use super::{input_dtype, output_of};
 use crate::broadcast::{broadcast_shapes, broadcast_strides};
 use crate::layout::{Interleave, Movable, MoveKernel, StridedView, move_elements};
 use crate::registry::Registry;
-use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, normalize_axis};
+use crate::{
+    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail,
+    normalize_axis,
+};
 use samebits_ir::{DType, Tensor, Value, ValueType, checked_numel};
 
 pub fn register(r: &mut Registry) {
@@ -148,12 +151,21 @@ impl Op for Reshape {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
+        Ok(vec![
+            x.reshaped(self.view_shape(x.shape(), inputs)?)?.into(),
+        ])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::View)
+    }
+
+    fn view_shape(&self, shape: &[usize], inputs: &Inputs) -> Result<Vec<usize>> {
         let target = match &self.attribute_shape {
             Some(s) => s.clone(),
             None => inputs.ints(1, "shape")?,
         };
-        let shape = reshape_target(x.shape(), &target, self.allow_zero)?;
-        Ok(vec![x.reshaped(shape)?.into()])
+        reshape_target(shape, &target, self.allow_zero)
     }
 }
 
@@ -216,12 +228,21 @@ impl Op for Squeeze {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
+        Ok(vec![
+            x.reshaped(self.view_shape(x.shape(), inputs)?)?.into(),
+        ])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::View)
+    }
+
+    fn view_shape(&self, dims: &[usize], inputs: &Inputs) -> Result<Vec<usize>> {
         let axes = match &self.0 {
             Some(a) => a.clone(),
             None => inputs.opt_ints(1, "axes")?.unwrap_or_default(),
         };
-        let dims = x.shape();
-        let shape = if axes.is_empty() {
+        Ok(if axes.is_empty() {
             dims.iter().copied().filter(|&d| d != 1).collect()
         } else {
             let axes = normalize_axes(&axes, dims.len(), "axes")?;
@@ -232,8 +253,7 @@ impl Op for Squeeze {
                 .filter(|i| !axes.contains(i))
                 .map(|i| dims[i])
                 .collect()
-        };
-        Ok(vec![x.reshaped(shape)?.into()])
+        })
     }
 }
 
@@ -248,14 +268,24 @@ impl Op for Unsqueeze {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
+        Ok(vec![
+            x.reshaped(self.view_shape(x.shape(), inputs)?)?.into(),
+        ])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::View)
+    }
+
+    fn view_shape(&self, dims: &[usize], inputs: &Inputs) -> Result<Vec<usize>> {
         let axes = match &self.0 {
             Some(a) => a.clone(),
             None => inputs.ints(1, "axes")?,
         };
-        let rank = x.rank() + axes.len();
+        let rank = dims.len() + axes.len();
         let axes = normalize_axes(&axes, rank, "axes")?;
-        let mut rest = x.shape().iter();
-        let shape = (0..rank)
+        let mut rest = dims.iter();
+        Ok((0..rank)
             .map(|i| {
                 if axes.contains(&i) {
                     1
@@ -263,8 +293,7 @@ impl Op for Unsqueeze {
                     *rest.next().expect("rank counts the input dims")
                 }
             })
-            .collect();
-        Ok(vec![x.reshaped(shape)?.into()])
+            .collect())
     }
 }
 
@@ -279,7 +308,17 @@ impl Op for Flatten {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
-        let rank = x.rank() as i64;
+        Ok(vec![
+            x.reshaped(self.view_shape(x.shape(), inputs)?)?.into(),
+        ])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::View)
+    }
+
+    fn view_shape(&self, dims: &[usize], _inputs: &Inputs) -> Result<Vec<usize>> {
+        let rank = dims.len() as i64;
         let axis = if self.0 < 0 { self.0 + rank } else { self.0 };
         if !(0..=rank).contains(&axis) {
             bail!(
@@ -287,9 +326,8 @@ impl Op for Flatten {
                 self.0
             );
         }
-        let (outer, inner) = x.shape().split_at(axis as usize);
-        let shape = vec![checked_numel(outer)?, checked_numel(inner)?];
-        Ok(vec![x.reshaped(shape)?.into()])
+        let (outer, inner) = dims.split_at(axis as usize);
+        Ok(vec![checked_numel(outer)?, checked_numel(inner)?])
     }
 }
 
