@@ -62,13 +62,17 @@ pub struct Llm {
     stages: Vec<DecoderStage>,
 }
 
+/// Chooses a process's stages from the configuration and [`layer_bytes`]: ranges of
+/// consecutive layers, each with its device.
+pub type ChooseStages<'a> = &'a dyn Fn(&ModelConfig, &[u64]) -> Result<Vec<(Range<usize>, Device)>>;
+
 /// Which decoder layers a load builds, and where they run.
 pub enum Layers<'a> {
     /// The whole decoder as one stage on one device.
     All(Device),
     /// The stages `choose` returns, given the model's configuration and [`layer_bytes`]:
     /// ranges of consecutive layers, each with its device (the rest of the model is not built).
-    Stages(&'a dyn Fn(&ModelConfig, &[u64]) -> Result<Vec<(Range<usize>, Device)>>),
+    Stages(ChooseStages<'a>),
 }
 
 /// Layers `layers` of the decoder compiled for one device: a pipeline stage. The first stage

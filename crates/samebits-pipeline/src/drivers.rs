@@ -319,12 +319,15 @@ pub fn run_sequences<P: Program>(
         .collect())
 }
 
+/// Where generated text goes: `(prompt index, text)`.
+type TextSink<'o> = RefCell<&'o mut dyn FnMut(usize, &str)>;
+
 /// A generation: a [`Sequence`] fed with each step's last logits row.
 struct Generating<'a, 'f, 'o> {
     sequence: Sequence<'a>,
     index: usize,
     vocab: usize,
-    on_text: &'f RefCell<&'o mut dyn FnMut(usize, &str)>,
+    on_text: &'f TextSink<'o>,
 }
 
 impl Program for Generating<'_, '_, '_> {

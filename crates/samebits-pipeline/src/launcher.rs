@@ -119,6 +119,8 @@ pub fn worker_args(
     vec![
         "pipeline-worker".into(),
         spec.path().display().to_string(),
+        "--kind".into(),
+        spec.kind().into(),
         "--rank".into(),
         rank.to_string(),
         "--n-partitions".into(),
@@ -248,11 +250,27 @@ impl Children {
     /// After the shutdown round: waits for the workers (or kills them when it failed).
     pub fn finish(&mut self, stopped: bool) {
         self.finished.store(true, Ordering::SeqCst);
-        for (_, child) in self.list.lock().expect("children lock").iter_mut() {
-            if !stopped {
-                let _ = child.kill();
+        for (_, child) in self.list.lock().expect("children lock").drain(..) {
+            end(child, stopped);
+        }
+    }
+}
+
+fn end(mut child: Child, stopped: bool) {
+    if !stopped {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+}
+
+impl Drop for Children {
+    /// Workers of a pipeline that never started (rank 0 failed to join) are killed.
+    fn drop(&mut self) {
+        self.finished.store(true, Ordering::SeqCst);
+        if let Ok(mut list) = self.list.lock() {
+            for (_, child) in list.drain(..) {
+                end(child, false);
             }
-            let _ = child.wait();
         }
     }
 }

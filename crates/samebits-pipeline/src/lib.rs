@@ -54,14 +54,31 @@ pub enum PipelineError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Runtime(#[from] samebits_runtime::RuntimeError),
+    Runtime(Box<samebits_runtime::RuntimeError>),
     #[error(transparent)]
-    Llm(#[from] samebits_llm::LlmError),
+    Llm(Box<samebits_llm::LlmError>),
     #[error(transparent)]
-    Op(#[from] samebits_ops::OpError),
+    Op(Box<samebits_ops::OpError>),
     #[error(transparent)]
-    Ir(#[from] samebits_ir::Error),
+    Ir(Box<samebits_ir::Error>),
 }
+
+macro_rules! boxed_from {
+    ($($variant:ident: $t:ty),*) => {$(
+        impl From<$t> for PipelineError {
+            fn from(e: $t) -> Self {
+                PipelineError::$variant(Box::new(e))
+            }
+        }
+    )*};
+}
+
+boxed_from!(
+    Runtime: samebits_runtime::RuntimeError,
+    Llm: samebits_llm::LlmError,
+    Op: samebits_ops::OpError,
+    Ir: samebits_ir::Error
+);
 
 impl PipelineError {
     pub fn io(path: &Path, source: std::io::Error) -> Self {
@@ -90,9 +107,9 @@ pub struct PipelineOptions {
 /// The model rank 0 loaded besides its stage: what requests are made of.
 pub enum Loaded {
     /// The whole ONNX model compiled on the CPU (inputs, outputs, receipts).
-    Onnx(CompiledModel),
+    Onnx(Box<CompiledModel>),
     /// The decoder's configuration and tokenizer.
-    Llm(Llm),
+    Llm(Box<Llm>),
 }
 
 /// Rank 0's handle on a running pipeline; dropping it shuts every rank down.

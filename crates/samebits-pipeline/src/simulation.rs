@@ -44,8 +44,8 @@ pub(crate) fn loaded(
     llm: Option<samebits_llm::Llm>,
 ) -> Result<Loaded> {
     match (onnx, llm) {
-        (Some(m), _) => Ok(Loaded::Onnx(m)),
-        (_, Some(l)) => Ok(Loaded::Llm(l)),
+        (Some(m), _) => Ok(Loaded::Onnx(Box::new(m))),
+        (_, Some(l)) => Ok(Loaded::Llm(Box::new(l))),
         _ => Err(PipelineError::Usage("no model was prepared".into())),
     }
 }
