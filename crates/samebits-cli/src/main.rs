@@ -41,6 +41,8 @@ enum Command {
     Bench(commands::bench::Args),
     Conformance(commands::conformance::Args),
     Tui(commands::tui::Args),
+    #[command(hide = true)]
+    PipelineWorker(commands::pipeline_worker::Args),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => commands::bench::main(args),
         Command::Conformance(args) => commands::conformance::main(args),
         Command::Tui(args) => commands::tui::main(args),
+        Command::PipelineWorker(args) => commands::pipeline_worker::main(args),
     };
     match result {
         Ok(code) => code,

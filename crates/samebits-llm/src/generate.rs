@@ -6,6 +6,7 @@
 use crate::receipt::LogitsChain;
 use crate::sampling::{SamplingOptions, sample};
 use crate::{Llm, Result};
+use samebits_gguf::IncrementalDecoder;
 use samebits_gguf::{ChatMessage, ChatTemplate};
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,101 @@ pub fn prompt_tokens(llm: &Llm, prompt: &str, chat: bool) -> Result<Vec<u32>> {
     }
 }
 
+/// One generation in progress: the prompt's tokens, the tokens generated so far, their logits
+/// chain and text. [`generate`] drives one with [`Llm::forward`]; a pipeline drives several at
+/// once. Either way each step's token follows from its logits by the same rule.
+pub struct Sequence<'a> {
+    prompt_tokens: Vec<u32>,
+    tokens: Vec<u32>,
+    chain: LogitsChain,
+    text: String,
+    decoder: IncrementalDecoder<'a>,
+    sampling: SamplingOptions,
+    eos: Option<u32>,
+    /// Most tokens this generation may produce (`max_tokens`, cut to the context).
+    budget: usize,
+    finished: bool,
+}
+
+impl<'a> Sequence<'a> {
+    /// A generation from `prompt`; its first input is [`Sequence::prompt_tokens`].
+    pub fn start(llm: &'a Llm, prompt: &str, options: &GenerateOptions) -> Result<Sequence<'a>> {
+        options.sampling.check()?;
+        let prompt_tokens = prompt_tokens(llm, prompt, options.chat)?;
+        if prompt_tokens.is_empty() {
+            return Err(crate::LlmError::Usage("--prompt gives no tokens".into()));
+        }
+        let budget = options.max_tokens.min(
+            llm.config
+                .context_length
+                .saturating_sub(prompt_tokens.len())
+                + 1,
+        );
+        Ok(Sequence {
+            prompt_tokens,
+            tokens: Vec::new(),
+            chain: LogitsChain::default(),
+            text: String::new(),
+            decoder: llm.tokenizer.incremental_decoder(),
+            sampling: options.sampling,
+            eos: llm.tokenizer.eos_id(),
+            budget,
+            finished: budget == 0,
+        })
+    }
+
+    pub fn prompt_tokens(&self) -> &[u32] {
+        &self.prompt_tokens
+    }
+
+    /// True once the end-of-sequence token or the budget is reached.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Takes the logits row of the last position run: hashes it into the chain, samples the
+    /// step's token and streams its text. Returns the token to run next, or `None` when the
+    /// generation is finished.
+    pub fn step(&mut self, last: &[f32], mut on_text: impl FnMut(&str)) -> Result<Option<u32>> {
+        if self.finished {
+            return Ok(None);
+        }
+        let step = self.tokens.len();
+        self.chain.push(last);
+        let token = sample(last, &self.sampling, step as u64);
+        self.tokens.push(token);
+        if Some(token) == self.eos {
+            self.finished = true;
+            return Ok(None);
+        }
+        let piece = self.decoder.push(token)?;
+        on_text(&piece);
+        self.text.push_str(&piece);
+        self.finished = step + 1 >= self.budget;
+        Ok((!self.finished).then_some(token))
+    }
+
+    /// The finished generation (the decoder's pending text flushed through `on_text`).
+    pub fn finish(
+        mut self,
+        mut on_text: impl FnMut(&str),
+        prefill_time: Duration,
+        decode_time: Duration,
+    ) -> Generation {
+        let rest = self.decoder.finish();
+        on_text(&rest);
+        self.text.push_str(&rest);
+        Generation {
+            prompt_tokens: self.prompt_tokens,
+            tokens: self.tokens,
+            logits: self.chain,
+            text: self.text,
+            prefill_time,
+            decode_time,
+        }
+    }
+}
+
 /// Generates from `prompt`, calling `on_text` with each piece of text as it is complete.
 pub fn generate(
     llm: &Llm,
@@ -79,51 +175,16 @@ pub fn generate(
     options: &GenerateOptions,
     mut on_text: impl FnMut(&str),
 ) -> Result<Generation> {
-    options.sampling.check()?;
-    let prompt_tokens = prompt_tokens(llm, prompt, options.chat)?;
-    if prompt_tokens.is_empty() {
-        return Err(crate::LlmError::Usage("--prompt gives no tokens".into()));
-    }
+    let mut sequence = Sequence::start(llm, prompt, options)?;
     let vocab = llm.vocab_size();
-    let eos = llm.tokenizer.eos_id();
     let mut cache = llm.new_cache();
-    let mut decoder = llm.tokenizer.incremental_decoder();
-    let mut chain = LogitsChain::default();
-    let (mut tokens, mut text) = (Vec::new(), String::new());
     let start = Instant::now();
-    let mut logits = llm.forward(&prompt_tokens, &mut cache)?;
+    let mut logits = llm.forward(sequence.prompt_tokens(), &mut cache)?;
     let prefill_time = start.elapsed();
     let start = Instant::now();
-    let budget = options.max_tokens.min(
-        llm.config
-            .context_length
-            .saturating_sub(prompt_tokens.len())
-            + 1,
-    );
-    for step in 0..budget {
-        let last = &logits[logits.len() - vocab..];
-        chain.push(last);
-        let token = sample(last, &options.sampling, step as u64);
-        tokens.push(token);
-        if Some(token) == eos {
-            break;
-        }
-        let piece = decoder.push(token)?;
-        on_text(&piece);
-        text.push_str(&piece);
-        if step + 1 < budget {
-            logits = llm.forward(&[token], &mut cache)?;
-        }
+    while let Some(token) = sequence.step(&logits[logits.len() - vocab..], &mut on_text)? {
+        logits = llm.forward(&[token], &mut cache)?;
     }
-    let rest = decoder.finish();
-    on_text(&rest);
-    text.push_str(&rest);
-    Ok(Generation {
-        prompt_tokens,
-        tokens,
-        logits: chain,
-        text,
-        prefill_time,
-        decode_time: start.elapsed(),
-    })
+    let decode_time = start.elapsed();
+    Ok(sequence.finish(on_text, prefill_time, decode_time))
 }

@@ -26,6 +26,7 @@
 //! score is the same canonical dot product over the head's features in the same order.
 
 use crate::checkpoint::{Checkpoint, read_json};
+use crate::model::Layers;
 use crate::model::LoadSource;
 use crate::weights::{MatrixWeight, WeightSource};
 use crate::{Llm, LlmError, Result};
@@ -40,6 +41,11 @@ const FAMILIES: &[&str] = &["llama", "mistral", "qwen2"];
 
 /// Loads the decoder checkpoint in `dir` and compiles its graph for `operation_set`.
 pub fn load_decoder(dir: &Path, operation_set: OperationSet, device: Device) -> Result<Llm> {
+    load_decoder_layers(dir, operation_set, Layers::All(device))
+}
+
+/// [`load_decoder`] building only the stages `layers` asks for.
+pub fn load_decoder_layers(dir: &Path, operation_set: OperationSet, layers: Layers) -> Result<Llm> {
     let checkpoint = Checkpoint::open(dir)?;
     let config = decoder_config(&checkpoint)?;
     let tokenizer_config_path = dir.join("tokenizer_config.json");
@@ -60,7 +66,7 @@ pub fn load_decoder(dir: &Path, operation_set: OperationSet, device: Device) -> 
         tokenizer,
         chat_template,
     };
-    Llm::build(source, &weights, operation_set, device)
+    Llm::build_layers(source, &weights, operation_set, layers)
 }
 
 /// The [`ModelConfig`] of a decoder checkpoint's `config.json` (module doc).

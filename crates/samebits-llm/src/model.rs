@@ -57,6 +57,33 @@ pub struct Llm {
     /// The chat template's Jinja source, when the model has one.
     pub chat_template: Option<String>,
     pub operation_set: OperationSet,
+    /// The stages this process runs, in layer order (one stage of all layers unless the model
+    /// was loaded with [`Layers::Stages`]).
+    stages: Vec<DecoderStage>,
+}
+
+/// Chooses a process's stages from the configuration and [`layer_bytes`]: ranges of
+/// consecutive layers, each with its device.
+pub type ChooseStages<'a> = &'a dyn Fn(&ModelConfig, &[u64]) -> Result<Vec<(Range<usize>, Device)>>;
+
+/// Which decoder layers a load builds, and where they run.
+pub enum Layers<'a> {
+    /// The whole decoder as one stage on one device.
+    All(Device),
+    /// The stages `choose` returns, given the model's configuration and [`layer_bytes`]:
+    /// ranges of consecutive layers, each with its device (the rest of the model is not built).
+    Stages(ChooseStages<'a>),
+}
+
+/// Layers `layers` of the decoder compiled for one device: a pipeline stage. The first stage
+/// (`layers.start == 0`) takes token ids `[1, S]` and embeds them, the others take the hidden
+/// state `[1, S, dim]` of the stage before; the last (`layers.end == block_count`) returns the
+/// logits `[1, S, vocab]`, the others their hidden state. Each stage keeps the KV cache of its
+/// own layers. Every layer computes the same bits whichever stage it is in, so a chain of
+/// stages gives the logits of the whole decoder bit for bit.
+pub struct DecoderStage {
+    layers: Range<usize>,
+    config: ModelConfig,
     executor: Executor,
 }
 
@@ -69,9 +96,10 @@ pub struct LoadSource<'a> {
     pub chat_template: Option<String>,
 }
 
-/// The keys and values of the tokens processed so far, per layer.
+/// The keys and values of the tokens processed so far, per layer (of a stage, or of every
+/// stage in order).
 pub struct KvCache {
-    /// `[key_0, value_0, key_1, value_1, ...]`, each `[1, kv_heads, len, head_dim]`.
+    /// `[key_a, value_a, key_a+1, value_a+1, ...]`, each `[1, kv_heads, len, head_dim]`.
     layers: Vec<Value>,
     len: usize,
 }
@@ -96,8 +124,13 @@ impl Llm {
 
     /// [`Llm::load`] running on `device` (the logits have the same bits on every device).
     pub fn load_on(path: &Path, operation_set: OperationSet, device: Device) -> Result<Llm> {
+        Llm::load_layers(path, operation_set, Layers::All(device))
+    }
+
+    /// [`Llm::load`] building only the stages `layers` asks for.
+    pub fn load_layers(path: &Path, operation_set: OperationSet, layers: Layers) -> Result<Llm> {
         if path.is_dir() {
-            return crate::hf::load_decoder(path, operation_set, device);
+            return crate::hf::load_decoder_layers(path, operation_set, layers);
         }
         let mut file = GgufFile::open(path)?;
         let config = ModelConfig::from_gguf(&file)?;
@@ -119,7 +152,7 @@ impl Llm {
             tokenizer,
             chat_template,
         };
-        Llm::build(source, &file, operation_set, device)
+        Llm::build_layers(source, &file, operation_set, layers)
     }
 
     /// Compiles the decoder described by `source` over `weights` for `device`.
@@ -129,50 +162,151 @@ impl Llm {
         operation_set: OperationSet,
         device: Device,
     ) -> Result<Llm> {
+        Llm::build_layers(source, weights, operation_set, Layers::All(device))
+    }
+
+    /// [`Llm::build`] of the stages `layers` asks for.
+    pub fn build_layers(
+        source: LoadSource,
+        weights: &dyn WeightSource,
+        operation_set: OperationSet,
+        layers: Layers,
+    ) -> Result<Llm> {
         let LoadSource {
             path,
             config,
             tokenizer,
             chat_template,
         } = source;
-        let (graph, opsets) = build_graph(weights, &config, device == Device::Cpu)?;
-        let plan = Plan::build(&graph, &opsets, operation_set, &[])?;
-        let executor = Executor::new(Arc::new(plan), device)?;
+        let chosen = match layers {
+            Layers::All(device) => vec![(0..config.block_count, device)],
+            Layers::Stages(choose) => choose(&config, &layer_bytes(weights, &config)?)?,
+        };
+        let mut stages = Vec::with_capacity(chosen.len());
+        for (range, device) in chosen {
+            if range.is_empty() || range.end > config.block_count {
+                return Err(LlmError::Usage(format!(
+                    "layers {range:?} are no stage of a decoder of {} layers",
+                    config.block_count
+                )));
+            }
+            let (graph, opsets) = build_graph(weights, &config, device == Device::Cpu, &range)?;
+            let plan = Plan::build(&graph, &opsets, operation_set, &[])?;
+            stages.push(DecoderStage {
+                layers: range,
+                config: config.clone(),
+                executor: Executor::new(Arc::new(plan), device)?,
+            });
+        }
         Ok(Llm {
             path: path.to_path_buf(),
             config,
             tokenizer,
             chat_template,
             operation_set,
-            executor,
+            stages,
         })
     }
 
-    /// Where the model runs, as receipts record it (`cpu`, `cuda:0 (<GPU name>)`).
+    /// The stages this process holds, in layer order.
+    pub fn stages(&self) -> &[DecoderStage] {
+        &self.stages
+    }
+
+    /// Takes the stages out (to run them elsewhere, as pipeline stages); the model keeps its
+    /// configuration and tokenizer, and [`Llm::forward`] errors from then on.
+    pub fn take_stages(&mut self) -> Vec<DecoderStage> {
+        std::mem::take(&mut self.stages)
+    }
+
+    /// Where the model runs, as receipts record it (`cpu`, `cuda:0 (<GPU name>)`; stages on
+    /// several devices are joined with ` + `).
     pub fn device_description(&self) -> String {
-        self.executor.description()
+        let mut devices: Vec<String> = self.stages.iter().map(|s| s.description()).collect();
+        devices.dedup();
+        devices.join(" + ")
     }
 
     pub fn vocab_size(&self) -> usize {
         self.config.vocab_size
     }
 
-    /// A cache holding no tokens.
+    /// A cache holding no tokens, for every layer of this process's stages.
     pub fn new_cache(&self) -> KvCache {
-        let c = &self.config;
-        let empty = Tensor::from_vec(vec![1, c.head_count_kv, 0, c.head_dim], Vec::<f32>::new())
-            .expect("an empty tensor");
-        KvCache {
-            layers: vec![Value::Tensor(empty); 2 * c.block_count],
-            len: 0,
-        }
+        let layers = self.stages.iter().map(|s| s.layers.len()).sum();
+        empty_cache(&self.config, layers)
     }
 
     /// Runs `tokens` after the tokens already in `cache` (at positions `cache.len()..`), appends
     /// their keys and values to it and returns their logits, `tokens.len()` rows of
-    /// [`Llm::vocab_size`] values.
+    /// [`Llm::vocab_size`] values. Needs stages covering every layer.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
-        let s = tokens.len();
+        let mut next = 0;
+        for stage in &self.stages {
+            if stage.layers.start != next {
+                break;
+            }
+            next = stage.layers.end;
+        }
+        if next != self.config.block_count || self.stages.is_empty() {
+            return Err(LlmError::Usage(format!(
+                "this process holds layers {:?} of {}, not the whole decoder",
+                self.stages
+                    .iter()
+                    .map(|s| s.layers.clone())
+                    .collect::<Vec<_>>(),
+                self.config.block_count
+            )));
+        }
+        let ids: Vec<i64> = tokens.iter().map(|&t| i64::from(t)).collect();
+        let mut x = Tensor::from_vec(vec![1, tokens.len()], ids)?;
+        let mut layers = std::mem::take(&mut cache.layers).into_iter();
+        let mut present = Vec::new();
+        for stage in &self.stages {
+            let mut part = KvCache {
+                layers: layers.by_ref().take(2 * stage.layers.len()).collect(),
+                len: cache.len,
+            };
+            x = stage.forward(x, &mut part)?;
+            present.append(&mut part.layers);
+        }
+        cache.layers = present;
+        cache.len += tokens.len();
+        Ok(x.as_slice::<f32>()?.to_vec())
+    }
+}
+
+fn empty_cache(c: &ModelConfig, layers: usize) -> KvCache {
+    let empty = Tensor::from_vec(vec![1, c.head_count_kv, 0, c.head_dim], Vec::<f32>::new())
+        .expect("an empty tensor");
+    KvCache {
+        layers: vec![Value::Tensor(empty); 2 * layers],
+        len: 0,
+    }
+}
+
+impl DecoderStage {
+    /// The decoder layers of this stage.
+    pub fn layers(&self) -> Range<usize> {
+        self.layers.clone()
+    }
+
+    /// Where the stage runs, as receipts record it (`cpu`, `cuda:0 (<GPU name>)`).
+    pub fn description(&self) -> String {
+        self.executor.description()
+    }
+
+    /// A cache holding no tokens for this stage's layers.
+    pub fn new_cache(&self) -> KvCache {
+        empty_cache(&self.config, self.layers.len())
+    }
+
+    /// Runs the stage over `input` (token ids `[1, S]` for the first stage, else the previous
+    /// stage's hidden state `[1, S, dim]`) at positions `cache.len()..`, appends the keys and
+    /// values of its layers to `cache` and returns its output: the hidden state `[1, S, dim]`,
+    /// or for the last stage the logits `[1, S, vocab]`.
+    pub fn forward(&self, input: Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let s = input.shape().get(1).copied().unwrap_or(0);
         let end = cache.len + s;
         if end > self.config.context_length {
             return Err(LlmError::Usage(format!(
@@ -180,14 +314,9 @@ impl Llm {
                 self.config.context_length
             )));
         }
-        let ids: Vec<i64> = tokens.iter().map(|&t| i64::from(t)).collect();
         let c = &self.config;
         let (cos, sin) = rotary_tables(cache.len..end, c.rope_dimension_count, c.rope_freq_base);
-        let mut inputs = vec![
-            Tensor::from_vec(vec![1, s], ids)?.into(),
-            cos.into(),
-            sin.into(),
-        ];
+        let mut inputs = vec![input.into(), cos.into(), sin.into()];
         inputs.append(&mut cache.layers);
         // The whole step runs on one thread of the rayon pool, so that the ops' parallel loops
         // start from inside it (work stealing) instead of each waking the pool from outside and
@@ -196,14 +325,31 @@ impl Llm {
         let outputs =
             rayon::scope(|_| with_isa(isa, || self.executor.run(inputs, RunOptions::default())));
         let mut outputs = outputs?.into_iter();
-        let logits = outputs
+        let output = outputs
             .next()
-            .expect("the plan returns logits first")
+            .expect("the plan returns its hidden state or logits first")
             .into_tensor()?;
         cache.layers = outputs.collect();
         cache.len = end;
-        Ok(logits.as_slice::<f32>()?.to_vec())
+        Ok(output)
     }
+}
+
+/// The parameter bytes of each decoder layer: the initializer bytes of the stage graph of that
+/// layer alone, with matrices in ggml rows (the layout of the model file, whatever device a
+/// stage runs on), the embedding counted with layer 0 and the output head with the last layer.
+/// A stage of layers `a..b` holds the sum of its layers' bytes (docs/pipeline.md).
+pub fn layer_bytes(weights: &dyn WeightSource, c: &ModelConfig) -> Result<Vec<u64>> {
+    (0..c.block_count)
+        .map(|i| {
+            let (graph, _) = build_graph(weights, c, false, &(i..i + 1))?;
+            let mut bytes = 0u64;
+            for t in graph.initializers.values() {
+                bytes += t.bytes()?.len() as u64;
+            }
+            Ok(bytes)
+        })
+        .collect()
 }
 
 /// Opsets of the graph: ONNX 23 (Attention, RotaryEmbedding, RMSNormalization) and samebits 1.
@@ -395,12 +541,16 @@ pub fn rotary_tables(positions: Range<usize>, rotary_dim: usize, base: f32) -> (
     (table(cos), table(sin))
 }
 
-/// The decoder graph of a llama-layout model.
+/// The decoder graph of a llama-layout model, or of the stage of its layers `layers`: the first
+/// stage embeds `input_ids`, the others read `hidden_in`; the last computes `logits`, the others
+/// return the residual stream after their last layer.
 fn build_graph(
     weights: &dyn WeightSource,
     c: &ModelConfig,
     panels: bool,
+    layers: &Range<usize>,
 ) -> Result<(Graph, OpsetImports)> {
+    let (first, last) = (layers.start == 0, layers.end == c.block_count);
     let mut b = GraphBuilder {
         panels,
         graph: Graph {
@@ -417,11 +567,11 @@ fn build_graph(
             Dim::Known(c.head_dim),
         ]
     };
-    b.graph.inputs.push(tensor_info(
-        "input_ids",
-        DType::I64,
-        vec![Dim::Known(1), seq()],
-    ));
+    let hidden_dims = || vec![Dim::Known(1), seq(), Dim::Known(c.embedding_length)];
+    b.graph.inputs.push(match first {
+        true => tensor_info("input_ids", DType::I64, vec![Dim::Known(1), seq()]),
+        false => tensor_info("hidden_in", DType::F32, hidden_dims()),
+    });
     let rotary_dims = || vec![Dim::Known(1), seq(), Dim::Known(c.rope_dimension_count / 2)];
     b.graph
         .inputs
@@ -429,25 +579,32 @@ fn build_graph(
     b.graph
         .inputs
         .push(tensor_info("rotary_sin", DType::F32, rotary_dims()));
-    b.graph.outputs.push(tensor_info(
-        "logits",
-        DType::F32,
-        vec![Dim::Known(1), seq(), Dim::Known(c.vocab_size)],
-    ));
 
-    let embedding = b.matrix(weights, "token_embd.weight")?;
-    let embedding_attrs = embedding.attributes();
-    b.initializer("token_embd.weight", embedding.blocks);
-    b.node(
-        ("samebits", "GatherGguf"),
-        &["token_embd.weight", "input_ids"],
-        &["embedded"],
-        &embedding_attrs,
-    );
-    let mut x = "embedded".to_string();
+    let embedding = match first || (last && c.tied_embeddings) {
+        true => Some(b.matrix(weights, "token_embd.weight")?),
+        false => None,
+    };
+    let embedding_attrs = embedding.as_ref().map(|e| e.attributes());
+    if let Some(embedding) = embedding {
+        b.initializer("token_embd.weight", embedding.blocks);
+    }
+    if first {
+        b.node(
+            ("samebits", "GatherGguf"),
+            &["token_embd.weight", "input_ids"],
+            &["embedded"],
+            embedding_attrs
+                .as_ref()
+                .expect("the first stage has the embedding"),
+        );
+    }
+    let mut x = match first {
+        true => "embedded".to_string(),
+        false => "hidden_in".to_string(),
+    };
     let eps = c.rms_norm_eps;
     let int = |v: usize| Attribute::Int(v as i64);
-    for i in 0..c.block_count {
+    for i in layers.clone() {
         let blk = |n: &str| format!("blk.{i}.{n}");
         let norm = |n: &str| format!("blk.{i}.{n}.weight");
         let val = |n: &str| format!("l{i}.{n}");
@@ -520,16 +677,30 @@ fn build_graph(
         let down = b.linear(weights, &hidden, &blk("ffn_down"), &val("ffn_out"))?;
         x = b.onnx("Add", &[&x_attn, &down], &val("resid_ffn"), &[]);
     }
+    if !last {
+        let output = tensor_info(&x, DType::F32, hidden_dims());
+        b.graph.outputs.insert(0, output);
+        return Ok((b.graph, opsets()));
+    }
+    b.graph.outputs.insert(
+        0,
+        tensor_info(
+            "logits",
+            DType::F32,
+            vec![Dim::Known(1), seq(), Dim::Known(c.vocab_size)],
+        ),
+    );
     let h = b.rms_norm(weights, &x, "output_norm.weight", eps, "final_norm")?;
-    if c.tied_embeddings {
-        b.node(
+    match embedding_attrs {
+        Some(attrs) if c.tied_embeddings => b.node(
             ("samebits", "MatMulGguf"),
             &[&h, "token_embd.weight"],
             &["logits"],
-            &embedding_attrs,
-        );
-    } else {
-        b.linear(weights, &h, "output", "logits")?;
+            &attrs,
+        ),
+        _ => {
+            b.linear(weights, &h, "output", "logits")?;
+        }
     }
     Ok((b.graph, opsets()))
 }

@@ -74,6 +74,13 @@ pub struct GenerationReceipt {
     pub tokens: Vec<u32>,
     pub step_logits_sha256: Vec<String>,
     pub logits_digest: String,
+    /// Pipeline stages the generation ran in (`--n-partitions`); the bits do not depend on it.
+    #[serde(default = "one_partition")]
+    pub n_partitions: usize,
+}
+
+fn one_partition() -> usize {
+    1
 }
 
 impl GenerationReceipt {
@@ -110,6 +117,7 @@ impl GenerationReceipt {
             tokens: generation.tokens.clone(),
             step_logits_sha256: generation.logits.steps.clone(),
             logits_digest: generation.logits.digest(),
+            n_partitions: 1,
         })
     }
 
@@ -198,6 +206,15 @@ pub fn verify(path: &Path) -> Result<GenerationCheck> {
 
 /// [`verify`] on `device`; the bits are compared whatever device made the receipt.
 pub fn verify_on(path: &Path, device: Device) -> Result<GenerationCheck> {
+    let (receipt, model_path) = read_checked(path)?;
+    let llm = Llm::load_on(&model_path, receipt.options.operation_set, device)?;
+    check(&receipt, &llm, &mut |sequence| {
+        llm.forward(sequence, &mut llm.new_cache())
+    })
+}
+
+/// The receipt at `path` and its model's path, after checking the model's sha256.
+pub fn read_checked(path: &Path) -> Result<(GenerationReceipt, PathBuf)> {
     let receipt = GenerationReceipt::read(path)?;
     let model_path: PathBuf = receipt_dir(path).join(&receipt.model.path);
     let actual = model_sha256(&model_path)?;
@@ -210,12 +227,21 @@ pub fn verify_on(path: &Path, device: Device) -> Result<GenerationCheck> {
             ),
         ));
     }
-    let llm = Llm::load_on(&model_path, receipt.options.operation_set, device)?;
+    Ok((receipt, model_path))
+}
+
+/// Checks `receipt` against `llm`'s tokenizer and the logits `forward` computes: every row of
+/// a token sequence run from an empty cache (one prefill, however `forward` runs it).
+pub fn check(
+    receipt: &GenerationReceipt,
+    llm: &Llm,
+    forward: &mut dyn FnMut(&[u32]) -> Result<Vec<f32>>,
+) -> Result<GenerationCheck> {
     let mismatch = |step: Option<usize>, message: String| GenerationCheck {
         steps_matched: step.unwrap_or(0),
         first_mismatch: Some(Mismatch { step, message }),
     };
-    let prompt = prompt_tokens(&llm, &receipt.prompt, receipt.chat)?;
+    let prompt = prompt_tokens(llm, &receipt.prompt, receipt.chat)?;
     if prompt != receipt.prompt_tokens {
         return Ok(mismatch(
             None,
@@ -230,7 +256,7 @@ pub fn verify_on(path: &Path, device: Device) -> Result<GenerationCheck> {
     if n > 0 {
         let mut sequence = prompt.clone();
         sequence.extend_from_slice(&receipt.tokens[..n - 1]);
-        let logits = llm.forward(&sequence, &mut llm.new_cache())?;
+        let logits = forward(&sequence)?;
         let vocab = llm.vocab_size();
         let sampling = receipt.sampling();
         let eos = llm.tokenizer.eos_id();

@@ -45,6 +45,13 @@ pub struct Receipt {
     pub model_files: Vec<FileRecord>,
     pub inputs: Vec<TensorRecord>,
     pub outputs: Vec<TensorRecord>,
+    /// Pipeline stages the run used (`--n-partitions`); the bits do not depend on it.
+    #[serde(default = "one_partition")]
+    pub n_partitions: usize,
+}
+
+fn one_partition() -> usize {
+    1
 }
 
 /// A path as the receipt stores it: relative to `base` when it lies under it, else absolute.
@@ -116,6 +123,7 @@ impl Receipt {
                 })
                 .collect(),
             outputs: outputs.iter().map(|(n, v)| record(n, v, None)).collect(),
+            n_partitions: 1,
         })
     }
 
@@ -173,6 +181,27 @@ pub fn verify(path: &Path) -> Result<Verification> {
 
 /// [`verify`] on `device`. The bits are compared whatever device the receipt was made on.
 pub fn verify_on(path: &Path, device: Device) -> Result<Verification> {
+    verify_with(path, &mut |model_path, operation_set, inputs| {
+        let compiled = compile(
+            model_path,
+            &CompileOptions {
+                requires_reproducibility: operation_set == OperationSet::Reproducible,
+                operation_set: Some(operation_set),
+                device,
+                ..Default::default()
+            },
+        )?;
+        Ok(compiled.run(inputs)?.into_iter().collect())
+    })
+}
+
+/// The model, operation set and named inputs of a receipt's run, returning its named outputs.
+pub type RunFn<'a> = dyn FnMut(&Path, OperationSet, &BTreeMap<String, Value>) -> Result<BTreeMap<String, Value>>
+    + 'a;
+
+/// [`verify`] with the run done by `run` (another executor, a pipeline of stages); the files
+/// are checked first, the outputs compared after.
+pub fn verify_with(path: &Path, run: &mut RunFn) -> Result<Verification> {
     let receipt = Receipt::read(path)?;
     let base = path
         .parent()
@@ -216,16 +245,7 @@ pub fn verify_on(path: &Path, device: Device) -> Result<Verification> {
         }
         inputs.insert(rec.name.clone(), value);
     }
-    let compiled = compile(
-        model_path.as_path(),
-        &CompileOptions {
-            requires_reproducibility: receipt.operation_set == OperationSet::Reproducible,
-            operation_set: Some(receipt.operation_set),
-            device,
-            ..Default::default()
-        },
-    )?;
-    let outputs: BTreeMap<String, Value> = compiled.run(&inputs)?.into_iter().collect();
+    let outputs = run(&model_path, receipt.operation_set, &inputs)?;
     let checks = receipt
         .outputs
         .iter()

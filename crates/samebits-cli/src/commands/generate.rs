@@ -2,13 +2,14 @@
 //! checkpoint folder), streaming it to stdout, with prefill and decode speeds on stderr and
 //! optionally a generation receipt.
 
-use super::DeviceOption;
+use super::{DeviceOption, PartitionOptions};
 use anyhow::{Context, Result};
 use samebits_llm::receipt::GenerationReceipt;
-use samebits_llm::{GenerateOptions, Llm, SamplingOptions, generate};
+use samebits_llm::{GenerateOptions, Generation, Llm, SamplingOptions, generate};
+use samebits_pipeline::{Loaded, ModelSpec, Pipeline, drivers};
 use samebits_runtime::OperationSet;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Generate text from a prompt with a llama-family language model: a GGUF file (llama
@@ -28,19 +29,25 @@ use std::process::ExitCode;
 ///
 /// --receipt FILE records the model hash, prompt, options, every generated token and the sha256
 /// of each step's logits; `samebits verify FILE` re-checks all of it anywhere.
+///
+/// --prompt may be repeated: the prompts are generated one after another, or with
+/// --n-partitions all at once through the pipeline's stages (--micro-batch per group). Their
+/// texts are printed when all are done, each after a `== prompt I` line, and their receipts go
+/// to FILE with `.I` before its extension.
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
   samebits generate --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt \"The capital of France is\"
   samebits generate --model m.gguf --chat --prompt \"Write a haiku\" --temperature 0.7 --top-p 0.9 --seed 7
   samebits generate --model m.gguf --prompt \"Once upon a time\" --receipt gen.json && samebits verify gen.json
-  samebits generate --model SmolLM2-135M-Instruct/ --chat --prompt \"Hi\"")]
+  samebits generate --model SmolLM2-135M-Instruct/ --chat --prompt \"Hi\"
+  samebits generate --model m.gguf --device cuda --n-partitions 2 --prompt \"Hi\" --prompt \"Bye\" --micro-batch 2")]
 pub struct Args {
     /// The GGUF model file, or a Hugging Face checkpoint folder.
     #[arg(long, value_name = "PATH")]
     model: PathBuf,
-    /// The text to continue (or, with --chat, the user's message).
-    #[arg(long, value_name = "TEXT")]
-    prompt: String,
+    /// The text to continue (or, with --chat, the user's message); repeat for several.
+    #[arg(long = "prompt", value_name = "TEXT", required = true)]
+    prompts: Vec<String>,
     /// Wrap the prompt in the model's chat template as one user turn.
     #[arg(long)]
     chat: bool,
@@ -67,6 +74,8 @@ pub struct Args {
     operation_set: OperationSet,
     #[command(flatten)]
     device: DeviceOption,
+    #[command(flatten)]
+    partitions: PartitionOptions,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
@@ -81,26 +90,108 @@ pub fn main(args: Args) -> Result<ExitCode> {
         },
     };
     options.sampling.check()?;
-    let llm = Llm::load_on(&args.model, args.operation_set, args.device.device)
-        .with_context(|| format!("cannot load model {}", args.model.display()))?;
+    let pipelined = args
+        .partitions
+        .pipeline(args.device.device, args.operation_set);
+    let (llm, mut pipeline) = match &pipelined {
+        None => {
+            let llm = Llm::load_on(&args.model, args.operation_set, args.device.device)
+                .with_context(|| format!("cannot load model {}", args.model.display()))?;
+            (llm, None)
+        }
+        Some(options) => match Pipeline::start(&ModelSpec::Llm(args.model.clone()), options)
+            .with_context(|| format!("cannot start model {}", args.model.display()))?
+        {
+            (pipeline, Loaded::Llm(llm)) => (*llm, Some(pipeline)),
+            (_, Loaded::Onnx(_)) => unreachable!("a decoder spec loads a decoder"),
+        },
+    };
+    let several = args.prompts.len() > 1;
     let mut stdout = std::io::stdout();
-    let generation = generate(&llm, &args.prompt, &options, |text| {
-        let _ = stdout.write_all(text.as_bytes());
-        let _ = stdout.flush();
-    })?;
-    println!();
-    eprintln!(
-        "prefill: {} tokens in {:.3} s ({:.1} tok/s); decode: {} tokens in {:.3} s ({:.1} tok/s)",
-        generation.prompt_tokens.len(),
-        generation.prefill_time.as_secs_f64(),
-        generation.prefill_tokens_per_second(),
-        generation.decoded_tokens(),
-        generation.decode_time.as_secs_f64(),
-        generation.decode_tokens_per_second(),
-    );
+    let mut texts = vec![String::new(); args.prompts.len()];
+    let mut on_text = |i: usize, text: &str| match several {
+        true => texts[i].push_str(text),
+        false => {
+            let _ = stdout.write_all(text.as_bytes());
+            let _ = stdout.flush();
+        }
+    };
+    let generations: Vec<Generation> = match pipeline.as_mut() {
+        None => {
+            let mut done = Vec::new();
+            for (i, prompt) in args.prompts.iter().enumerate() {
+                done.push(generate(&llm, prompt, &options, |t| on_text(i, t))?);
+            }
+            done
+        }
+        Some(pipeline) => drivers::generate_many(
+            pipeline,
+            &llm,
+            &args.prompts,
+            &options,
+            args.partitions.micro_batch,
+            &mut on_text,
+        )?,
+    };
+    match several {
+        true => {
+            for (i, text) in texts.iter().enumerate() {
+                println!("== prompt {i}\n{text}");
+            }
+        }
+        false => println!(),
+    }
+    for (i, generation) in generations.iter().enumerate() {
+        let label = match several {
+            true => format!("prompt {i}: "),
+            false => String::new(),
+        };
+        eprintln!(
+            "{label}prefill: {} tokens in {:.3} s ({:.1} tok/s); decode: {} tokens in {:.3} s \
+             ({:.1} tok/s)",
+            generation.prompt_tokens.len(),
+            generation.prefill_time.as_secs_f64(),
+            generation.prefill_tokens_per_second(),
+            generation.decoded_tokens(),
+            generation.decode_time.as_secs_f64(),
+            generation.decode_tokens_per_second(),
+        );
+    }
+    if let Some(pipeline) = &pipeline {
+        let tokens: usize = generations.iter().map(|g| g.tokens.len()).sum();
+        let seconds = generations
+            .iter()
+            .map(|g| (g.prefill_time + g.decode_time).as_secs_f64())
+            .fold(0.0, f64::max);
+        eprintln!(
+            "pipeline: {} ({}); {tokens} tokens generated in {seconds:.3} s ({:.1} tok/s overall)",
+            pipeline.description(),
+            pipeline.summary().join("; "),
+            tokens as f64 / seconds.max(1e-9)
+        );
+    }
     if let Some(path) = &args.receipt {
-        GenerationReceipt::new(&llm, &args.prompt, &options, &generation, path)?.write(path)?;
-        eprintln!("receipt: {}", path.display());
+        for (i, (prompt, generation)) in args.prompts.iter().zip(&generations).enumerate() {
+            let path = match several {
+                true => numbered(path, i),
+                false => path.clone(),
+            };
+            let mut receipt = GenerationReceipt::new(&llm, prompt, &options, generation, &path)?;
+            if let Some(pipeline) = &pipeline {
+                receipt.device = pipeline.description().to_string();
+                receipt.n_partitions = pipeline.n_partitions();
+            }
+            receipt.write(&path)?;
+            eprintln!("receipt: {}", path.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `gen.json` → `gen.I.json` (the receipt of prompt I of several).
+fn numbered(path: &Path, i: usize) -> PathBuf {
+    match path.extension() {
+        Some(ext) => path.with_extension(format!("{i}.{}", ext.to_string_lossy())),
+        None => path.with_extension(i.to_string()),
+    }
 }

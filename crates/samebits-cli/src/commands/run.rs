@@ -1,9 +1,10 @@
 //! `samebits run`: run a model on input files, write each output as `<name>.npy`, and
 //! optionally a receipt. Nothing is written unless the whole run succeeds.
 
-use super::{ModelOptions, name_value};
+use super::{ModelOptions, PartitionOptions, name_value};
 use anyhow::{Context, Result};
 use samebits_ir::Value;
+use samebits_pipeline::{Loaded, ModelSpec, Pipeline, drivers};
 use samebits_runtime::{compile, receipt::Receipt, tensor_file};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -29,10 +30,24 @@ pub struct Args {
     receipt: Option<PathBuf>,
     #[command(flatten)]
     options: ModelOptions,
+    #[command(flatten)]
+    partitions: PartitionOptions,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
-    let compiled = compile(args.model.as_path(), &args.options.compile_options())?;
+    let pipelined = args
+        .partitions
+        .pipeline(args.options.device.device, args.options.operation_set);
+    let (compiled, mut pipeline) = match &pipelined {
+        None => (
+            compile(args.model.as_path(), &args.options.compile_options())?,
+            None,
+        ),
+        Some(options) => match Pipeline::start(&ModelSpec::Onnx(args.model.clone()), options)? {
+            (pipeline, Loaded::Onnx(model)) => (*model, Some(pipeline)),
+            (_, Loaded::Llm(_)) => unreachable!("an ONNX spec loads an ONNX model"),
+        },
+    };
     let mut inputs = BTreeMap::new();
     let mut files = BTreeMap::new();
     for (name, path) in &args.inputs {
@@ -43,7 +58,10 @@ pub fn main(args: Args) -> Result<ExitCode> {
         }
         files.insert(name.clone(), path);
     }
-    let outputs = compiled.run(&inputs)?;
+    let outputs = match pipeline.as_mut() {
+        None => compiled.run(&inputs)?,
+        Some(pipeline) => drivers::run_named(pipeline, &compiled, &inputs)?,
+    };
     // Serialise everything first so a failure leaves the output folder untouched.
     let mut encoded = Vec::new();
     for (name, value) in &outputs {
@@ -55,7 +73,14 @@ pub fn main(args: Args) -> Result<ExitCode> {
         encoded.push((safe_file_name(name), bytes));
     }
     let receipt = match &args.receipt {
-        Some(path) => Some(Receipt::new(&compiled, &inputs, &files, &outputs, path)?),
+        Some(path) => {
+            let mut receipt = Receipt::new(&compiled, &inputs, &files, &outputs, path)?;
+            if let Some(pipeline) = &pipeline {
+                receipt.device = pipeline.description().to_string();
+                receipt.n_partitions = pipeline.n_partitions();
+            }
+            Some(receipt)
+        }
         None => None,
     };
     std::fs::create_dir_all(&args.out)

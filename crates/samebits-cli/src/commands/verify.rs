@@ -4,10 +4,11 @@
 //! embedding receipts (`samebits embed`) re-embed the texts and compare token ids and hashes.
 //! Exit 0: all match; 1: something differs; 2: the receipt or its files are unusable.
 
-use super::DeviceOption;
+use super::{DeviceOption, PartitionOptions};
 use anyhow::Result;
 use samebits_llm::embed as embedding_receipt;
 use samebits_llm::receipt as generation_receipt;
+use samebits_pipeline::{Loaded, ModelSpec, Pipeline, PipelineOptions, drivers};
 use samebits_runtime::Device;
 use samebits_runtime::receipt;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,10 @@ pub struct Args {
     /// Re-run on this device; the bits are compared whatever device made the receipt.
     #[command(flatten)]
     device: DeviceOption,
+    /// Re-run through N pipeline stages; the bits are compared whatever N made the receipt
+    /// (run and generation receipts).
+    #[command(flatten)]
+    partitions: PartitionOptions,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
@@ -40,17 +45,39 @@ pub fn main(args: Args) -> Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
+    // The operation set is the receipt's; the pipeline options take it from there.
+    let pipeline = args
+        .partitions
+        .pipeline(args.device.device, Default::default());
     if generation_receipt::is_generation_receipt(&text) {
-        verify_generation(&args.receipt, args.device.device)
+        verify_generation(&args.receipt, args.device.device, pipeline)
     } else if embedding_receipt::is_embedding_receipt(&text) {
         verify_embedding(&args.receipt)
     } else {
-        verify_run(&args.receipt, args.device.device)
+        verify_run(&args.receipt, args.device.device, pipeline)
     }
 }
 
-fn verify_run(path: &Path, device: Device) -> Result<ExitCode> {
-    let v = match receipt::verify_on(path, device) {
+fn verify_run(path: &Path, device: Device, pipeline: Option<PipelineOptions>) -> Result<ExitCode> {
+    let verified = match pipeline {
+        None => receipt::verify_on(path, device),
+        Some(mut options) => receipt::verify_with(path, &mut |model, operation_set, inputs| {
+            options.operation_set = operation_set;
+            let spec = ModelSpec::Onnx(model.to_path_buf());
+            let run = || -> samebits_pipeline::Result<_> {
+                let (mut pipeline, loaded) = Pipeline::start(&spec, &options)?;
+                let Loaded::Onnx(compiled) = loaded else {
+                    unreachable!("an ONNX spec loads an ONNX model")
+                };
+                eprintln!("re-running through {}", pipeline.description());
+                drivers::run_named(&mut pipeline, &compiled, inputs)
+            };
+            let outputs =
+                run().map_err(|e| samebits_runtime::RuntimeError::Usage(e.to_string()))?;
+            Ok(outputs.into_iter().collect())
+        }),
+    };
+    let v = match verified {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: cannot verify {}: {e}", path.display());
@@ -73,8 +100,39 @@ fn verify_run(path: &Path, device: Device) -> Result<ExitCode> {
     }
 }
 
-fn verify_generation(path: &Path, device: Device) -> Result<ExitCode> {
-    let check = match generation_receipt::verify_on(path, device) {
+/// A generation receipt re-checked through N pipeline stages: one prefill through them.
+fn verify_generation_staged(
+    path: &Path,
+    mut options: PipelineOptions,
+) -> samebits_pipeline::Result<generation_receipt::GenerationCheck> {
+    let (receipt, model) = generation_receipt::read_checked(path)?;
+    options.operation_set = receipt.options.operation_set;
+    let (mut pipeline, loaded) = Pipeline::start(&ModelSpec::Llm(model), &options)?;
+    let Loaded::Llm(llm) = loaded else {
+        unreachable!("a decoder spec loads a decoder")
+    };
+    eprintln!(
+        "re-running through {} (the receipt was made with {} partitions)",
+        pipeline.description(),
+        receipt.n_partitions
+    );
+    let check = generation_receipt::check(&receipt, &llm, &mut |sequence| {
+        drivers::prefill(&mut pipeline, sequence)
+            .map_err(|e| samebits_llm::LlmError::Usage(e.to_string()))
+    })?;
+    Ok(check)
+}
+
+fn verify_generation(
+    path: &Path,
+    device: Device,
+    pipeline: Option<PipelineOptions>,
+) -> Result<ExitCode> {
+    let checked = match pipeline {
+        None => generation_receipt::verify_on(path, device).map_err(anyhow::Error::from),
+        Some(options) => verify_generation_staged(path, options).map_err(anyhow::Error::from),
+    };
+    let check = match checked {
         Ok(check) => check,
         Err(e) => {
             eprintln!("error: cannot verify {}: {e}", path.display());

@@ -5,6 +5,7 @@
 use super::{Args, quantile};
 use anyhow::{Context, Result, bail};
 use samebits_llm::Llm;
+use samebits_pipeline::{Loaded, ModelSpec, Pipeline, drivers};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -39,8 +40,23 @@ impl Test {
         }
     }
 
-    /// Runs the test once from an empty cache and returns its wall time in seconds.
-    fn run(self, llm: &Llm, tokens: &[u32]) -> Result<f64> {
+    /// Runs the test once from an empty cache and returns its wall time in seconds: on the
+    /// whole model, or as `sequences` sequences at once through a pipeline's stages.
+    fn run(
+        self,
+        llm: &Llm,
+        staged: Option<(&mut Pipeline, usize, usize)>,
+        tokens: &[u32],
+    ) -> Result<f64> {
+        if let Some((pipeline, sequences, micro_batch)) = staged {
+            let batch = vec![tokens[..self.tokens()].to_vec(); sequences];
+            let start = Instant::now();
+            match self {
+                Test::Prompt(_) => drop(drivers::prefill_many(pipeline, &batch, micro_batch)?),
+                Test::Generate(_) => drop(drivers::decode_fixed(pipeline, &batch, micro_batch)?),
+            }
+            return Ok(start.elapsed().as_secs_f64());
+        }
         let mut cache = llm.new_cache();
         let start = Instant::now();
         match self {
@@ -88,22 +104,45 @@ pub fn main(model: &Path, args: &Args) -> Result<ExitCode> {
         bail!("--prompt-tokens: every length must be at least 1");
     }
     let operation_set = args.options.operation_set;
-    let llm = Llm::load(model, operation_set)
-        .with_context(|| format!("cannot load model {}", model.display()))?;
+    let pipelined = args
+        .partitions
+        .pipeline(args.options.device.device, operation_set);
+    let sequences = args.sequences;
+    if sequences == 0 || (sequences > 1 && pipelined.is_none()) {
+        bail!("--sequences: 1, or more with --n-partitions");
+    }
+    let (llm, mut pipeline) = match &pipelined {
+        None => {
+            let llm = Llm::load(model, operation_set)
+                .with_context(|| format!("cannot load model {}", model.display()))?;
+            (llm, None)
+        }
+        Some(options) => match Pipeline::start(&ModelSpec::Llm(model.to_path_buf()), options)
+            .with_context(|| format!("cannot start model {}", model.display()))?
+        {
+            (pipeline, Loaded::Llm(llm)) => (*llm, Some(pipeline)),
+            (_, Loaded::Onnx(_)) => unreachable!("a decoder spec loads a decoder"),
+        },
+    };
+    let micro_batch = args.partitions.micro_batch;
     let longest = tests.iter().map(|t| t.tokens()).max().unwrap_or(0);
     let tokens = fixed_tokens(longest, llm.vocab_size());
     let mut results = Vec::with_capacity(tests.len());
     for test in tests {
+        let mut once = || {
+            let staged = pipeline.as_mut().map(|p| (p, sequences, micro_batch));
+            test.run(&llm, staged, &tokens)
+        };
         for _ in 0..warmup {
-            test.run(&llm, &tokens)?;
+            once()?;
         }
         let seconds = (0..runs)
-            .map(|_| test.run(&llm, &tokens))
+            .map(|_| once())
             .collect::<Result<Vec<f64>>>()
             .with_context(|| format!("{} on {}", test.name(), model.display()))?;
         results.push(TestTimes {
             name: test.name(),
-            tokens: test.tokens(),
+            tokens: test.tokens() * sequences,
             seconds,
         });
     }
@@ -112,6 +151,15 @@ pub fn main(model: &Path, args: &Args) -> Result<ExitCode> {
         "{}  operation set {operation_set}  threads {threads}  runs {runs}",
         model.display()
     );
+    if let Some(pipeline) = &pipeline {
+        println!(
+            "device {}  sequences {sequences}  micro-batch {micro_batch}",
+            pipeline.description()
+        );
+        for (k, stage) in pipeline.summary().iter().enumerate() {
+            println!("stage {k}: {stage}");
+        }
+    }
     println!(
         "{:<8} {:>14} {:>22}",
         "test", "median tok/s", "tok/s p10-p90"

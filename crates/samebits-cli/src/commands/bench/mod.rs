@@ -7,8 +7,8 @@
 mod llm;
 mod onnx;
 
-use super::ModelOptions;
 use super::name_value;
+use super::{ModelOptions, PartitionOptions};
 use anyhow::Result;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +23,10 @@ use std::process::ExitCode;
 /// --prompt-tokens length, "ppN") and of generation (--gen-tokens decode steps of one token each
 /// from an empty cache, "tgN"), the tests llama.cpp's llama-bench runs. Token ids are a fixed
 /// sequence; no sampling is timed.
+///
+/// With --n-partitions N the model runs as N pipeline stages (docs/pipeline.md): an ONNX model's
+/// latency is one request at a time, followed by the throughput of all --runs requests in
+/// flight (--micro-batch per group); a GGUF model's tests run --sequences sequences at once.
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
   samebits bench det.onnx --input-shape x=1,3,640,640 --runs 20 --profile
@@ -64,8 +68,14 @@ pub struct Args {
     /// `{"tests": [{"test": "pp128", "tokens": 128, "seconds": [...]}, ...], ...}` for GGUF.
     #[arg(long, value_name = "FILE")]
     times_json: Option<PathBuf>,
+    /// (GGUF, with --n-partitions) Sequences in flight through the stages in each test run;
+    /// tokens/s counts all of them.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    sequences: usize,
     #[command(flatten)]
     options: ModelOptions,
+    #[command(flatten)]
+    partitions: PartitionOptions,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {

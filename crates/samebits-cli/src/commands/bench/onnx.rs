@@ -4,8 +4,9 @@
 use super::{Args, quantile};
 use anyhow::{Context, Result, bail};
 use samebits_ir::{DType, Tensor, Value};
+use samebits_pipeline::{Loaded, ModelSpec, Pipeline, drivers};
 use samebits_runtime::device::RunStats;
-use samebits_runtime::{compile, tensor_file};
+use samebits_runtime::{CompiledModel, compile, tensor_file};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,7 +36,16 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     if runs == 0 {
         bail!("--runs must be at least 1");
     }
-    let compiled = compile(model, &args.options.compile_options())?;
+    let pipelined = args
+        .partitions
+        .pipeline(args.options.device.device, args.options.operation_set);
+    let (compiled, mut pipeline) = match &pipelined {
+        None => (compile(model, &args.options.compile_options())?, None),
+        Some(options) => match Pipeline::start(&ModelSpec::Onnx(model.to_path_buf()), options)? {
+            (pipeline, Loaded::Onnx(compiled)) => (*compiled, Some(pipeline)),
+            (_, Loaded::Llm(_)) => unreachable!("an ONNX spec loads an ONNX model"),
+        },
+    };
     let mut inputs = BTreeMap::new();
     for (name, path) in &args.inputs {
         let t = tensor_file::read_tensor(&PathBuf::from(path))
@@ -56,14 +66,21 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             .unwrap_or(DType::F32);
         inputs.insert(name.clone(), Value::Tensor(generated(shape, dtype)?));
     }
+    let run_once = |pipeline: &mut Option<Pipeline>| -> Result<()> {
+        match pipeline {
+            None => drop(compiled.run(&inputs)?),
+            Some(pipeline) => drop(drivers::run_named(pipeline, &compiled, &inputs)?),
+        }
+        Ok(())
+    };
     for _ in 0..warmup {
-        compiled.run(&inputs)?;
+        run_once(&mut pipeline)?;
     }
     let bar = indicatif::ProgressBar::new(runs as u64);
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
         let t0 = Instant::now();
-        compiled.run(&inputs)?;
+        run_once(&mut pipeline)?;
         times.push(t0.elapsed().as_secs_f64() * 1e3);
         bar.inc(1);
     }
@@ -74,11 +91,15 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     times.sort_by(f64::total_cmp);
+    let device = match &pipeline {
+        Some(p) => p.description().to_string(),
+        None => compiled.device_description(),
+    };
     println!(
         "{}  operation set {}  device {}  threads {}  runs {}",
         model.display(),
         compiled.operation_set,
-        compiled.device_description(),
+        device,
         rayon::current_num_threads(),
         times.len()
     );
@@ -88,12 +109,39 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         quantile(&times, 0.95),
         times[0]
     );
+    if let Some(pipeline) = pipeline.as_mut() {
+        return pipelined_throughput(pipeline, &compiled, &inputs, runs, args);
+    }
     if let (_, Some(stats)) = compiled.run_counted(&inputs, Default::default())? {
         println!("{}", device_summary(&stats));
     }
     if args.profile {
         print_profile(&compiled, &inputs)?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The pipeline's stages, and its throughput with all `runs` requests in flight.
+fn pipelined_throughput(
+    pipeline: &mut Pipeline,
+    compiled: &CompiledModel,
+    inputs: &BTreeMap<String, Value>,
+    runs: usize,
+    args: &Args,
+) -> Result<ExitCode> {
+    for (k, stage) in pipeline.summary().iter().enumerate() {
+        println!("stage {k}: {stage}");
+    }
+    let request = drivers::ordered_inputs(compiled, inputs)?;
+    let micro_batch = args.partitions.micro_batch;
+    let t0 = Instant::now();
+    drivers::run_requests(pipeline, vec![request; runs], micro_batch)?;
+    let seconds = t0.elapsed().as_secs_f64();
+    println!(
+        "throughput {:.2} runs/s: {runs} requests in flight, micro-batch {micro_batch}, {:.3} s",
+        runs as f64 / seconds,
+        seconds
+    );
     Ok(ExitCode::SUCCESS)
 }
 
