@@ -1,7 +1,7 @@
 //! Pipeline parallelism: a model cut into N sequential stages, one per GPU, whose outputs have
 //! the same bits for every N (docs/pipeline.md).
 //!
-//! - [`boundaries`]: where the cuts go (balanced by parameter bytes, earliest on ties).
+//! - [`boundaries`]: where the cuts go (balanced by parameter bytes: lightest heaviest stage, then most even, then earliest).
 //! - [`stage`]: what a rank computes (an ONNX stage graph, or decoder layers with their own KV
 //!   caches) and [`stage::prepare`], which cuts a model and builds a process's stages.
 //! - [`link`]: messages, their wire format, and the ring every rank exchanges them over.
