@@ -16,6 +16,7 @@
 //!   device steps.
 //! - [`testing`]: the [`test_device!`] macro that runs one test body on the CPU and on CUDA.
 
+mod attention;
 mod backend;
 mod buffer;
 mod elementwise;
@@ -27,11 +28,12 @@ mod program;
 mod reduce;
 pub mod testing;
 
+pub use attention::{HeadsLayout, KvStorage, attention_rows};
 pub use backend::CudaBackend;
 pub use buffer::{DeviceBuffer, DeviceBytes};
 pub use elementwise::{BinaryOp, BroadcastLayout, MAX_RANK, UnaryOp, binary_cpu};
 pub use error::{CudaError, Result};
-pub use executor::{CudaExecutor, RunStats};
+pub use executor::{CudaExecutor, DeviceTensor, IoValue, RunStats};
 pub use gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape, SPLIT_K_MAX_M};
 pub use gguf::gguf_supported;
 pub use reduce::{layer_norm_cpu, rms_norm_cpu, softmax_cpu};

@@ -8,6 +8,7 @@ use samebits_math::{Activation, CUDA_SOURCE, UnaryFn};
 use crate::elementwise::UnaryOp;
 use crate::error::{CudaError, Result};
 
+const ATTENTION: &str = include_str!("../kernels/attention.cu");
 const CANONICAL: &str = include_str!("../kernels/canonical.cu");
 const ELEMENTWISE: &str = include_str!("../kernels/elementwise.cu");
 const GEMM: &str = include_str!("../kernels/gemm.cu");
@@ -83,6 +84,7 @@ pub(crate) fn source() -> String {
         GEMM,
         GGUF,
         REDUCE,
+        ATTENTION,
     ]
     .join("\n")
 }
@@ -134,6 +136,9 @@ mod tests {
             "sb_unary_exp",
             "sb_unary_relu",
             "sb_gguf_matvec_q4_1",
+            "sb_gguf_gather_q4_1",
+            "sb_rotary",
+            "sb_attention",
         ] {
             assert!(text.contains(kernel), "{kernel} missing from the PTX");
         }

@@ -2,12 +2,15 @@
 //! shapes to a device [`Launch`], and running it. A step whose inputs the kernel does not take
 //! (another dtype, a shape outside the kernel's layouts, extra outputs) gets no launch and falls
 //! back to the op's CPU evaluation; the semantics stay those of the op (samebits-ops).
+//! Attention's past keys and values may be cache storages (`DeviceValue::Kv`), which its
+//! launch extends in place (`attention.rs`).
 
 use samebits_gguf::GgmlType;
-use samebits_ir::DType;
+use samebits_ir::{DType, Tensor};
 use samebits_ops::broadcast::broadcast_shapes;
 use samebits_ops::{BinaryKernel, DeviceKernel, UnaryKernel, gemm_c_strides, normalize_axis};
 
+use crate::attention::{HeadsLayout, KvPast, attention_rows};
 use crate::backend::CudaBackend;
 use crate::buffer::DeviceBuffer;
 use crate::elementwise::{BinaryOp, BroadcastLayout, UnaryOp};
@@ -18,11 +21,13 @@ use crate::reduce::row_len_supported;
 
 use super::DeviceValue;
 
-/// What the executor knows of an input before moving it: its dtype and shape.
+/// What the executor knows of an input before moving it: its dtype and shape, and its host
+/// value when it has one (integer indices are checked there).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ArgInfo<'a> {
     pub dtype: DType,
     pub shape: &'a [usize],
+    pub host: Option<&'a Tensor>,
 }
 
 /// A strided matrix view without its buffer: offset, batch, row and column strides.
@@ -79,12 +84,49 @@ pub(crate) enum Launch {
         cols: usize,
         out_shape: Vec<usize>,
     },
+    /// GatherGguf: input 0 the weight bytes, input 1 the i64 indices (checked in range).
+    Gather {
+        ggml_type: GgmlType,
+        rows: usize,
+        cols: usize,
+        count: usize,
+        out_shape: Vec<usize>,
+    },
+    Rotary {
+        layout: HeadsLayout,
+        width: usize,
+        rot: usize,
+        interleaved: bool,
+    },
+    /// Attention with its past (inputs 4, 5) extended by the new keys and values; outputs Y,
+    /// present_key, present_value.
+    Attention {
+        q: HeadsLayout,
+        k: HeadsLayout,
+        v: HeadsLayout,
+        y: HeadsLayout,
+        y_shape: Vec<usize>,
+        past: usize,
+        causal: bool,
+        scale: f32,
+        rows: usize,
+    },
 }
 
 impl Launch {
-    /// Whether input `i` moves to the device as raw bytes (quantized weights) rather than f32.
+    /// Whether input `i` moves to the device as raw bytes (quantized weights, indices) rather
+    /// than f32.
     pub(crate) fn takes_bytes(&self, i: usize) -> bool {
-        matches!(self, Launch::Gguf { .. }) && i == 1
+        match self {
+            Launch::Gguf { .. } => i == 1,
+            Launch::Gather { .. } => i <= 1,
+            _ => false,
+        }
+    }
+
+    /// Whether input `i` may stay a cache storage (Attention's past) instead of a dense tensor.
+    pub(crate) fn takes_kv(&self, i: usize) -> bool {
+        matches!(self, Launch::Attention { .. }) && (i == 4 || i == 5)
     }
 }
 
@@ -117,6 +159,15 @@ pub(crate) fn plan_launch(
     args: &[Option<ArgInfo<'_>>],
     outputs: usize,
 ) -> Option<Launch> {
+    if let DeviceKernel::Attention {
+        is_causal,
+        q_num_heads,
+        kv_num_heads,
+        scale,
+    } = kernel
+    {
+        return attention(args, outputs, is_causal, (q_num_heads, kv_num_heads), scale);
+    }
     if outputs != 1 {
         return None;
     }
@@ -215,8 +266,138 @@ pub(crate) fn plan_launch(
                 out_shape: x[..x.len() - 1].iter().copied().chain([rows]).collect(),
             })
         }
+        DeviceKernel::GatherGguf {
+            ggml_type,
+            rows,
+            cols,
+        } if args.len() == 2 => {
+            let w = args[0].filter(|w| w.dtype == DType::U8)?;
+            let ids = args[1].filter(|a| a.dtype == DType::I64)?;
+            // Indices are checked on the host (an index out of range is the CPU op's error).
+            let in_range = ids
+                .host?
+                .as_slice::<i64>()
+                .ok()?
+                .iter()
+                .all(|&i| i >= -(rows as i64) && i < rows as i64);
+            let fits = gguf_supported(ggml_type)
+                && in_range
+                && cols > 0
+                && w.shape.iter().product::<usize>() == rows * ggml_type.row_bytes(cols)?;
+            fits.then(|| Launch::Gather {
+                ggml_type,
+                rows,
+                cols,
+                count: ids.shape.iter().product(),
+                out_shape: ids.shape.iter().copied().chain([cols]).collect(),
+            })
+        }
+        DeviceKernel::Rotary {
+            interleaved,
+            num_heads,
+            rotary_dim,
+        } if args.len() == 3 => {
+            let layout = HeadsLayout::of_shape(f32_arg(0)?.shape, num_heads)?;
+            let (cos, sin) = (f32_arg(1)?.shape, f32_arg(2)?.shape);
+            let rot = if rotary_dim == 0 {
+                layout.size
+            } else {
+                rotary_dim
+            };
+            let width = *cos.last()?;
+            let cache_rows = cos.iter().product::<usize>() / width.max(1);
+            let fits = cos == sin
+                && rot <= layout.size
+                && rot.is_multiple_of(2)
+                && width >= rot / 2
+                && width > 0
+                && cache_rows >= layout.batch * layout.seq
+                && (cos.len() == 2 || cos.len() == 3);
+            fits.then_some(Launch::Rotary {
+                layout,
+                width,
+                rot,
+                interleaved,
+            })
+        }
         _ => None,
     }
+}
+
+/// ONNX Attention: Q, K, V (3-D with the head attributes, or 4-D), no mask, optional past
+/// key and value (4-D, given together), no `nonpad_kv_seqlen`; every output computed.
+fn attention(
+    args: &[Option<ArgInfo<'_>>],
+    outputs: usize,
+    causal: bool,
+    (q_heads, kv_heads): (usize, usize),
+    scale: Option<f32>,
+) -> Option<Launch> {
+    let f32_arg = |i: usize| {
+        args.get(i)
+            .copied()
+            .flatten()
+            .filter(|a| a.dtype == DType::F32)
+    };
+    let absent = |i: usize| args.get(i).copied().flatten().is_none();
+    if !(3..=6).contains(&args.len()) || outputs != 3 || !absent(3) || args.len() > 6 {
+        return None;
+    }
+    let q_shape = f32_arg(0)?.shape;
+    let q = HeadsLayout::of_shape(q_shape, q_heads)?;
+    let k = HeadsLayout::of_shape(f32_arg(1)?.shape, kv_heads)?;
+    let v = HeadsLayout::of_shape(f32_arg(2)?.shape, kv_heads)?;
+    let past = match (absent(4), absent(5)) {
+        (true, true) => 0,
+        (false, false) => {
+            let (pk, pv) = (f32_arg(4)?.shape, f32_arg(5)?.shape);
+            let (&[b, h, p, d], &[bv, hv, pv_len, dv]) = (pk, pv) else {
+                return None;
+            };
+            let same = (b, h, d) == (k.batch, k.heads, k.size)
+                && (bv, hv, pv_len, dv) == (v.batch, v.heads, p, v.size);
+            same.then_some(p)?
+        }
+        _ => return None,
+    };
+    let total = past + k.seq;
+    let valid = k.heads > 0
+        && q.heads.is_multiple_of(k.heads)
+        && q.batch == k.batch
+        && v.batch == k.batch
+        && v.heads == k.heads
+        && v.seq == k.seq
+        && q.size == k.size
+        && q.size > 0
+        && v.size > 0
+        && q.seq > 0;
+    if !valid {
+        return None;
+    }
+    let rows = attention_rows(q.heads / k.heads, total, q.size, v.size)?;
+    let (y, y_shape) = if q_shape.len() == 3 {
+        (
+            HeadsLayout::split(q.batch, q.seq, q.heads, v.size),
+            vec![q.batch, q.seq, q.heads * v.size],
+        )
+    } else {
+        (
+            HeadsLayout::dense(q.batch, q.heads, q.seq, v.size),
+            vec![q.batch, q.heads, q.seq, v.size],
+        )
+    };
+    Some(Launch::Attention {
+        q,
+        k,
+        v,
+        y,
+        y_shape,
+        past,
+        causal,
+        // As the CPU op: D converted to f32, sqrt and division each rounded once.
+        scale: scale.unwrap_or(1.0 / (q.size as f32).sqrt()),
+        rows,
+    })
 }
 
 /// The normalized trailing shape `shape[axis..]` of a row norm, if the row kernels take it.
@@ -352,12 +533,27 @@ fn f32_input<'a>(
     }
 }
 
-/// Runs `launch` on device inputs (in the step's input order); returns its one output.
+/// The keys or values of Attention's past input `i`, if given.
+fn kv_past<'a>(inputs: &[Option<&'a DeviceValue>], i: usize) -> Result<KvPast<'a>> {
+    Ok(match inputs.get(i).copied().flatten() {
+        None => KvPast::None,
+        Some(DeviceValue::F32 { buffer, shape }) => match **shape {
+            [b, h, s, d] => KvPast::Dense(buffer, HeadsLayout::dense(b, h, s, d)),
+            _ => return Err(CudaError::Invalid(format!("input {i} is not 4-D"))),
+        },
+        Some(DeviceValue::Kv { storage, len, .. }) => KvPast::Storage(storage, *len),
+        Some(DeviceValue::Bytes { .. }) => {
+            return Err(CudaError::Invalid(format!("input {i} is not float32")));
+        }
+    })
+}
+
+/// Runs `launch` on device inputs (in the step's input order); returns its outputs.
 pub(crate) fn run_launch(
     backend: &CudaBackend,
     launch: &Launch,
     inputs: &[Option<&DeviceValue>],
-) -> Result<DeviceValue> {
+) -> Result<Vec<DeviceValue>> {
     let (buffer, shape) = match launch {
         Launch::Unary(op) => {
             let (x, shape) = f32_input(inputs, 0)?;
@@ -432,8 +628,78 @@ pub(crate) fn run_launch(
             let y = backend.gguf_matmul(*ggml_type, *rows, *cols, w, x)?;
             (y, out_shape.clone())
         }
+        Launch::Gather {
+            ggml_type,
+            rows,
+            cols,
+            count,
+            out_shape,
+        } => {
+            let bytes = |i: usize| match inputs.get(i).copied().flatten() {
+                Some(DeviceValue::Bytes { bytes, .. }) => Ok(bytes),
+                _ => Err(CudaError::Invalid(format!(
+                    "input {i} is not on the device as bytes"
+                ))),
+            };
+            let y = backend.gguf_gather(*ggml_type, *rows, *cols, bytes(0)?, bytes(1)?, *count)?;
+            (y, out_shape.clone())
+        }
+        Launch::Rotary {
+            layout,
+            width,
+            rot,
+            interleaved,
+        } => {
+            let (x, shape) = f32_input(inputs, 0)?;
+            let (cos, sin) = (f32_input(inputs, 1)?.0, f32_input(inputs, 2)?.0);
+            let y = backend.rotary(x, *layout, cos, sin, *width, *rot, *interleaved)?;
+            (y, shape.to_vec())
+        }
+        Launch::Attention {
+            q,
+            k,
+            v,
+            y,
+            y_shape,
+            past,
+            causal,
+            scale,
+            rows,
+        } => {
+            let (keys, total) =
+                backend.kv_extend(kv_past(inputs, 4)?, f32_input(inputs, 1)?.0, *k)?;
+            let (values, _) =
+                backend.kv_extend(kv_past(inputs, 5)?, f32_input(inputs, 2)?.0, *v)?;
+            let out = keys.with_buffer(|kb| {
+                values.with_buffer(|vb| {
+                    backend.attention(
+                        (f32_input(inputs, 0)?.0, *q),
+                        (kb, keys.layout(total)),
+                        (vb, values.layout(total)),
+                        *y,
+                        *causal,
+                        *past,
+                        *scale,
+                        *rows,
+                    )
+                })
+            })?;
+            let present = |storage, size: usize| DeviceValue::Kv {
+                storage,
+                len: total,
+                shape: vec![k.batch, k.heads, total, size],
+            };
+            return Ok(vec![
+                DeviceValue::F32 {
+                    buffer: out,
+                    shape: y_shape.clone(),
+                },
+                present(keys, k.size),
+                present(values, v.size),
+            ]);
+        }
     };
-    Ok(DeviceValue::F32 { buffer, shape })
+    Ok(vec![DeviceValue::F32 { buffer, shape }])
 }
 
 #[cfg(test)]
@@ -444,6 +710,7 @@ mod tests {
         Some(ArgInfo {
             dtype: DType::F32,
             shape,
+            host: None,
         })
     }
 
@@ -477,6 +744,7 @@ mod tests {
         let f64s = [Some(ArgInfo {
             dtype: DType::F64,
             shape: &[3],
+            host: None,
         })];
         assert_eq!(plan_launch(unary, &f64s, 1), None);
         assert!(plan_launch(unary, &[f32s(&[3])], 1).is_some());
@@ -522,6 +790,7 @@ mod tests {
             Some(ArgInfo {
                 dtype: DType::U8,
                 shape: bytes,
+                host: None,
             })
         };
         assert!(plan_launch(k, &[f32s(&[1, 32]), w(&[68])], 1).is_some());

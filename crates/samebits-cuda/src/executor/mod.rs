@@ -17,6 +17,10 @@
 //!   [`Plan::run`] (inputs in the order of [`Plan::inputs`], outputs in the order of
 //!   [`Plan::output_names`]); `run_with` also calls the options' observer after each step
 //!   (downloading device outputs for it) and returns [`RunStats`].
+//! - [`CudaExecutor::run_io`]`(inputs, keep, options)`: inputs that may already be on the
+//!   device ([`IoValue::Device`], a [`DeviceTensor`] an earlier run left there), and outputs
+//!   left on the device where `keep` says so. An LLM's KV cache goes from step to step this
+//!   way, and Attention extends it in place (`DeviceValue::Kv`, a prefix of a cache storage).
 //! - [`CudaExecutor::device_steps`]: which steps have a device kernel at all (their launch is
 //!   still decided per run from the inputs' dtypes and shapes).
 
@@ -28,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use samebits_ir::{DType, Tensor, Value};
 use samebits_ops::{DeviceKernel, OpError, Plan, RunOptions};
 
+use crate::attention::KvStorage;
 use crate::backend::CudaBackend;
 use crate::buffer::{DeviceBuffer, DeviceBytes};
 use crate::error::{CudaError, Result};
@@ -40,26 +45,57 @@ pub(crate) enum DeviceValue {
         buffer: DeviceBuffer,
         shape: Vec<usize>,
     },
-    /// Raw bytes of a uint8 tensor (quantized weights), with the tensor's shape.
+    /// Raw bytes of a tensor (uint8 quantized weights, int64 indices), with its shape.
     Bytes {
         bytes: DeviceBytes,
+        shape: Vec<usize>,
+        dtype: DType,
+    },
+    /// A float32 `[batch, heads, len, size]` tensor held as the first `len` positions of a KV
+    /// cache storage.
+    Kv {
+        storage: Arc<KvStorage>,
+        len: usize,
         shape: Vec<usize>,
     },
 }
 
 impl DeviceValue {
     fn info(&self) -> ArgInfo<'_> {
-        match self {
-            DeviceValue::F32 { shape, .. } => ArgInfo {
-                dtype: DType::F32,
-                shape,
-            },
-            DeviceValue::Bytes { shape, .. } => ArgInfo {
-                dtype: DType::U8,
-                shape,
-            },
+        let (dtype, shape) = match self {
+            DeviceValue::F32 { shape, .. } | DeviceValue::Kv { shape, .. } => (DType::F32, shape),
+            DeviceValue::Bytes { shape, dtype, .. } => (*dtype, shape),
+        };
+        ArgInfo {
+            dtype,
+            shape,
+            host: None,
         }
     }
+}
+
+/// A value an executor left on the device (see [`CudaExecutor::run_io`]).
+#[derive(Clone)]
+pub struct DeviceTensor(Arc<DeviceValue>);
+
+impl DeviceTensor {
+    /// The tensor's shape.
+    pub fn shape(&self) -> &[usize] {
+        self.0.info().shape
+    }
+}
+
+impl std::fmt::Debug for DeviceTensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceTensor({:?})", self.shape())
+    }
+}
+
+/// An input or output of [`CudaExecutor::run_io`]: a host value, or a tensor on the device.
+#[derive(Clone, Debug)]
+pub enum IoValue {
+    Host(Value),
+    Device(DeviceTensor),
 }
 
 /// Where one value slot's value is during a run: on the host, on the device, or both.
@@ -154,9 +190,38 @@ impl CudaExecutor {
     pub fn run_with(
         &self,
         inputs: Vec<Value>,
-        mut options: RunOptions,
+        options: RunOptions,
     ) -> Result<(Vec<Value>, RunStats)> {
         self.plan.check_inputs(&inputs)?;
+        let inputs = inputs.into_iter().map(IoValue::Host).collect();
+        let (outputs, stats) = self.run_io(inputs, &[], options)?;
+        let outputs = outputs
+            .into_iter()
+            .map(|o| match o {
+                IoValue::Host(v) => Ok(v),
+                IoValue::Device(_) => {
+                    Err(CudaError::Invalid("an output stayed on the device".into()))
+                }
+            })
+            .collect::<Result<_>>()?;
+        Ok((outputs, stats))
+    }
+
+    /// Runs the plan on inputs that may be on the device; output `i` stays on the device
+    /// (when a device step computed it) if `keep[i]`, else it is downloaded.
+    pub fn run_io(
+        &self,
+        inputs: Vec<IoValue>,
+        keep: &[bool],
+        mut options: RunOptions,
+    ) -> Result<(Vec<IoValue>, RunStats)> {
+        if inputs.len() != self.plan.input_slots().count() {
+            return Err(CudaError::Invalid(format!(
+                "the plan takes {} inputs, got {}",
+                self.plan.input_slots().count(),
+                inputs.len()
+            )));
+        }
         self.backend.context().bind_to_thread()?;
         let mut stats = RunStats::default();
         let mut slots: Vec<Slot> = (0..self.plan.slot_count())
@@ -166,7 +231,10 @@ impl CudaExecutor {
             slots[slot].host = Some(value.clone());
         }
         for (slot, value) in self.plan.input_slots().zip(inputs) {
-            slots[slot].host = Some(value);
+            match value {
+                IoValue::Host(v) => slots[slot].host = Some(v),
+                IoValue::Device(t) => slots[slot].device = Some(t.0),
+            }
         }
         for (step, kernel) in self.plan.steps().zip(&self.kernels) {
             let launch = kernel.and_then(|k| {
@@ -189,20 +257,30 @@ impl CudaExecutor {
                     let mut inputs = Vec::with_capacity(step.inputs.len());
                     for (i, s) in step.inputs.iter().enumerate() {
                         inputs.push(match s {
-                            Some(s) => Some(
-                                self.on_device(&mut slots, *s, launch.takes_bytes(i), &mut stats)
-                                    .map_err(at)?,
-                            ),
+                            Some(s) => {
+                                let value = self
+                                    .on_device(&mut slots, *s, launch.takes_bytes(i), &mut stats)
+                                    .map_err(at)?;
+                                Some(match value.as_ref() {
+                                    DeviceValue::Kv { .. } if !launch.takes_kv(i) => {
+                                        Arc::new(self.dense(&value).map_err(at)?)
+                                    }
+                                    _ => value,
+                                })
+                            }
                             None => None,
                         });
                     }
                     let refs: Vec<Option<&DeviceValue>> =
                         inputs.iter().map(|v| v.as_deref()).collect();
-                    let output = run_launch(&self.backend, &launch, &refs).map_err(at)?;
-                    slots[step.outputs[0]] = Slot {
-                        host: None,
-                        device: Some(Arc::new(output)),
-                    };
+                    let outputs = run_launch(&self.backend, &launch, &refs).map_err(at)?;
+                    drop(inputs);
+                    for (slot, output) in step.outputs.iter().zip(outputs) {
+                        slots[*slot] = Slot {
+                            host: None,
+                            device: Some(Arc::new(output)),
+                        };
+                    }
                     stats.device_steps += 1;
                 }
                 None => {
@@ -251,13 +329,41 @@ impl CudaExecutor {
             }
         }
         let mut outputs = Vec::new();
-        for (name, slot) in self.plan.output_names().zip(self.plan.output_slots()) {
+        for (i, (name, slot)) in self
+            .plan
+            .output_names()
+            .zip(self.plan.output_slots())
+            .enumerate()
+        {
+            if keep.get(i) == Some(&true)
+                && let Some(device) = &slots[slot].device
+            {
+                outputs.push(IoValue::Device(DeviceTensor(Arc::clone(device))));
+                continue;
+            }
             self.on_host(&mut slots[slot], &mut stats)?;
-            outputs.push(slots[slot].host.clone().ok_or_else(|| {
-                OpError::Invalid(format!("graph output \"{name}\" was not computed"))
-            })?);
+            outputs.push(IoValue::Host(slots[slot].host.clone().ok_or_else(
+                || OpError::Invalid(format!("graph output \"{name}\" was not computed")),
+            )?));
         }
         Ok((outputs, stats))
+    }
+
+    /// A dense float32 copy of a cache prefix (other values are returned as they are).
+    fn dense(&self, value: &DeviceValue) -> Result<DeviceValue> {
+        match value {
+            DeviceValue::Kv {
+                storage,
+                len,
+                shape,
+            } => Ok(DeviceValue::F32 {
+                buffer: self.backend.kv_dense(storage, *len)?,
+                shape: shape.clone(),
+            }),
+            DeviceValue::F32 { .. } | DeviceValue::Bytes { .. } => Err(CudaError::Invalid(
+                "only cache values have a dense copy".into(),
+            )),
+        }
     }
 
     /// The slot's value on the device (uploaded, and kept there, if it was only on the host).
@@ -290,6 +396,7 @@ impl CudaExecutor {
             DeviceValue::Bytes {
                 bytes: self.backend.upload_bytes(bytes)?,
                 shape: tensor.shape().to_vec(),
+                dtype: tensor.dtype(),
             }
         } else {
             let data = tensor
@@ -319,10 +426,21 @@ impl CudaExecutor {
             return Ok(());
         }
         if let Some(device) = &slot.device {
-            let DeviceValue::F32 { buffer, shape } = device.as_ref() else {
-                return Err(CudaError::Invalid(
-                    "raw device bytes have no host copy".into(),
-                ));
+            let dense;
+            let (buffer, shape) = match device.as_ref() {
+                DeviceValue::F32 { buffer, shape } => (buffer, shape),
+                kv @ DeviceValue::Kv { shape, .. } => {
+                    dense = self.dense(kv)?;
+                    let DeviceValue::F32 { buffer, .. } = &dense else {
+                        unreachable!("dense returns a float32 value")
+                    };
+                    (buffer, shape)
+                }
+                DeviceValue::Bytes { .. } => {
+                    return Err(CudaError::Invalid(
+                        "raw device bytes have no host copy".into(),
+                    ));
+                }
             };
             let data = self.backend.download(buffer)?;
             stats.downloads += 1;
@@ -335,16 +453,22 @@ impl CudaExecutor {
     }
 }
 
-/// The dtype and shape of a slot's value, wherever it is (`None` for non-tensors).
+/// The dtype and shape of a slot's value, wherever it is, and its host tensor if any (`None`
+/// for non-tensors).
 fn arg_info(slot: &Slot) -> Option<ArgInfo<'_>> {
-    if let Some(device) = &slot.device {
-        return Some(device.info());
-    }
-    match slot.host.as_ref()? {
-        Value::Tensor(t) => Some(ArgInfo {
-            dtype: t.dtype(),
-            shape: t.shape(),
-        }),
+    let host = match slot.host.as_ref() {
+        Some(Value::Tensor(t)) => Some(t),
         _ => None,
+    };
+    if let Some(device) = &slot.device {
+        return Some(ArgInfo {
+            host,
+            ..device.info()
+        });
     }
+    host.map(|t| ArgInfo {
+        dtype: t.dtype(),
+        shape: t.shape(),
+        host: Some(t),
+    })
 }
