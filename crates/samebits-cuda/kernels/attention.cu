@@ -15,6 +15,23 @@
 // canonical GEMMs per KV head). One block computes `rows` query heads of one KV group at one
 // query position; every reduction runs in the canonical order whatever the block shape.
 
+// Strides of one tensor: batch, head, position (the feature stride is 1).
+struct SbStrides {
+  long long b, h, s;
+};
+
+// Element n (row-major over [B, H, S, D]) of a view with strides `v`, at position offset
+// `first`.
+__device__ __forceinline__ long long sb_heads_at(long long n, int heads, int seq, int size,
+                                                 SbStrides v, int first)
+{
+  const int e = (int)(n % size);
+  const int s = (int)((n / size) % seq);
+  const int h = (int)((n / ((long long)size * seq)) % heads);
+  const long long b = n / ((long long)size * seq * heads);
+  return b * v.b + h * v.h + (long long)(first + s) * v.s + e;
+}
+
 // Rotary: thread per element of x (dims [B, H, S, D] through strides); cos / sin are
 // [rows, width], row b * seq + s (no position_ids). out has x's layout.
 extern "C" __global__ void sb_rotary(const float* x, const float* cos_cache, const float* sin_cache,
@@ -51,47 +68,66 @@ extern "C" __global__ void sb_rotary(const float* x, const float* cos_cache, con
   out[base + e] = (e == i1) ? (cs * x1) - (sn * x2) : (sn * x1) + (cs * x2);
 }
 
-// Copies `src` (dims [B, H, S, D] through strides) into the cache storage at positions
-// first .. first + S - 1 (storage strides dsb, dsh, dss). Thread per element.
-extern "C" __global__ void sb_kv_append(const float* src, float* dst, long long count, int heads,
-                                        int seq, int size, long long sb, long long sh,
-                                        long long ss, long long dsb, long long dsh,
-                                        long long dss, int first)
+// dst at positions first .. first + S - 1 = src (both [B, H, S, D] through strides). Thread
+// per element.
+extern "C" __global__ void sb_heads_copy(const float* src, float* dst, long long count, int heads,
+                                         int seq, int size, SbStrides from, SbStrides to, int first)
 {
   const long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (n >= count) return;
-  const int e = (int)(n % size);
-  const int s = (int)((n / size) % seq);
-  const int h = (int)((n / ((long long)size * seq)) % heads);
-  const long long b = n / ((long long)size * seq * heads);
-  dst[b * dsb + h * dsh + (long long)(first + s) * dss + e] = src[b * sb + h * sh + s * ss + e];
+  dst[sb_heads_at(n, heads, seq, size, to, first)] = src[sb_heads_at(n, heads, seq, size, from, 0)];
 }
 
-// Strides of one tensor: batch, head, position (the feature stride is 1).
-struct SbStrides {
-  long long b, h, s;
-};
+// The new keys (blockIdx.y == 0) and values (1) of a step appended to a cache storage at
+// positions len .. len + S - 1, len = counter[0] (the storage's filled length, which the
+// attention kernel of the same step then advances). Grid-stride over the larger of the two.
+extern "C" __global__ void sb_kv_append(const float* k_src, SbStrides k_from, float* k_dst,
+                                        SbStrides k_to, int k_size, const float* v_src,
+                                        SbStrides v_from, float* v_dst, SbStrides v_to,
+                                        int v_size, int batch, int heads, int seq,
+                                        const int* counter)
+{
+  const bool values = blockIdx.y == 1;
+  const int size = values ? v_size : k_size;
+  const long long count = (long long)batch * heads * seq * size;
+  const int first = counter[0];
+  for (long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x; n < count;
+       n += (long long)gridDim.x * blockDim.x) {
+    if (values)
+      v_dst[sb_heads_at(n, heads, seq, size, v_to, first)] =
+          v_src[sb_heads_at(n, heads, seq, size, v_from, 0)];
+    else
+      k_dst[sb_heads_at(n, heads, seq, size, k_to, first)] =
+          k_src[sb_heads_at(n, heads, seq, size, k_from, 0)];
+  }
+}
 
-// Grid (queries, q_heads / rows, batch); dynamic shared memory, in floats:
-//   rows * d (queries) + rows * total (scores, then probabilities) + tiles(total) (sum
+// Grid (queries, q_heads / rows, batch). The keys and values before this step number `past`,
+// or, with a `counter` (a cache storage's [filled length, ticket]), counter[0]; the step's
+// `new_len` keys follow them (total = past + new_len <= stride). With a counter, the last block
+// to finish (a ticket decides WHO, never an order of arithmetic) advances counter[0] by
+// new_len, after every block has read it. Dynamic shared memory, in floats:
+//   rows * d (queries) + rows * stride (scores, then probabilities) + tiles(stride) (sum
 //   partials) + round_tiles * rows * dv (output partials) + rows * dv (output sums),
 // round_tiles = max(1, blockDim.x / dv).
 extern "C" __global__ void sb_attention(const float* q, SbStrides qs, const float* k, SbStrides ks,
                                         const float* v, SbStrides vs, float* y, SbStrides ys,
-                                        int total, int past, int d, int dv, int group, int rows,
-                                        int causal, float scale)
+                                        int past, int new_len, int stride, int* counter, int d,
+                                        int dv, int group, int rows, int causal, float scale)
 {
   extern __shared__ float smem[];
   const int i = blockIdx.x;
   const int h0 = blockIdx.y * rows;  // first query head of the block
   const long long b = blockIdx.z;
   const int g = h0 / group;          // its KV head (rows divides group)
+  if (counter) past = *(volatile const int*)counter;
+  const int total = past + new_len;
   const int tiles = (total + SB_TILE - 1) / SB_TILE;
   const int round_tiles = max(1, (int)blockDim.x / dv);
   float* q_rows = smem;
   float* scores = q_rows + rows * d;
-  float* sum_partials = scores + (long long)rows * total;
-  float* out_partials = sum_partials + tiles;
+  float* sum_partials = scores + (long long)rows * stride;
+  float* out_partials = sum_partials + (stride + SB_TILE - 1) / SB_TILE;
   float* out_sums = out_partials + round_tiles * rows * dv;
 
   for (int n = threadIdx.x; n < rows * d; n += blockDim.x) {
@@ -115,14 +151,14 @@ extern "C" __global__ void sb_attention(const float* q, SbStrides qs, const floa
       }
       float score = s * scale;
       if (causal && j > i + past) score = -sb_inff();
-      scores[(long long)r * total + j] = score;
+      scores[(long long)r * stride + j] = score;
     }
   }
   __syncthreads();
 
   // 4. Softmax of each row (contract: softmax): max, exp, canonical sum, division.
   for (int r = 0; r < rows; ++r) {
-    float* row = scores + (long long)r * total;
+    float* row = scores + (long long)r * stride;
     const float m = sb_block_extremum(row, total, -sb_inff(),
                                       [](float a, float c) { return sb_canonical_max(a, c); });
     for (int j = threadIdx.x; j < total; j += blockDim.x) row[j] = sb_expf(row[j] - m);
@@ -144,7 +180,7 @@ extern "C" __global__ void sb_attention(const float* q, SbStrides qs, const floa
       if (t >= tiles) continue;
       const int j_end = min(t * SB_TILE + SB_TILE, total);
       for (int r = 0; r < rows; ++r) {
-        const float* pr = scores + (long long)r * total;
+        const float* pr = scores + (long long)r * stride;
         float p = 0.0f;
         for (int j = t * SB_TILE; j < j_end; ++j) p = __fmaf_rn(pr[j], vb[(long long)j * vs.s + e], p);
         out_partials[(tt * rows + r) * dv + e] = p;
@@ -162,5 +198,12 @@ extern "C" __global__ void sb_attention(const float* q, SbStrides qs, const floa
   for (int f = threadIdx.x; f < rows * dv; f += blockDim.x) {
     const int r = f / dv, e = f % dv;
     y[b * ys.b + (long long)(h0 + r) * ys.h + (long long)i * ys.s + e] = out_sums[f];
+  }
+  if (counter && threadIdx.x == 0) {
+    const unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
+    if (atomicAdd(reinterpret_cast<unsigned int*>(counter + 1), 1u) == blocks - 1) {
+      counter[0] = total;
+      counter[1] = 0;
+    }
   }
 }

@@ -28,7 +28,7 @@ mod program;
 mod reduce;
 pub mod testing;
 
-pub use attention::{HeadsLayout, KvStorage, attention_rows};
+pub use attention::{AttentionShape, HeadsLayout, KvStorage, attention_rows};
 pub use backend::CudaBackend;
 pub use buffer::{DeviceBuffer, DeviceBytes};
 pub use elementwise::{BinaryOp, BroadcastLayout, MAX_RANK, UnaryOp, binary_cpu};

@@ -98,6 +98,79 @@ fn gguf_matmul_matches_dot_q_f32() {
     }
 }
 
+/// GatherGguf on the device picks and dequantizes the CPU's rows (negative indices count from
+/// the end), for every weight type; an index out of range falls back to the CPU, which names
+/// it.
+#[test]
+fn gather_gguf_matches_the_cpu() {
+    let Some(backend) = cuda("executor::gather_gguf_matches_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng::new(13);
+    for ggml_type in [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+    ] {
+        let (rows, cols) = (37, 96);
+        let blocks = random_blocks(ggml_type, rows, cols, &mut rng);
+        let mut graph = Graph {
+            name: "gather".into(),
+            ..Graph::default()
+        };
+        graph.inputs.push(ValueInfo {
+            name: "ids".into(),
+            ty: Some(ValueType::tensor(DType::I64, None)),
+        });
+        graph.outputs.push(ValueInfo {
+            name: "y".into(),
+            ty: None,
+        });
+        graph.initializers.insert(
+            "w".into(),
+            Tensor::from_vec(vec![blocks.len()], blocks).unwrap(),
+        );
+        let int = Attribute::Int;
+        graph.nodes.push(Node {
+            domain: "samebits".into(),
+            attributes: [
+                ("ggml_type", int(i64::from(ggml_type.id()))),
+                ("rows", int(rows as i64)),
+                ("cols", int(cols as i64)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            ..node("GatherGguf", &["w", "ids"], "y", &[])
+        });
+        let opsets = [("".to_string(), 23), ("samebits".to_string(), 1)].into();
+        let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+        let executor = CudaExecutor::new(Arc::clone(&backend), Arc::clone(&plan));
+        let ids: Value = Tensor::from_vec(vec![2, 3], vec![0i64, 36, -1, 5, -37, 17])
+            .unwrap()
+            .into();
+        let want = plan.run(vec![ids.clone()], RunOptions::default()).unwrap();
+        let (got, stats) = executor.run_with(vec![ids], RunOptions::default()).unwrap();
+        assert_eq!(stats.device_steps, 1, "{ggml_type}: {stats:?}");
+        let (g, w) = (got[0].as_tensor().unwrap(), want[0].as_tensor().unwrap());
+        assert_eq!(g.shape(), &[2, 3, cols]);
+        for (i, (a, b)) in g
+            .as_slice::<f32>()
+            .unwrap()
+            .iter()
+            .zip(w.as_slice::<f32>().unwrap())
+            .enumerate()
+        {
+            assert_eq!(a.to_bits(), b.to_bits(), "{ggml_type} element {i}");
+        }
+        let bad: Value = Tensor::from_vec(vec![1], vec![37i64]).unwrap().into();
+        let err = executor.run(vec![bad]).unwrap_err().to_string();
+        assert!(err.contains("outside"), "{err}");
+    }
+}
+
 fn node(op_type: &str, inputs: &[&str], output: &str, attrs: &[(&str, Attribute)]) -> Node {
     Node {
         name: output.into(),

@@ -10,7 +10,9 @@ use samebits_ir::{DType, Tensor};
 use samebits_ops::broadcast::broadcast_shapes;
 use samebits_ops::{BinaryKernel, DeviceKernel, UnaryKernel, gemm_c_strides, normalize_axis};
 
-use crate::attention::{HeadsLayout, KvPast, attention_rows};
+use std::sync::Arc;
+
+use crate::attention::{AttentionShape, HeadsLayout, KvPast, attention_rows};
 use crate::backend::CudaBackend;
 use crate::buffer::DeviceBuffer;
 use crate::elementwise::{BinaryOp, BroadcastLayout, UnaryOp};
@@ -106,10 +108,8 @@ pub(crate) enum Launch {
         v: HeadsLayout,
         y: HeadsLayout,
         y_shape: Vec<usize>,
-        past: usize,
         causal: bool,
         scale: f32,
-        rows: usize,
     },
 }
 
@@ -374,7 +374,8 @@ fn attention(
     if !valid {
         return None;
     }
-    let rows = attention_rows(q.heads / k.heads, total, q.size, v.size)?;
+    // Score rows of the whole sequence must fit one block's shared memory.
+    attention_rows(q.heads / k.heads, total, q.size, v.size)?;
     let (y, y_shape) = if q_shape.len() == 3 {
         (
             HeadsLayout::split(q.batch, q.seq, q.heads, v.size),
@@ -392,11 +393,9 @@ fn attention(
         v,
         y,
         y_shape,
-        past,
         causal,
         // As the CPU op: D converted to f32, sqrt and division each rounded once.
         scale: scale.unwrap_or(1.0 / (q.size as f32).sqrt()),
-        rows,
     })
 }
 
@@ -533,7 +532,7 @@ fn f32_input<'a>(
     }
 }
 
-/// The keys or values of Attention's past input `i`, if given.
+/// The keys (input 4) or values (input 5) of Attention's past, if given.
 fn kv_past<'a>(inputs: &[Option<&'a DeviceValue>], i: usize) -> Result<KvPast<'a>> {
     Ok(match inputs.get(i).copied().flatten() {
         None => KvPast::None,
@@ -541,7 +540,16 @@ fn kv_past<'a>(inputs: &[Option<&'a DeviceValue>], i: usize) -> Result<KvPast<'a
             [b, h, s, d] => KvPast::Dense(buffer, HeadsLayout::dense(b, h, s, d)),
             _ => return Err(CudaError::Invalid(format!("input {i} is not 4-D"))),
         },
-        Some(DeviceValue::Kv { storage, len, .. }) => KvPast::Storage(storage, *len),
+        Some(DeviceValue::Kv {
+            storage,
+            values,
+            len,
+            ..
+        }) => KvPast::Storage {
+            storage,
+            values: *values,
+            len: *len,
+        },
         Some(DeviceValue::Bytes { .. }) => {
             return Err(CudaError::Invalid(format!("input {i} is not float32")));
         }
@@ -661,31 +669,52 @@ pub(crate) fn run_launch(
             v,
             y,
             y_shape,
-            past,
             causal,
             scale,
-            rows,
         } => {
-            let (keys, total) =
-                backend.kv_extend(kv_past(inputs, 4)?, f32_input(inputs, 1)?.0, *k)?;
-            let (values, _) =
-                backend.kv_extend(kv_past(inputs, 5)?, f32_input(inputs, 2)?.0, *v)?;
-            let out = keys.with_buffer(|kb| {
-                values.with_buffer(|vb| {
-                    backend.attention(
-                        (f32_input(inputs, 0)?.0, *q),
-                        (kb, keys.layout(total)),
-                        (vb, values.layout(total)),
-                        *y,
-                        *causal,
-                        *past,
-                        *scale,
-                        *rows,
-                    )
-                })
+            let (storage, past) = backend.kv_extend(
+                (kv_past(inputs, 4)?, kv_past(inputs, 5)?),
+                (f32_input(inputs, 1)?.0, *k),
+                (f32_input(inputs, 2)?.0, *v),
+            )?;
+            let total = past + k.seq;
+            // Score rows as long as the storage when they fit (a recorded step then replays
+            // until the storage is full), else as long as this step needs.
+            let group = q.heads / k.heads;
+            let (stride, rows) = match attention_rows(group, storage.capacity(), q.size, v.size) {
+                Some(rows) => (storage.capacity(), rows),
+                None => (
+                    total,
+                    attention_rows(group, total, q.size, v.size).ok_or_else(|| {
+                        CudaError::Invalid("attention scores exceed shared memory".into())
+                    })?,
+                ),
+            };
+            let shape = AttentionShape {
+                causal: *causal,
+                scale: *scale,
+                new_len: k.seq,
+                rows,
+            };
+            let out = storage.with_buffers(|keys, values, counter| {
+                let view = |values: bool| {
+                    let mut l = storage.layout(values, 0);
+                    l.seq = stride;
+                    l
+                };
+                backend.attention(
+                    (f32_input(inputs, 0)?.0, *q),
+                    (keys, view(false)),
+                    (values, view(true)),
+                    *y,
+                    past,
+                    Some(counter),
+                    shape,
+                )
             })?;
-            let present = |storage, size: usize| DeviceValue::Kv {
-                storage,
+            let present = |values: bool, size: usize| DeviceValue::Kv {
+                storage: Arc::clone(&storage),
+                values,
                 len: total,
                 shape: vec![k.batch, k.heads, total, size],
             };
@@ -694,8 +723,8 @@ pub(crate) fn run_launch(
                     buffer: out,
                     shape: y_shape.clone(),
                 },
-                present(keys, k.size),
-                present(values, v.size),
+                present(false, k.size),
+                present(true, v.size),
             ]);
         }
     };

@@ -51,10 +51,11 @@ pub(crate) enum DeviceValue {
         shape: Vec<usize>,
         dtype: DType,
     },
-    /// A float32 `[batch, heads, len, size]` tensor held as the first `len` positions of a KV
-    /// cache storage.
+    /// A float32 `[batch, heads, len, size]` tensor held as the keys (or values) at the first
+    /// `len` positions of a KV cache storage.
     Kv {
         storage: Arc<KvStorage>,
+        values: bool,
         len: usize,
         shape: Vec<usize>,
     },
@@ -354,10 +355,11 @@ impl CudaExecutor {
         match value {
             DeviceValue::Kv {
                 storage,
+                values,
                 len,
                 shape,
             } => Ok(DeviceValue::F32 {
-                buffer: self.backend.kv_dense(storage, *len)?,
+                buffer: self.backend.kv_dense(storage, *values, *len)?,
                 shape: shape.clone(),
             }),
             DeviceValue::F32 { .. } | DeviceValue::Bytes { .. } => Err(CudaError::Invalid(
