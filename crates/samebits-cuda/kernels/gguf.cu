@@ -185,3 +185,30 @@ SB_GGUF_GATHER_KERNEL(f16, SB_GGML_F16)
 SB_GGUF_GATHER_KERNEL(q4_0, SB_GGML_Q4_0)
 SB_GGUF_GATHER_KERNEL(q4_1, SB_GGML_Q4_1)
 SB_GGUF_GATHER_KERNEL(q8_0, SB_GGML_Q8_0)
+
+// wt[k, n] = dequantized element k of weight row n: the whole [rows, cols] matrix as the
+// row-major [cols, rows] f32 operand B of a GEMM (prefill: many activation rows per weight).
+// Thread per element, consecutive threads along a weight row.
+template <int TYPE>
+__device__ __forceinline__ void sb_gguf_dequantize_t(const unsigned char* w, long long row_bytes,
+                                                     int rows, int cols, float* wt)
+{
+  const long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (n >= (long long)rows * cols) return;
+  const long long r = n / cols;
+  const int k = (int)(n % cols);
+  wt[(long long)k * rows + r] = sb_gguf_value<TYPE>(w + r * row_bytes, k);
+}
+
+#define SB_GGUF_DEQUANTIZE_KERNEL(name, TYPE)                                                 \
+  extern "C" __global__ void sb_gguf_dequantize_t_##name(const unsigned char* w,              \
+                                                         long long row_bytes, int rows,       \
+                                                         int cols, float* wt)                 \
+  {                                                                                            \
+    sb_gguf_dequantize_t<TYPE>(w, row_bytes, rows, cols, wt);                                  \
+  }
+SB_GGUF_DEQUANTIZE_KERNEL(f32, SB_GGML_F32)
+SB_GGUF_DEQUANTIZE_KERNEL(f16, SB_GGML_F16)
+SB_GGUF_DEQUANTIZE_KERNEL(q4_0, SB_GGML_Q4_0)
+SB_GGUF_DEQUANTIZE_KERNEL(q4_1, SB_GGML_Q4_1)
+SB_GGUF_DEQUANTIZE_KERNEL(q8_0, SB_GGML_Q8_0)

@@ -10,35 +10,35 @@ use samebits_gguf::GgmlType;
 use crate::backend::{BLOCK, CudaBackend};
 use crate::buffer::{DeviceBuffer, DeviceBytes};
 use crate::error::{CudaError, Result};
+use crate::gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape};
 
-/// The kernel of a weight type, if the device dequantizes it.
-fn kernel_of(ggml_type: GgmlType) -> Option<&'static str> {
+/// The kernel name suffix of a weight type, if the device dequantizes it.
+fn suffix(ggml_type: GgmlType) -> Option<&'static str> {
     Some(match ggml_type {
-        GgmlType::F32 => "sb_gguf_matvec_f32",
-        GgmlType::F16 => "sb_gguf_matvec_f16",
-        GgmlType::Q4_0 => "sb_gguf_matvec_q4_0",
-        GgmlType::Q4_1 => "sb_gguf_matvec_q4_1",
-        GgmlType::Q8_0 => "sb_gguf_matvec_q8_0",
+        GgmlType::F32 => "f32",
+        GgmlType::F16 => "f16",
+        GgmlType::Q4_0 => "q4_0",
+        GgmlType::Q4_1 => "q4_1",
+        GgmlType::Q8_0 => "q8_0",
         _ => return None,
     })
 }
 
-/// The row-gather kernel of a weight type.
-fn gather_kernel_of(ggml_type: GgmlType) -> Option<&'static str> {
-    Some(match ggml_type {
-        GgmlType::F32 => "sb_gguf_gather_f32",
-        GgmlType::F16 => "sb_gguf_gather_f16",
-        GgmlType::Q4_0 => "sb_gguf_gather_q4_0",
-        GgmlType::Q4_1 => "sb_gguf_gather_q4_1",
-        GgmlType::Q8_0 => "sb_gguf_gather_q8_0",
-        _ => return None,
-    })
+/// The kernel `sb_gguf_<what>_<type>`, or an error for a type the device does not dequantize.
+fn kernel(what: &str, ggml_type: GgmlType) -> Result<String> {
+    suffix(ggml_type)
+        .map(|s| format!("sb_gguf_{what}_{s}"))
+        .ok_or_else(|| CudaError::Invalid(format!("no GGUF kernel for {ggml_type} weights")))
 }
+
+/// Activation rows from which a product runs as a GEMM over the dequantized weights
+/// ([`CudaBackend::gguf_dequantize_t`]) rather than as matrix-vector products.
+pub const GGUF_GEMM_MIN_ROWS: usize = 16;
 
 /// Whether [`CudaBackend::gguf_matmul`] and [`CudaBackend::gguf_gather`] take weights of this
 /// type.
 pub fn gguf_supported(ggml_type: GgmlType) -> bool {
-    kernel_of(ggml_type).is_some()
+    suffix(ggml_type).is_some()
 }
 
 impl CudaBackend {
@@ -51,8 +51,7 @@ impl CudaBackend {
         w: &DeviceBytes,
         x: &DeviceBuffer,
     ) -> Result<DeviceBuffer> {
-        let name = kernel_of(ggml_type)
-            .ok_or_else(|| CudaError::Invalid(format!("no GGUF kernel for {ggml_type} weights")))?;
+        let name = kernel("matvec", ggml_type)?;
         let row_bytes = ggml_type.row_bytes(cols).ok_or_else(|| {
             CudaError::Invalid(format!("{cols} columns are not whole {ggml_type} blocks"))
         })?;
@@ -85,7 +84,7 @@ impl CudaBackend {
             block_dim: (BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
-        let f = self.function(name)?;
+        let f = self.function(&name)?;
         let (row_bytes, rows_i, cols_i) = (row_bytes as i64, rows as i32, cols as i32);
         let mut launch = self.stream().launch_builder(&f);
         launch
@@ -112,8 +111,7 @@ impl CudaBackend {
         ids: &DeviceBytes,
         count: usize,
     ) -> Result<DeviceBuffer> {
-        let name = gather_kernel_of(ggml_type)
-            .ok_or_else(|| CudaError::Invalid(format!("no GGUF kernel for {ggml_type} weights")))?;
+        let name = kernel("gather", ggml_type)?;
         let row_bytes = ggml_type.row_bytes(cols).ok_or_else(|| {
             CudaError::Invalid(format!("{cols} columns are not whole {ggml_type} blocks"))
         })?;
@@ -129,7 +127,7 @@ impl CudaBackend {
         if y.is_empty() {
             return Ok(y);
         }
-        let f = self.function(name)?;
+        let f = self.function(&name)?;
         let (row_bytes, rows_i, cols_i, n) = (
             row_bytes as i64,
             rows as i32,
@@ -154,5 +152,80 @@ impl CudaBackend {
             ))?
         };
         Ok(y)
+    }
+
+    /// The `[cols, rows]` f32 transpose of the dequantized `[rows, cols]` GGUF matrix `w` (the
+    /// formulas of docs/gguf.md, exact), the B operand of [`CudaBackend::gguf_matmul_dequantized`].
+    pub fn gguf_dequantize_t(
+        &self,
+        ggml_type: GgmlType,
+        rows: usize,
+        cols: usize,
+        w: &DeviceBytes,
+    ) -> Result<DeviceBuffer> {
+        let name = kernel("dequantize_t", ggml_type)?;
+        let row_bytes = ggml_type.row_bytes(cols).ok_or_else(|| {
+            CudaError::Invalid(format!("{cols} columns are not whole {ggml_type} blocks"))
+        })?;
+        if w.len() != rows * row_bytes || rows > i32::MAX as usize || cols > i32::MAX as usize {
+            return Err(CudaError::Invalid(format!(
+                "a [{rows}, {cols}] {ggml_type} matrix needs {} bytes, got {}",
+                rows * row_bytes,
+                w.len()
+            )));
+        }
+        let mut wt = self.alloc(rows * cols)?;
+        if wt.is_empty() {
+            return Ok(wt);
+        }
+        let f = self.function(&name)?;
+        let (row_bytes, rows_i, cols_i) = (row_bytes as i64, rows as i32, cols as i32);
+        let mut launch = self.stream().launch_builder(&f);
+        launch
+            .arg(w.slice())
+            .arg(&row_bytes)
+            .arg(&rows_i)
+            .arg(&cols_i)
+            .arg(wt.slice_mut());
+        // SAFETY: thread per element of the rows * cols matrix, w checked above.
+        unsafe {
+            launch.launch(crate::backend::launch_1d(
+                crate::backend::blocks_for(rows * cols),
+                0,
+            ))?
+        };
+        Ok(wt)
+    }
+
+    /// `y [m, rows] = x [m, cols] · W^T` by the canonical GEMM (contract: gemm) over `wt`,
+    /// the dequantized weights from [`CudaBackend::gguf_dequantize_t`]: the same canonical dot
+    /// products as [`CudaBackend::gguf_matmul`], so the same bits (docs/gguf.md).
+    pub fn gguf_matmul_dequantized(
+        &self,
+        rows: usize,
+        cols: usize,
+        wt: &DeviceBuffer,
+        x: &DeviceBuffer,
+    ) -> Result<DeviceBuffer> {
+        if cols == 0 || !x.len().is_multiple_of(cols) || wt.len() != rows * cols {
+            return Err(CudaError::Invalid(format!(
+                "activations of {} values and {} weights are not [m, {cols}] and [{cols}, {rows}]",
+                x.len(),
+                wt.len()
+            )));
+        }
+        let m = x.len() / cols;
+        self.gemm(
+            GemmShape {
+                batch: 1,
+                m,
+                n: rows,
+                k: cols,
+            },
+            DeviceMat::row_major(x, m, cols),
+            DeviceMat::row_major(wt, cols, rows),
+            GemmEpilogue::None,
+            GemmLaunch::Auto,
+        )
     }
 }

@@ -67,17 +67,36 @@ fn gguf_matmul_matches_dot_q_f32() {
         GgmlType::Q8_0,
     ] {
         // K from one block to several 32-tile chunks (2,112 = 33 tiles), N not a multiple of 8.
-        for (rows, cols, m) in [(5, 32, 1), (77, 576, 1), (130, 1536, 3), (9, 2112, 2)] {
+        for (rows, cols, m) in [
+            (5, 32, 1),
+            (77, 576, 1),
+            (130, 1536, 3),
+            (9, 2112, 2),
+            (67, 192, 21),
+        ] {
             let blocks = random_blocks(ggml_type, rows, cols, &mut rng);
             let x = rng.values(m * cols, 2.0);
             let w = backend.upload_bytes(&blocks).unwrap();
+            let dx = backend.upload(&x).unwrap();
             let y = backend
+                .download(&backend.gguf_matmul(ggml_type, rows, cols, &w, &dx).unwrap())
+                .unwrap();
+            // The prefill path: a GEMM over the dequantized weights gives the same bits.
+            let wt = backend
+                .gguf_dequantize_t(ggml_type, rows, cols, &w)
+                .unwrap();
+            let y_gemm = backend
                 .download(
                     &backend
-                        .gguf_matmul(ggml_type, rows, cols, &w, &backend.upload(&x).unwrap())
+                        .gguf_matmul_dequantized(rows, cols, &wt, &dx)
                         .unwrap(),
                 )
                 .unwrap();
+            samebits_cuda::testing::assert_same_bits(
+                &y_gemm,
+                &y,
+                &format!("{ggml_type} GEMM path"),
+            );
             let row_bytes = ggml_type.row_bytes(cols).unwrap();
             for i in 0..m {
                 for n in 0..rows {

@@ -11,6 +11,7 @@ use samebits_ops::broadcast::broadcast_shapes;
 use samebits_ops::{BinaryKernel, DeviceKernel, UnaryKernel, gemm_c_strides, normalize_axis};
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::attention::{AttentionShape, HeadsLayout, KvPast, attention_rows};
 use crate::backend::CudaBackend;
@@ -18,7 +19,7 @@ use crate::buffer::DeviceBuffer;
 use crate::elementwise::{BinaryOp, BroadcastLayout, UnaryOp};
 use crate::error::{CudaError, Result};
 use crate::gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape};
-use crate::gguf::gguf_supported;
+use crate::gguf::{GGUF_GEMM_MIN_ROWS, gguf_supported};
 use crate::reduce::row_len_supported;
 
 use super::DeviceValue;
@@ -519,6 +520,18 @@ fn gemm(
     })
 }
 
+/// Bytes of dequantized weight copies a process keeps (prefill speed for device memory).
+const DEQUANTIZED_BUDGET: usize = 4 << 30;
+
+/// Takes `bytes` of the dequantized-weights budget, if that much is left.
+fn reserve_dequantized(bytes: usize) -> bool {
+    static USED: AtomicUsize = AtomicUsize::new(0);
+    USED.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+        (used + bytes <= DEQUANTIZED_BUDGET).then_some(used + bytes)
+    })
+    .is_ok()
+}
+
 /// The f32 input `i` of a launch.
 fn f32_input<'a>(
     inputs: &[Option<&'a DeviceValue>],
@@ -628,12 +641,29 @@ pub(crate) fn run_launch(
             out_shape,
         } => {
             let (x, _) = f32_input(inputs, 0)?;
-            let Some(DeviceValue::Bytes { bytes: w, .. }) = inputs.get(1).copied().flatten() else {
+            let Some(DeviceValue::Bytes {
+                bytes: w,
+                dequantized,
+                ..
+            }) = inputs.get(1).copied().flatten()
+            else {
                 return Err(CudaError::Invalid(
                     "input 1 (quantized weight) is not on the device as bytes".into(),
                 ));
             };
-            let y = backend.gguf_matmul(*ggml_type, *rows, *cols, w, x)?;
+            let m = x.len() / cols;
+            let y = if m < GGUF_GEMM_MIN_ROWS {
+                backend.gguf_matmul(*ggml_type, *rows, *cols, w, x)?
+            } else if let Some(wt) = dequantized.get() {
+                backend.gguf_matmul_dequantized(*rows, *cols, wt, x)?
+            } else {
+                let wt = backend.gguf_dequantize_t(*ggml_type, *rows, *cols, w)?;
+                let y = backend.gguf_matmul_dequantized(*rows, *cols, &wt, x)?;
+                if reserve_dequantized(4 * rows * cols) {
+                    let _ = dequantized.set(wt);
+                }
+                y
+            };
             (y, out_shape.clone())
         }
         Launch::Gather {

@@ -27,7 +27,7 @@
 mod dispatch;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use samebits_ir::{DType, Tensor, Value};
 use samebits_ops::{DeviceKernel, OpError, Plan, RunOptions};
@@ -45,11 +45,14 @@ pub(crate) enum DeviceValue {
         buffer: DeviceBuffer,
         shape: Vec<usize>,
     },
-    /// Raw bytes of a tensor (uint8 quantized weights, int64 indices), with its shape.
+    /// Raw bytes of a tensor (uint8 quantized weights, int64 indices), with its shape; for
+    /// quantized weights, their dequantized f32 transpose once a prefill made it (kept while
+    /// the process-wide budget of such copies lasts).
     Bytes {
         bytes: DeviceBytes,
         shape: Vec<usize>,
         dtype: DType,
+        dequantized: OnceLock<DeviceBuffer>,
     },
     /// A float32 `[batch, heads, len, size]` tensor held as the keys (or values) at the first
     /// `len` positions of a KV cache storage.
@@ -399,6 +402,7 @@ impl CudaExecutor {
                 bytes: self.backend.upload_bytes(bytes)?,
                 shape: tensor.shape().to_vec(),
                 dtype: tensor.dtype(),
+                dequantized: OnceLock::new(),
             }
         } else {
             let data = tensor
