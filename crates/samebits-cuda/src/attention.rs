@@ -381,6 +381,7 @@ impl CudaBackend {
             })?;
             return Ok((Arc::clone(a), past_len));
         }
+        crate::backend::not_recording("a new cache storage")?;
         let capacity = (2 * total).max(KV_MIN_CAPACITY);
         let storage = Arc::new(KvStorage {
             state: Mutex::new(KvState {

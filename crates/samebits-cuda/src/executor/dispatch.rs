@@ -720,6 +720,7 @@ pub(crate) fn run_launch(
                     })?,
                 ),
             };
+            super::graph::note_attention(&storage, k.seq, stride);
             let shape = AttentionShape {
                 causal: *causal,
                 scale: *scale,

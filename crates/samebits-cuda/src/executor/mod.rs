@@ -25,6 +25,7 @@
 //!   still decided per run from the inputs' dtypes and shapes).
 
 mod dispatch;
+mod graph;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -34,9 +35,9 @@ use samebits_ops::{DeviceKernel, OpError, Plan, RunOptions};
 
 use crate::attention::KvStorage;
 use crate::backend::CudaBackend;
-use crate::buffer::{DeviceBuffer, DeviceBytes};
+use crate::buffer::{DeviceBuffer, DeviceBytes, with_arena};
 use crate::error::{CudaError, Result};
-use dispatch::{ArgInfo, plan_launch, run_launch};
+use dispatch::{ArgInfo, Launch, plan_launch, run_launch};
 
 /// A value held on the device.
 pub(crate) enum DeviceValue {
@@ -153,6 +154,8 @@ pub struct CudaExecutor {
     constants: HashMap<usize, Value>,
     /// Device copies of constants, made on first use by a device step.
     resident: Mutex<HashMap<usize, Arc<DeviceValue>>>,
+    /// Recorded runs (CUDA graphs) and the rehearsal of the next one.
+    graphs: Mutex<graph::Graphs>,
 }
 
 impl CudaExecutor {
@@ -166,6 +169,7 @@ impl CudaExecutor {
             kernels,
             constants,
             resident: Mutex::new(HashMap::new()),
+            graphs: Mutex::new(graph::Graphs::default()),
         }
     }
 
@@ -227,7 +231,45 @@ impl CudaExecutor {
             )));
         }
         self.backend.context().bind_to_thread()?;
+        let mut arena = None;
+        if options.observer.is_none() && graph::enabled() {
+            match self.graph_run(&inputs, keep)? {
+                graph::GraphRun::Done(outputs, stats) => return Ok((outputs, stats)),
+                graph::GraphRun::Rehearse(a) => arena = Some(a),
+                graph::GraphRun::Eager => {}
+            }
+        }
         let mut stats = RunStats::default();
+        let mut slots = self.slots(inputs);
+        match &arena {
+            Some(arena) => with_arena(arena, || {
+                self.run_steps(&mut slots, &mut stats, &mut options)
+            })?,
+            None => self.run_steps(&mut slots, &mut stats, &mut options)?,
+        }
+        let mut outputs = Vec::new();
+        for (i, (name, slot)) in self
+            .plan
+            .output_names()
+            .zip(self.plan.output_slots())
+            .enumerate()
+        {
+            if keep.get(i) == Some(&true)
+                && let Some(device) = &slots[slot].device
+            {
+                outputs.push(IoValue::Device(DeviceTensor(Arc::clone(device))));
+                continue;
+            }
+            self.on_host(&mut slots[slot], &mut stats)?;
+            outputs.push(IoValue::Host(slots[slot].host.clone().ok_or_else(
+                || OpError::Invalid(format!("graph output \"{name}\" was not computed")),
+            )?));
+        }
+        Ok((outputs, stats))
+    }
+
+    /// The value slots of a run: constants and inputs placed.
+    fn slots(&self, inputs: Vec<IoValue>) -> Vec<Slot> {
         let mut slots: Vec<Slot> = (0..self.plan.slot_count())
             .map(|_| Slot::default())
             .collect();
@@ -240,6 +282,16 @@ impl CudaExecutor {
                 IoValue::Device(t) => slots[slot].device = Some(t.0),
             }
         }
+        slots
+    }
+
+    /// Runs every step of the plan on `slots` (device kernels, or the CPU op).
+    fn run_steps(
+        &self,
+        slots: &mut [Slot],
+        stats: &mut RunStats,
+        options: &mut RunOptions,
+    ) -> Result<()> {
         for (step, kernel) in self.plan.steps().zip(&self.kernels) {
             let launch = kernel.and_then(|k| {
                 let args: Vec<Option<ArgInfo>> = step
@@ -263,7 +315,7 @@ impl CudaExecutor {
                         inputs.push(match s {
                             Some(s) => {
                                 let value = self
-                                    .on_device(&mut slots, *s, launch.takes_bytes(i), &mut stats)
+                                    .on_device(slots, *s, launch.takes_bytes(i), stats)
                                     .map_err(at)?;
                                 Some(match value.as_ref() {
                                     DeviceValue::Kv { .. } if !launch.takes_kv(i) => {
@@ -277,6 +329,9 @@ impl CudaExecutor {
                     }
                     let refs: Vec<Option<&DeviceValue>> =
                         inputs.iter().map(|v| v.as_deref()).collect();
+                    if let Launch::Gather { rows, .. } = &launch {
+                        graph::note_gather(step.inputs[1], *rows);
+                    }
                     let outputs = run_launch(&self.backend, &launch, &refs).map_err(at)?;
                     drop(inputs);
                     for (slot, output) in step.outputs.iter().zip(outputs) {
@@ -289,7 +344,7 @@ impl CudaExecutor {
                 }
                 None => {
                     for s in step.inputs.iter().flatten() {
-                        self.on_host(&mut slots[*s], &mut stats).map_err(at)?;
+                        self.on_host(&mut slots[*s], stats).map_err(at)?;
                     }
                     let outputs = {
                         let args: Vec<Option<&Value>> = step
@@ -323,7 +378,7 @@ impl CudaExecutor {
             if let Some(observer) = options.observer.as_mut() {
                 let mut values = Vec::with_capacity(step.outputs.len());
                 for slot in step.outputs {
-                    self.on_host(&mut slots[*slot], &mut stats).map_err(at)?;
+                    self.on_host(&mut slots[*slot], stats).map_err(at)?;
                     values.extend(slots[*slot].host.clone());
                 }
                 observer(step.node, &values);
@@ -332,25 +387,7 @@ impl CudaExecutor {
                 slots[*slot] = Slot::default();
             }
         }
-        let mut outputs = Vec::new();
-        for (i, (name, slot)) in self
-            .plan
-            .output_names()
-            .zip(self.plan.output_slots())
-            .enumerate()
-        {
-            if keep.get(i) == Some(&true)
-                && let Some(device) = &slots[slot].device
-            {
-                outputs.push(IoValue::Device(DeviceTensor(Arc::clone(device))));
-                continue;
-            }
-            self.on_host(&mut slots[slot], &mut stats)?;
-            outputs.push(IoValue::Host(slots[slot].host.clone().ok_or_else(
-                || OpError::Invalid(format!("graph output \"{name}\" was not computed")),
-            )?));
-        }
-        Ok((outputs, stats))
+        Ok(())
     }
 
     /// A dense float32 copy of a cache prefix (other values are returned as they are).
