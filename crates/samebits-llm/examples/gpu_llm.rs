@@ -4,9 +4,9 @@
 //! speed (prefill ppN and decode tgN tokens/s on the GPU, reproducible and default operation
 //! sets alternating, medians of several runs), as one markdown table at the end.
 //!
-//! `cargo run --release -p samebits-llm --example gpu_llm -- [--tiny] [--runs N]
+//! `cargo run --release -p samebits-llm --example gpu_llm -- [--tiny] [--quick] [--runs N]
 //! [--model PATH]`; `--tiny` uses a 2-layer model (a quick check on machines without a GPU,
-//! where only the CPU half runs).
+//! where only the CPU half runs); `--quick` times tg128 only.
 
 #[path = "../../samebits-gguf/tests/common/mod.rs"]
 mod gguf_common;
@@ -101,6 +101,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let tiny = args.iter().any(|a| a == "--tiny");
+    let quick = args.iter().any(|a| a == "--quick");
     let runs: usize = args
         .iter()
         .position(|a| a == "--runs")
@@ -175,7 +176,7 @@ fn main() {
 
     let ids = tokens(512, shape.vocab);
     for (name, n) in [("tg128", 129usize), ("tg512", 513)] {
-        if n > shape.context {
+        if n > shape.context || (quick && n > 129) {
             continue;
         }
         let (mut rep, mut def) = (vec![], vec![]);
@@ -197,6 +198,9 @@ fn main() {
         ));
     }
     for n in [128usize, 512] {
+        if quick {
+            break;
+        }
         let (mut rep, mut def) = (vec![], vec![]);
         prefill_seconds(&gpu, &ids[..n]);
         prefill_seconds(&default, &ids[..n]);
