@@ -25,8 +25,9 @@ use crate::error::{CudaError, Result};
 
 /// Keys per reduction tile (contract: canonical-sum).
 const TILE: usize = samebits_kernels::REDUCTION_TILE;
-/// Shared memory an attention block may take without opting in to more (bytes).
-const ATTENTION_SHARED_MAX: usize = 48 * 1024;
+/// Dynamic shared memory an attention block may take: 48 KiB without opting in to more, less
+/// the static shared memory of the block reductions (canonical.cu).
+const ATTENTION_SHARED_MAX: usize = 47 * 1024;
 /// Positions a new cache storage holds at least.
 const KV_MIN_CAPACITY: usize = 256;
 

@@ -77,10 +77,17 @@ enum OutputRecipe {
     },
 }
 
+/// A CUDA graph that may move between threads: CUDA asks that calls on one graph be
+/// serialized, and an executor touches its graphs only under its `graphs` lock.
+struct Graph(CudaGraph);
+
+// SAFETY: see above; the graph's handles are used only while the executor's lock is held.
+unsafe impl Send for Graph {}
+
 /// One recorded run.
 struct Recorded {
     signature: Signature,
-    graph: CudaGraph,
+    graph: Graph,
     /// Owns the buffers the graph's steps use (never handed to anyone else).
     _arena: Arc<BufferPool>,
     /// Device copies of the host inputs, refilled before each replay, by input index.
@@ -298,7 +305,7 @@ impl CudaExecutor {
         graph.launch()?;
         let recorded = Recorded {
             signature,
-            graph,
+            graph: Graph(graph),
             _arena: arena,
             inputs: copies,
             appends: notes.appends,
@@ -411,7 +418,7 @@ impl CudaExecutor {
                 DeviceValue::Kv { .. } => {}
             }
         }
-        recorded.graph.launch()?;
+        recorded.graph.0.launch()?;
         let outputs = self.recorded_outputs(recorded, &mut stats)?;
         Ok(Some((outputs, stats)))
     }
