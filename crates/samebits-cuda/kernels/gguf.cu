@@ -88,10 +88,13 @@ __device__ __forceinline__ float sb_gguf_tile(const unsigned char* row, const fl
   return p;
 }
 
-// Grid (ceil(rows / warps per block), M); y is [M, rows], x is [M, cols].
+// Grid (ceil(rows / warps per block), M); y is [M, rows], x is [M, cols]. With `add` (a
+// [M, rows] tensor, or null) the finished dot takes one more addition, y = dot + add (the
+// residual Add fused into the product; the addition commutes, so Add(a, y) alike).
 template <int TYPE>
 __device__ __forceinline__ void sb_gguf_matvec(const unsigned char* w, long long row_bytes,
-                                               int rows, int cols, const float* x, float* y)
+                                               int rows, int cols, const float* x, const float* add,
+                                               float* y)
 {
   const long long n = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
@@ -111,15 +114,15 @@ __device__ __forceinline__ void sb_gguf_matvec(const unsigned char* w, long long
       s = sb_fold_sum(s, v, t0 + j == 0);
     }
   }
-  if (lane == 0) y[mi * rows + n] = s;
+  if (lane == 0) y[mi * rows + n] = add ? s + add[mi * rows + n] : s;
 }
 
 #define SB_GGUF_KERNEL(name, TYPE)                                                            \
   extern "C" __global__ void sb_gguf_matvec_##name(const unsigned char* w, long long row_bytes, \
                                                    int rows, int cols, const float* x,         \
-                                                   float* y)                                   \
+                                                   const float* add, float* y)                 \
   {                                                                                            \
-    sb_gguf_matvec<TYPE>(w, row_bytes, rows, cols, x, y);                                      \
+    sb_gguf_matvec<TYPE>(w, row_bytes, rows, cols, x, add, y);                                 \
   }
 SB_GGUF_KERNEL(f32, SB_GGML_F32)
 SB_GGUF_KERNEL(f16, SB_GGML_F16)

@@ -42,7 +42,9 @@ pub fn gguf_supported(ggml_type: GgmlType) -> bool {
 }
 
 impl CudaBackend {
-    /// `y [m, rows] = x [m, cols] · Wᵀ` for the `[rows, cols]` GGUF matrix `w` of `ggml_type`.
+    /// `y [m, rows] = x [m, cols] · Wᵀ` for the `[rows, cols]` GGUF matrix `w` of `ggml_type`;
+    /// with `add` (`[m, rows]`), `y = (x · Wᵀ) + add`, one more rounding per output (a residual
+    /// Add fused into the product).
     pub fn gguf_matmul(
         &self,
         ggml_type: GgmlType,
@@ -50,6 +52,7 @@ impl CudaBackend {
         cols: usize,
         w: &DeviceBytes,
         x: &DeviceBuffer,
+        add: Option<&DeviceBuffer>,
     ) -> Result<DeviceBuffer> {
         let name = kernel("matvec", ggml_type)?;
         let row_bytes = ggml_type.row_bytes(cols).ok_or_else(|| {
@@ -74,6 +77,11 @@ impl CudaBackend {
                 "GGUF product [{m}, {cols}] x [{rows}, {cols}] is too large"
             )));
         }
+        if add.is_some_and(|a| a.len() != m * rows) {
+            return Err(CudaError::Invalid(format!(
+                "the added term of a [{m}, {rows}] product has another length"
+            )));
+        }
         let mut y = self.alloc(m * rows)?;
         if y.is_empty() {
             return Ok(y);
@@ -92,9 +100,14 @@ impl CudaBackend {
             .arg(&row_bytes)
             .arg(&rows_i)
             .arg(&cols_i)
-            .arg(x.slice())
-            .arg(y.slice_mut());
-        // SAFETY: w holds rows * row_bytes bytes, x holds m * cols values, y m * rows.
+            .arg(x.slice());
+        let null: u64 = 0;
+        match add {
+            Some(a) => launch.arg(a.slice()),
+            None => launch.arg(&null),
+        };
+        launch.arg(y.slice_mut());
+        // SAFETY: w holds rows * row_bytes bytes, x holds m * cols values, y and add m * rows.
         unsafe { launch.launch(config)? };
         Ok(y)
     }
@@ -197,15 +210,17 @@ impl CudaBackend {
         Ok(wt)
     }
 
-    /// `y [m, rows] = x [m, cols] · W^T` by the canonical GEMM (contract: gemm) over `wt`,
-    /// the dequantized weights from [`CudaBackend::gguf_dequantize_t`]: the same canonical dot
-    /// products as [`CudaBackend::gguf_matmul`], so the same bits (docs/gguf.md).
+    /// `y [m, rows] = x [m, cols] · W^T` (`+ add`) by the canonical GEMM (contract: gemm, the
+    /// `Add` epilogue) over `wt`, the dequantized weights from
+    /// [`CudaBackend::gguf_dequantize_t`]: the same canonical dot products as
+    /// [`CudaBackend::gguf_matmul`], so the same bits (docs/gguf.md).
     pub fn gguf_matmul_dequantized(
         &self,
         rows: usize,
         cols: usize,
         wt: &DeviceBuffer,
         x: &DeviceBuffer,
+        add: Option<&DeviceBuffer>,
     ) -> Result<DeviceBuffer> {
         if cols == 0 || !x.len().is_multiple_of(cols) || wt.len() != rows * cols {
             return Err(CudaError::Invalid(format!(
@@ -224,7 +239,10 @@ impl CudaBackend {
             },
             DeviceMat::row_major(x, m, cols),
             DeviceMat::row_major(wt, cols, rows),
-            GemmEpilogue::None,
+            match add {
+                Some(a) => GemmEpilogue::Add(DeviceMat::row_major(a, m, rows)),
+                None => GemmEpilogue::None,
+            },
             GemmLaunch::Auto,
         )
     }

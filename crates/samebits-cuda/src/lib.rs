@@ -22,6 +22,7 @@ mod buffer;
 mod elementwise;
 mod error;
 pub mod executor;
+mod fused;
 mod gemm;
 mod gguf;
 mod program;

@@ -11,6 +11,7 @@ use crate::error::{CudaError, Result};
 const ATTENTION: &str = include_str!("../kernels/attention.cu");
 const CANONICAL: &str = include_str!("../kernels/canonical.cu");
 const ELEMENTWISE: &str = include_str!("../kernels/elementwise.cu");
+const FUSED: &str = include_str!("../kernels/fused.cu");
 const GEMM: &str = include_str!("../kernels/gemm.cu");
 const GGUF: &str = include_str!("../kernels/gguf.cu");
 const REDUCE: &str = include_str!("../kernels/reduce.cu");
@@ -85,6 +86,7 @@ pub(crate) fn source() -> String {
         GGUF,
         REDUCE,
         ATTENTION,
+        FUSED,
     ]
     .join("\n")
 }
@@ -139,6 +141,7 @@ mod tests {
             "sb_gguf_gather_q4_1",
             "sb_rotary",
             "sb_attention",
+            "sb_silu_mul",
         ] {
             assert!(text.contains(kernel), "{kernel} missing from the PTX");
         }

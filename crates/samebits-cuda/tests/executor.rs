@@ -79,7 +79,11 @@ fn gguf_matmul_matches_dot_q_f32() {
             let w = backend.upload_bytes(&blocks).unwrap();
             let dx = backend.upload(&x).unwrap();
             let y = backend
-                .download(&backend.gguf_matmul(ggml_type, rows, cols, &w, &dx).unwrap())
+                .download(
+                    &backend
+                        .gguf_matmul(ggml_type, rows, cols, &w, &dx, None)
+                        .unwrap(),
+                )
                 .unwrap();
             // The prefill path: a GEMM over the dequantized weights gives the same bits.
             let wt = backend
@@ -88,7 +92,7 @@ fn gguf_matmul_matches_dot_q_f32() {
             let y_gemm = backend
                 .download(
                     &backend
-                        .gguf_matmul_dequantized(rows, cols, &wt, &dx)
+                        .gguf_matmul_dequantized(rows, cols, &wt, &dx, None)
                         .unwrap(),
                 )
                 .unwrap();
@@ -114,6 +118,82 @@ fn gguf_matmul_matches_dot_q_f32() {
                 }
             }
         }
+    }
+}
+
+/// A residual block with the steps the executor fuses (MatMulGguf then Add; Sigmoid, Mul,
+/// Mul) gives the CPU's bits, for decode-sized (matrix-vector) and prefill-sized (GEMM over
+/// dequantized weights) activations.
+#[test]
+fn fused_steps_match_the_cpu() {
+    let Some(backend) = cuda("executor::fused_steps_match_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng::new(17);
+    let mut graph = Graph {
+        name: "block".into(),
+        ..Graph::default()
+    };
+    graph.inputs.push(ValueInfo {
+        name: "x".into(),
+        ty: Some(ValueType::tensor(DType::F32, None)),
+    });
+    graph.outputs.push(ValueInfo {
+        name: "y".into(),
+        ty: None,
+    });
+    let int = Attribute::Int;
+    let gguf = |w: &str, x: &str, out: &str, rows: usize, cols: usize, ty: GgmlType| Node {
+        domain: "samebits".into(),
+        attributes: [
+            ("ggml_type", int(i64::from(ty.id()))),
+            ("rows", int(rows as i64)),
+            ("cols", int(cols as i64)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        ..node("MatMulGguf", &[x, w], out, &[])
+    };
+    for (name, rows, cols, ty) in [
+        ("wo", 64, 64, GgmlType::Q4_1),
+        ("wg", 96, 64, GgmlType::Q8_0),
+        ("wu", 96, 64, GgmlType::Q4_0),
+        ("wd", 64, 96, GgmlType::Q4_1),
+    ] {
+        let blocks = random_blocks(ty, rows, cols, &mut rng);
+        graph.initializers.insert(
+            name.into(),
+            Tensor::from_vec(vec![blocks.len()], blocks).unwrap(),
+        );
+    }
+    graph.nodes = vec![
+        gguf("wo", "x", "o", 64, 64, GgmlType::Q4_1),
+        node("Add", &["x", "o"], "r", &[]),
+        gguf("wg", "r", "g", 96, 64, GgmlType::Q8_0),
+        gguf("wu", "r", "u", 96, 64, GgmlType::Q4_0),
+        node("Sigmoid", &["g"], "s", &[]),
+        node("Mul", &["g", "s"], "t", &[]),
+        node("Mul", &["t", "u"], "h", &[]),
+        gguf("wd", "h", "d", 64, 96, GgmlType::Q4_1),
+        node("Add", &["d", "r"], "y", &[]),
+    ];
+    let opsets = [("".to_string(), 23), ("samebits".to_string(), 1)].into();
+    let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+    let executor = CudaExecutor::new(backend, Arc::clone(&plan));
+    for m in [1, 3, 20] {
+        let x: Value = Tensor::from_vec(vec![1, m, 64], rng.values(m * 64, 2.0))
+            .unwrap()
+            .into();
+        let want = plan.run(vec![x.clone()], RunOptions::default()).unwrap();
+        let (got, stats) = executor.run_with(vec![x], RunOptions::default()).unwrap();
+        assert_eq!(stats.device_steps, 9, "{stats:?}");
+        let (g, w) = (got[0].as_tensor().unwrap(), want[0].as_tensor().unwrap());
+        samebits_cuda::testing::assert_same_bits(
+            g.as_slice::<f32>().unwrap(),
+            w.as_slice::<f32>().unwrap(),
+            &format!("{m} rows"),
+        );
     }
 }
 

@@ -81,12 +81,17 @@ pub(crate) enum Launch {
     RmsNorm {
         epsilon: f32,
     },
+    /// MatMulGguf; with `add`, input 2 is a tensor of the output's shape added to the product
+    /// (a fused residual Add, `executor/fusion.rs`).
     Gguf {
         ggml_type: GgmlType,
         rows: usize,
         cols: usize,
         out_shape: Vec<usize>,
+        add: bool,
     },
+    /// The fused SiLU gate `(g * sigmoid(g)) * u` of inputs g, u of one shape.
+    SiluMul,
     /// GatherGguf: input 0 the weight bytes, input 1 the i64 indices (checked in range).
     Gather {
         ggml_type: GgmlType,
@@ -265,6 +270,7 @@ pub(crate) fn plan_launch(
                 rows,
                 cols,
                 out_shape: x[..x.len() - 1].iter().copied().chain([rows]).collect(),
+                add: false,
             })
         }
         DeviceKernel::GatherGguf {
@@ -634,13 +640,23 @@ pub(crate) fn run_launch(
             let (scale, _) = f32_input(inputs, 1)?;
             (backend.rms_norm(x, scale, *epsilon)?, shape.to_vec())
         }
+        Launch::SiluMul => {
+            let (g, shape) = f32_input(inputs, 0)?;
+            let (u, _) = f32_input(inputs, 1)?;
+            (backend.silu_mul(g, u)?, shape.to_vec())
+        }
         Launch::Gguf {
             ggml_type,
             rows,
             cols,
             out_shape,
+            add,
         } => {
             let (x, _) = f32_input(inputs, 0)?;
+            let add = match add {
+                true => Some(f32_input(inputs, 2)?.0),
+                false => None,
+            };
             let Some(DeviceValue::Bytes {
                 bytes: w,
                 dequantized,
@@ -653,12 +669,12 @@ pub(crate) fn run_launch(
             };
             let m = x.len() / cols;
             let y = if m < GGUF_GEMM_MIN_ROWS {
-                backend.gguf_matmul(*ggml_type, *rows, *cols, w, x)?
+                backend.gguf_matmul(*ggml_type, *rows, *cols, w, x, add)?
             } else if let Some(wt) = dequantized.get() {
-                backend.gguf_matmul_dequantized(*rows, *cols, wt, x)?
+                backend.gguf_matmul_dequantized(*rows, *cols, wt, x, add)?
             } else {
                 let wt = backend.gguf_dequantize_t(*ggml_type, *rows, *cols, w)?;
-                let y = backend.gguf_matmul_dequantized(*rows, *cols, &wt, x)?;
+                let y = backend.gguf_matmul_dequantized(*rows, *cols, &wt, x, add)?;
                 if reserve_dequantized(4 * rows * cols) {
                     let _ = dequantized.set(wt);
                 }

@@ -25,13 +25,14 @@
 //!   still decided per run from the inputs' dtypes and shapes).
 
 mod dispatch;
+mod fusion;
 mod graph;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use samebits_ir::{DType, Tensor, Value};
-use samebits_ops::{DeviceKernel, OpError, Plan, RunOptions};
+use samebits_ops::{DeviceKernel, OpError, Plan, PlanStep, RunOptions};
 
 use crate::attention::KvStorage;
 use crate::backend::CudaBackend;
@@ -285,66 +286,39 @@ impl CudaExecutor {
         slots
     }
 
-    /// Runs every step of the plan on `slots` (device kernels, or the CPU op).
+    /// Runs every step of the plan on `slots` (device kernels, or the CPU op); adjacent steps
+    /// fuse into one launch where `fusion.rs` allows (not under an observer).
     fn run_steps(
         &self,
         slots: &mut [Slot],
         stats: &mut RunStats,
         options: &mut RunOptions,
     ) -> Result<()> {
-        for (step, kernel) in self.plan.steps().zip(&self.kernels) {
-            let launch = kernel.and_then(|k| {
-                let args: Vec<Option<ArgInfo>> = step
-                    .inputs
-                    .iter()
-                    .map(|s| s.and_then(|s| arg_info(&slots[s])))
-                    .collect();
-                plan_launch(k, &args, step.outputs.len())
-            });
-            let at = |e: CudaError| match e {
-                CudaError::Op(o) => CudaError::Op(o.at(step.node)),
-                e => CudaError::AtStep {
-                    node: step.node.to_string(),
-                    source: Box::new(e),
-                },
-            };
+        let steps: Vec<PlanStep> = self.plan.steps().collect();
+        let mut i = 0;
+        while i < steps.len() {
+            if options.observer.is_none()
+                && let Some(fused) =
+                    self.run_fused(&steps[i..], &self.kernels[i..], slots, stats)?
+            {
+                i += fused;
+                continue;
+            }
+            let step = steps[i];
+            let launch = self.launch_for(&step, self.kernels[i], slots);
+            let at = at_step(&step);
             match launch {
                 Some(launch) => {
-                    let mut inputs = Vec::with_capacity(step.inputs.len());
-                    for (i, s) in step.inputs.iter().enumerate() {
-                        inputs.push(match s {
-                            Some(s) => {
-                                let value = self
-                                    .on_device(slots, *s, launch.takes_bytes(i), stats)
-                                    .map_err(at)?;
-                                Some(match value.as_ref() {
-                                    DeviceValue::Kv { .. } if !launch.takes_kv(i) => {
-                                        Arc::new(self.dense(&value).map_err(at)?)
-                                    }
-                                    _ => value,
-                                })
-                            }
-                            None => None,
-                        });
-                    }
-                    let refs: Vec<Option<&DeviceValue>> =
-                        inputs.iter().map(|v| v.as_deref()).collect();
                     if let Launch::Gather { rows, .. } = &launch {
                         graph::note_gather(step.inputs[1], *rows);
                     }
-                    let outputs = run_launch(&self.backend, &launch, &refs).map_err(at)?;
-                    drop(inputs);
-                    for (slot, output) in step.outputs.iter().zip(outputs) {
-                        slots[*slot] = Slot {
-                            host: None,
-                            device: Some(Arc::new(output)),
-                        };
-                    }
+                    self.run_device(&launch, step.inputs, step.outputs, slots, stats)
+                        .map_err(&at)?;
                     stats.device_steps += 1;
                 }
                 None => {
                     for s in step.inputs.iter().flatten() {
-                        self.on_host(&mut slots[*s], stats).map_err(at)?;
+                        self.on_host(&mut slots[*s], stats).map_err(&at)?;
                     }
                     let outputs = {
                         let args: Vec<Option<&Value>> = step
@@ -378,7 +352,7 @@ impl CudaExecutor {
             if let Some(observer) = options.observer.as_mut() {
                 let mut values = Vec::with_capacity(step.outputs.len());
                 for slot in step.outputs {
-                    self.on_host(&mut slots[*slot], stats).map_err(at)?;
+                    self.on_host(&mut slots[*slot], stats).map_err(&at)?;
                     values.extend(slots[*slot].host.clone());
                 }
                 observer(step.node, &values);
@@ -386,6 +360,59 @@ impl CudaExecutor {
             for slot in step.release {
                 slots[*slot] = Slot::default();
             }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// The device launch of `step` on the current slot values, or `None` (CPU).
+    fn launch_for(
+        &self,
+        step: &PlanStep,
+        kernel: Option<DeviceKernel>,
+        slots: &[Slot],
+    ) -> Option<Launch> {
+        let args: Vec<Option<ArgInfo>> = step
+            .inputs
+            .iter()
+            .map(|s| s.and_then(|s| arg_info(&slots[s])))
+            .collect();
+        plan_launch(kernel?, &args, step.outputs.len())
+    }
+
+    /// Runs `launch` on the values of slots `inputs` (moved to the device) into slots
+    /// `outputs`.
+    fn run_device(
+        &self,
+        launch: &Launch,
+        inputs: &[Option<usize>],
+        outputs: &[usize],
+        slots: &mut [Slot],
+        stats: &mut RunStats,
+    ) -> Result<()> {
+        let mut values = Vec::with_capacity(inputs.len());
+        for (i, s) in inputs.iter().enumerate() {
+            values.push(match s {
+                Some(s) => {
+                    let value = self.on_device(slots, *s, launch.takes_bytes(i), stats)?;
+                    Some(match value.as_ref() {
+                        DeviceValue::Kv { .. } if !launch.takes_kv(i) => {
+                            Arc::new(self.dense(&value)?)
+                        }
+                        _ => value,
+                    })
+                }
+                None => None,
+            });
+        }
+        let refs: Vec<Option<&DeviceValue>> = values.iter().map(|v| v.as_deref()).collect();
+        let results = run_launch(&self.backend, launch, &refs)?;
+        drop(values);
+        for (slot, output) in outputs.iter().zip(results) {
+            slots[*slot] = Slot {
+                host: None,
+                device: Some(Arc::new(output)),
+            };
         }
         Ok(())
     }
@@ -514,4 +541,15 @@ fn arg_info(slot: &Slot) -> Option<ArgInfo<'_>> {
         shape: t.shape(),
         host: Some(t),
     })
+}
+
+/// Errors of a step name the step.
+fn at_step<'a>(step: &'a PlanStep<'a>) -> impl Fn(CudaError) -> CudaError + 'a {
+    move |e| match e {
+        CudaError::Op(o) => CudaError::Op(o.at(step.node)),
+        e => CudaError::AtStep {
+            node: step.node.to_string(),
+            source: Box::new(e),
+        },
+    }
 }
