@@ -493,7 +493,7 @@ impl CudaBackend {
             rows,
         } = shape;
         let stride = kl.seq;
-        let group = if kl.heads > 0 { ql.heads / kl.heads } else { 0 };
+        let group = ql.heads.checked_div(kl.heads).unwrap_or(0);
         let valid = kl.heads > 0
             && ql.heads.is_multiple_of(kl.heads)
             && ql.batch == kl.batch

@@ -359,8 +359,10 @@ fn kv_cache_steps_match_the_cpu() {
     }
 }
 
-/// Rotary cases: (batch, heads, seq, size, rotary dim, interleaved, 3-D, cache rank).
-const ROTARY: [(usize, usize, usize, usize, usize, bool, bool, usize); 6] = [
+/// A rotary case: (batch, heads, seq, size, rotary dim, interleaved, 3-D, cache rank).
+type RotaryCase = (usize, usize, usize, usize, usize, bool, bool, usize);
+
+const ROTARY: [RotaryCase; 6] = [
     (1, 9, 1, 64, 64, true, true, 3),
     (1, 3, 7, 64, 64, true, true, 3),
     (2, 4, 5, 18, 0, false, false, 2),
