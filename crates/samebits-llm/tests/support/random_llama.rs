@@ -1,9 +1,9 @@
 //! Random-weight llama GGUF files for device tests and benchmarks: the shapes of a real model
 //! (SmolLM2-135M: 30 layers, width 576, 9 / 3 heads, FFN 1536, vocabulary 49,152, tied Q8_0
 //! embeddings, Q4_1 matrices) without its 98 MB download. Quantized blocks hold random codes
-//! with scales that keep activations of order one; norms are near 1. The tokenizer is a
-//! 48-token byte-level vocabulary (`llama.vocab_size` gives the embedding's rows), enough to
-//! load the model; benchmarks feed token ids directly.
+//! with scales that keep activations of order one; norms are near 1. The tokenizer has 47
+//! one-character tokens, `<|end|>` (end of sequence) and fillers `<tN>` up to the vocabulary
+//! size (no merges), so that prompts encode and every generated id decodes.
 //! Used through `#[path]` by `tests/gpu.rs` and `examples/gpu_llm.rs` (with the GGUF writer of
 //! samebits-gguf's tests as `gguf_common`).
 
@@ -89,6 +89,8 @@ pub fn write_random_llama(path: &Path, shape: &LlamaShape, seed: u64) {
     let u32v = |x: usize| MetadataValue::U32(x as u32);
     let mut tokens: Vec<String> = (b'!'..=b'O').map(|b| char::from(b).to_string()).collect();
     tokens.push("<|end|>".into());
+    // Fillers (no merge produces them) so that every id of the embedding decodes.
+    tokens.extend((tokens.len()..vocab).map(|i| format!("<t{i}>")));
     let token_refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
     let mut types = vec![MetadataValue::I32(1); tokens.len()];
     types[47] = MetadataValue::I32(3);
