@@ -12,33 +12,20 @@
 #   LOGS  where the raw outputs go (default /tmp/gpu_llm)
 #   RUNS  timed runs per speed test (default 5)
 set -uo pipefail
+status=0
 BIN=${BIN:?folder of release binaries}
 LOGS=${LOGS:-/tmp/gpu_llm}
 RUNS=${RUNS:-5}
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} RUST_BACKTRACE=1
 mkdir -p "$LOGS"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1
 
-status=0
-for t in cuda_lib cuda_attention cuda_executor cuda_reproducible llm_gpu; do
-  [ -x "$BIN/$t" ] || { echo "| $t | missing |"; continue; }
-  start=$(date +%s.%N)
-  timeout 90 "$BIN/$t" --test-threads 1 >"$LOGS/$t.txt" 2>&1
-  rc=$?
-  [ $rc -eq 0 ] || status=1
-  took=$(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')")
-  summary=$(grep -E '^test result' "$LOGS/$t.txt" | tail -1)
-  skipped=$(grep -c SKIPPED "$LOGS/$t.txt")
-  echo "| $t | exit $rc, $summary, $skipped skipped, ${took} s |"
-  [ $rc -eq 0 ] || grep -E 'panicked|FAILED|differs|error' "$LOGS/$t.txt" | head -20
-done
-
 echo
 echo "## gpu_llm, CUDA graphs on"
-"$BIN/gpu_llm" --runs "$RUNS" 2>&1 | tee "$LOGS/gpu_llm_graphs.txt" | tail -12
+timeout 110 "$BIN/gpu_llm" --runs "$RUNS" 2>&1 | tee "$LOGS/gpu_llm_graphs.txt" | tail -12
 echo
 echo "## gpu_llm, CUDA graphs off (SAMEBITS_CUDA_GRAPHS=0)"
-SAMEBITS_CUDA_GRAPHS=0 "$BIN/gpu_llm" --runs 3 --quick 2>&1 | tee "$LOGS/gpu_llm_eager.txt" | tail -8
+SAMEBITS_CUDA_GRAPHS=0 timeout 40 "$BIN/gpu_llm" --runs 3 --quick 2>&1 | tee "$LOGS/gpu_llm_eager.txt" | tail -8
 
 MODEL=/tmp/samebits_random_llama.gguf
 if [ -x "$BIN/samebits" ] && [ -f "$MODEL" ]; then
@@ -54,6 +41,22 @@ if [ -x "$BIN/samebits" ] && [ -f "$MODEL" ]; then
   "$BIN/samebits" verify "$LOGS/gen_cpu.json" --device cuda >"$LOGS/verify_cpu_on_gpu.txt" 2>&1
   echo "CPU receipt verified on the GPU: exit $?"
 fi
+
+echo
+echo "## device tests"
+for t in cuda_attention cuda_executor llm_gpu cuda_lib cuda_reproducible; do
+  [ -x "$BIN/$t" ] || { echo "| $t | missing |"; continue; }
+  start=$(date +%s.%N)
+  timeout 60 "$BIN/$t" --test-threads 1 >"$LOGS/$t.txt" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || status=1
+  took=$(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')")
+  summary=$(grep -E '^test result' "$LOGS/$t.txt" | tail -1)
+  skipped=$(grep -c SKIPPED "$LOGS/$t.txt")
+  echo "| $t | exit $rc, $summary, $skipped skipped, ${took} s |"
+  [ $rc -eq 0 ] || grep -E 'panicked|FAILED|differs|error' "$LOGS/$t.txt" | head -20
+done
+
 
 # Where a decode step's time goes: per-kernel GPU time of a short eager decode run, when
 # Nsight Systems is installed.
