@@ -526,6 +526,9 @@ fn gemm(
     })
 }
 
+/// Queries from which an attention block takes every query head of a KV group.
+const GROUPED_ATTENTION_MIN_QUERIES: usize = 16;
+
 /// Bytes of dequantized weight copies a process keeps (prefill speed for device memory).
 const DEQUANTIZED_BUDGET: usize = 4 << 30;
 
@@ -727,7 +730,7 @@ pub(crate) fn run_launch(
             // Score rows as long as the storage when they fit (a recorded step then replays
             // until the storage is full), else as long as this step needs.
             let group = q.heads / k.heads;
-            let (stride, rows) = match attention_rows(group, storage.capacity(), q.size, v.size) {
+            let (stride, widest) = match attention_rows(group, storage.capacity(), q.size, v.size) {
                 Some(rows) => (storage.capacity(), rows),
                 None => (
                     total,
@@ -735,6 +738,14 @@ pub(crate) fn run_launch(
                         CudaError::Invalid("attention scores exceed shared memory".into())
                     })?,
                 ),
+            };
+            // Launch shape only (every choice gives the same bits): with many queries the
+            // heads of a group share a block and read each key once; with few (decode) a block
+            // per head, since the kernel is latency-bound on a nearly empty GPU there.
+            let rows = if q.seq >= GROUPED_ATTENTION_MIN_QUERIES {
+                widest
+            } else {
+                1
             };
             super::graph::note_attention(&storage, k.seq, stride);
             let shape = AttentionShape {
