@@ -10,10 +10,14 @@
 //!   broadcasting), [`CudaBackend::gemm`] ([`DeviceMat`], [`GemmEpilogue`], [`GemmLaunch`]),
 //!   [`CudaBackend::reduce`], [`CudaBackend::softmax`], [`CudaBackend::layer_norm`],
 //!   [`CudaBackend::rms_norm`]; the `*_cpu` functions are their CPU oracles.
-//! - [`CudaBackend::gguf_matmul`]: products with GGUF block-quantized weights (`DeviceBytes`).
+//! - [`CudaBackend::gguf_matmul`]: products with GGUF block-quantized weights (`DeviceBytes`),
+//!   [`CudaBackend::gguf_gather`] (embedding rows), the prefill GEMM over dequantized weights.
+//! - [`CudaBackend::rotary`], [`CudaBackend::attention`] ([`HeadsLayout`], [`AttentionShape`]) and
+//!   the device-resident KV cache ([`KvStorage`]) they append to.
 //! - [`executor`]: [`CudaExecutor`] runs a compiled `samebits_ops::Plan` on the device, each
 //!   step on its device kernel or, failing that, on the CPU, values kept on the device between
-//!   device steps.
+//!   device steps and, as [`IoValue::Device`], between runs; some adjacent steps fuse into one
+//!   launch, and decode steps replay as CUDA graphs.
 //! - [`testing`]: the [`test_device!`] macro that runs one test body on the CPU and on CUDA.
 
 mod attention;
