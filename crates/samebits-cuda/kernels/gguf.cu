@@ -88,10 +88,13 @@ __device__ __forceinline__ float sb_gguf_tile(const unsigned char* row, const fl
   return p;
 }
 
-// Grid (ceil(rows / warps per block), M); y is [M, rows], x is [M, cols].
+// Grid (ceil(rows / warps per block), M); y is [M, rows], x is [M, cols]. With `add` (a
+// [M, rows] tensor, or null) the finished dot takes one more addition, y = dot + add (the
+// residual Add fused into the product; the addition commutes, so Add(a, y) alike).
 template <int TYPE>
 __device__ __forceinline__ void sb_gguf_matvec(const unsigned char* w, long long row_bytes,
-                                               int rows, int cols, const float* x, float* y)
+                                               int rows, int cols, const float* x, const float* add,
+                                               float* y)
 {
   const long long n = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
@@ -111,18 +114,104 @@ __device__ __forceinline__ void sb_gguf_matvec(const unsigned char* w, long long
       s = sb_fold_sum(s, v, t0 + j == 0);
     }
   }
-  if (lane == 0) y[mi * rows + n] = s;
+  if (lane == 0) y[mi * rows + n] = add ? s + add[mi * rows + n] : s;
 }
 
 #define SB_GGUF_KERNEL(name, TYPE)                                                            \
   extern "C" __global__ void sb_gguf_matvec_##name(const unsigned char* w, long long row_bytes, \
                                                    int rows, int cols, const float* x,         \
-                                                   float* y)                                   \
+                                                   const float* add, float* y)                 \
   {                                                                                            \
-    sb_gguf_matvec<TYPE>(w, row_bytes, rows, cols, x, y);                                      \
+    sb_gguf_matvec<TYPE>(w, row_bytes, rows, cols, x, add, y);                                 \
   }
 SB_GGUF_KERNEL(f32, SB_GGML_F32)
 SB_GGUF_KERNEL(f16, SB_GGML_F16)
 SB_GGUF_KERNEL(q4_0, SB_GGML_Q4_0)
 SB_GGUF_KERNEL(q4_1, SB_GGML_Q4_1)
 SB_GGUF_KERNEL(q8_0, SB_GGML_Q8_0)
+
+// Element k of a weight row, dequantized by the same formulas (samebits::GatherGguf).
+template <int TYPE>
+__device__ __forceinline__ float sb_gguf_value(const unsigned char* row, int k)
+{
+  if constexpr (TYPE == SB_GGML_F32) {
+    return reinterpret_cast<const float*>(row)[k];
+  } else if constexpr (TYPE == SB_GGML_F16) {
+    return sb_f16_to_f32(reinterpret_cast<const unsigned short*>(row)[k]);
+  } else {
+    const int i = k % 32;
+    const unsigned char* block;
+    unsigned int q;
+    if constexpr (TYPE == SB_GGML_Q4_1) {
+      block = row + 20 * (k / 32);
+      q = (i < 16 ? block[4 + i] : block[4 + i - 16] >> 4) & 0x0fu;
+      const float d = sb_f16_to_f32((unsigned short)(block[0] | (block[1] << 8)));
+      const float m = sb_f16_to_f32((unsigned short)(block[2] | (block[3] << 8)));
+      return __fmaf_rn(d, (float)q, m);
+    } else if constexpr (TYPE == SB_GGML_Q4_0) {
+      block = row + 18 * (k / 32);
+      q = (i < 16 ? block[2 + i] : block[2 + i - 16] >> 4) & 0x0fu;
+      const float d = sb_f16_to_f32((unsigned short)(block[0] | (block[1] << 8)));
+      return d * (float)((int)q - 8);
+    } else {
+      static_assert(TYPE == SB_GGML_Q8_0, "unsupported ggml type");
+      block = row + 34 * (k / 32);
+      const float d = sb_f16_to_f32((unsigned short)(block[0] | (block[1] << 8)));
+      return d * (float)(signed char)block[2 + i];
+    }
+  }
+}
+
+// y[i, k] = dequantized element k of weight row ids[i] (negative ids count from the end; the
+// host checked that every id is in range). Thread per output element.
+template <int TYPE>
+__device__ __forceinline__ void sb_gguf_gather(const unsigned char* w, long long row_bytes,
+                                               int rows, int cols, const long long* ids,
+                                               long long count, float* y)
+{
+  const long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (n >= count) return;
+  long long id = ids[n / cols];
+  if (id < 0) id += rows;
+  y[n] = sb_gguf_value<TYPE>(w + id * row_bytes, (int)(n % cols));
+}
+
+#define SB_GGUF_GATHER_KERNEL(name, TYPE)                                                     \
+  extern "C" __global__ void sb_gguf_gather_##name(const unsigned char* w, long long row_bytes, \
+                                                   int rows, int cols, const long long* ids,   \
+                                                   long long count, float* y)                  \
+  {                                                                                            \
+    sb_gguf_gather<TYPE>(w, row_bytes, rows, cols, ids, count, y);                             \
+  }
+SB_GGUF_GATHER_KERNEL(f32, SB_GGML_F32)
+SB_GGUF_GATHER_KERNEL(f16, SB_GGML_F16)
+SB_GGUF_GATHER_KERNEL(q4_0, SB_GGML_Q4_0)
+SB_GGUF_GATHER_KERNEL(q4_1, SB_GGML_Q4_1)
+SB_GGUF_GATHER_KERNEL(q8_0, SB_GGML_Q8_0)
+
+// wt[k, n] = dequantized element k of weight row n: the whole [rows, cols] matrix as the
+// row-major [cols, rows] f32 operand B of a GEMM (prefill: many activation rows per weight).
+// Thread per element, consecutive threads along a weight row.
+template <int TYPE>
+__device__ __forceinline__ void sb_gguf_dequantize_t(const unsigned char* w, long long row_bytes,
+                                                     int rows, int cols, float* wt)
+{
+  const long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (n >= (long long)rows * cols) return;
+  const long long r = n / cols;
+  const int k = (int)(n % cols);
+  wt[(long long)k * rows + r] = sb_gguf_value<TYPE>(w + r * row_bytes, k);
+}
+
+#define SB_GGUF_DEQUANTIZE_KERNEL(name, TYPE)                                                 \
+  extern "C" __global__ void sb_gguf_dequantize_t_##name(const unsigned char* w,              \
+                                                         long long row_bytes, int rows,       \
+                                                         int cols, float* wt)                 \
+  {                                                                                            \
+    sb_gguf_dequantize_t<TYPE>(w, row_bytes, rows, cols, wt);                                  \
+  }
+SB_GGUF_DEQUANTIZE_KERNEL(f32, SB_GGML_F32)
+SB_GGUF_DEQUANTIZE_KERNEL(f16, SB_GGML_F16)
+SB_GGUF_DEQUANTIZE_KERNEL(q4_0, SB_GGML_Q4_0)
+SB_GGUF_DEQUANTIZE_KERNEL(q4_1, SB_GGML_Q4_1)
+SB_GGUF_DEQUANTIZE_KERNEL(q8_0, SB_GGML_Q8_0)

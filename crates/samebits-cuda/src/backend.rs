@@ -57,7 +57,9 @@ impl CudaBackend {
         let compute_capability = ctx.compute_capability()?;
         let ptx = program::compile(compute_capability.0, compute_capability.1)?;
         let module = ctx.load_module(ptx)?;
-        let stream = ctx.default_stream();
+        // A stream of our own (not the legacy default stream, which cannot be captured into
+        // a CUDA graph).
+        let stream = ctx.new_stream()?;
         let sm_count = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
             .max(1) as usize;
@@ -117,13 +119,15 @@ impl CudaBackend {
         Ok(self.stream.synchronize()?)
     }
 
-    /// A buffer of `len` elements whose contents are unspecified until written.
+    /// A buffer of `len` elements whose contents are unspecified until written (from this
+    /// thread's arena while it has one, see `buffer::with_arena`).
     pub fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
-        self.pool.take(&self.stream, len)
+        crate::buffer::current_pool(&self.pool).take(&self.stream, len)
     }
 
     /// Copies `data` to a new device buffer.
     pub fn upload(&self, data: &[f32]) -> Result<DeviceBuffer> {
+        not_recording("an upload")?;
         let mut buffer = self.alloc(data.len())?;
         if !data.is_empty() {
             let mut view = buffer.slice_mut().slice_mut(..data.len());
@@ -134,6 +138,7 @@ impl CudaBackend {
 
     /// Copies raw bytes (quantized weights) to a new device allocation.
     pub fn upload_bytes(&self, data: &[u8]) -> Result<DeviceBytes> {
+        not_recording("an upload")?;
         // SAFETY: fully written by the copy below before any kernel reads it.
         let mut slice = unsafe { self.stream.alloc::<u8>(data.len().max(1))? };
         if !data.is_empty() {
@@ -180,6 +185,16 @@ impl CudaBackend {
         functions.insert(name.to_owned(), f.clone());
         Ok(f)
     }
+}
+
+/// An error if this thread is recording a CUDA graph (`what` may not happen then).
+pub(crate) fn not_recording(what: &str) -> Result<()> {
+    if crate::buffer::recording() {
+        return Err(CudaError::Invalid(format!(
+            "{what} while recording a CUDA graph"
+        )));
+    }
+    Ok(())
 }
 
 /// A 1-D launch of `blocks` blocks of [`BLOCK`] threads with `shared` dynamic bytes.

@@ -10,28 +10,35 @@
 //!   broadcasting), [`CudaBackend::gemm`] ([`DeviceMat`], [`GemmEpilogue`], [`GemmLaunch`]),
 //!   [`CudaBackend::reduce`], [`CudaBackend::softmax`], [`CudaBackend::layer_norm`],
 //!   [`CudaBackend::rms_norm`]; the `*_cpu` functions are their CPU oracles.
-//! - [`CudaBackend::gguf_matmul`]: products with GGUF block-quantized weights (`DeviceBytes`).
+//! - [`CudaBackend::gguf_matmul`]: products with GGUF block-quantized weights (`DeviceBytes`),
+//!   [`CudaBackend::gguf_gather`] (embedding rows), the prefill GEMM over dequantized weights.
+//! - [`CudaBackend::rotary`], [`CudaBackend::attention`] ([`HeadsLayout`], [`AttentionShape`]) and
+//!   the device-resident KV cache ([`KvStorage`]) they append to.
 //! - [`executor`]: [`CudaExecutor`] runs a compiled `samebits_ops::Plan` on the device, each
 //!   step on its device kernel or, failing that, on the CPU, values kept on the device between
-//!   device steps.
+//!   device steps and, as [`IoValue::Device`], between runs; some adjacent steps fuse into one
+//!   launch, and decode steps replay as CUDA graphs.
 //! - [`testing`]: the [`test_device!`] macro that runs one test body on the CPU and on CUDA.
 
+mod attention;
 mod backend;
 mod buffer;
 mod elementwise;
 mod error;
 pub mod executor;
+mod fused;
 mod gemm;
 mod gguf;
 mod program;
 mod reduce;
 pub mod testing;
 
+pub use attention::{AttentionShape, HeadsLayout, KvStorage, attention_rows};
 pub use backend::CudaBackend;
 pub use buffer::{DeviceBuffer, DeviceBytes};
 pub use elementwise::{BinaryOp, BroadcastLayout, MAX_RANK, UnaryOp, binary_cpu};
 pub use error::{CudaError, Result};
-pub use executor::{CudaExecutor, RunStats};
+pub use executor::{CudaExecutor, DeviceTensor, IoValue, RunStats};
 pub use gemm::{DeviceMat, DeviceMatBf16, GemmEpilogue, GemmLaunch, GemmShape, SPLIT_K_MAX_M};
 pub use gguf::gguf_supported;
 pub use reduce::{layer_norm_cpu, rms_norm_cpu, softmax_cpu};

@@ -8,8 +8,10 @@ use samebits_math::{Activation, CUDA_SOURCE, UnaryFn};
 use crate::elementwise::UnaryOp;
 use crate::error::{CudaError, Result};
 
+const ATTENTION: &str = include_str!("../kernels/attention.cu");
 const CANONICAL: &str = include_str!("../kernels/canonical.cu");
 const ELEMENTWISE: &str = include_str!("../kernels/elementwise.cu");
+const FUSED: &str = include_str!("../kernels/fused.cu");
 const GEMM: &str = include_str!("../kernels/gemm.cu");
 const GGUF: &str = include_str!("../kernels/gguf.cu");
 const REDUCE: &str = include_str!("../kernels/reduce.cu");
@@ -83,6 +85,8 @@ pub(crate) fn source() -> String {
         GEMM,
         GGUF,
         REDUCE,
+        ATTENTION,
+        FUSED,
     ]
     .join("\n")
 }
@@ -135,6 +139,10 @@ mod tests {
             "sb_unary_exp",
             "sb_unary_relu",
             "sb_gguf_matvec_q4_1",
+            "sb_gguf_gather_q4_1",
+            "sb_rotary",
+            "sb_attention",
+            "sb_silu_mul",
         ] {
             assert!(text.contains(kernel), "{kernel} missing from the PTX");
         }

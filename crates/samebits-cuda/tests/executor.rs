@@ -67,17 +67,40 @@ fn gguf_matmul_matches_dot_q_f32() {
         GgmlType::Q8_0,
     ] {
         // K from one block to several 32-tile chunks (2,112 = 33 tiles), N not a multiple of 8.
-        for (rows, cols, m) in [(5, 32, 1), (77, 576, 1), (130, 1536, 3), (9, 2112, 2)] {
+        for (rows, cols, m) in [
+            (5, 32, 1),
+            (77, 576, 1),
+            (130, 1536, 3),
+            (9, 2112, 2),
+            (67, 192, 21),
+        ] {
             let blocks = random_blocks(ggml_type, rows, cols, &mut rng);
             let x = rng.values(m * cols, 2.0);
             let w = backend.upload_bytes(&blocks).unwrap();
+            let dx = backend.upload(&x).unwrap();
             let y = backend
                 .download(
                     &backend
-                        .gguf_matmul(ggml_type, rows, cols, &w, &backend.upload(&x).unwrap())
+                        .gguf_matmul(ggml_type, rows, cols, &w, &dx, None)
                         .unwrap(),
                 )
                 .unwrap();
+            // The prefill path: a GEMM over the dequantized weights gives the same bits.
+            let wt = backend
+                .gguf_dequantize_t(ggml_type, rows, cols, &w)
+                .unwrap();
+            let y_gemm = backend
+                .download(
+                    &backend
+                        .gguf_matmul_dequantized(rows, cols, &wt, &dx, None)
+                        .unwrap(),
+                )
+                .unwrap();
+            samebits_cuda::testing::assert_same_bits(
+                &y_gemm,
+                &y,
+                &format!("{ggml_type} GEMM path"),
+            );
             let row_bytes = ggml_type.row_bytes(cols).unwrap();
             for i in 0..m {
                 for n in 0..rows {
@@ -95,6 +118,155 @@ fn gguf_matmul_matches_dot_q_f32() {
                 }
             }
         }
+    }
+}
+
+/// A residual block with the steps the executor fuses (MatMulGguf then Add; Sigmoid, Mul,
+/// Mul) gives the CPU's bits, for decode-sized (matrix-vector) and prefill-sized (GEMM over
+/// dequantized weights) activations.
+#[test]
+fn fused_steps_match_the_cpu() {
+    let Some(backend) = cuda("executor::fused_steps_match_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng::new(17);
+    let mut graph = Graph {
+        name: "block".into(),
+        ..Graph::default()
+    };
+    graph.inputs.push(ValueInfo {
+        name: "x".into(),
+        ty: Some(ValueType::tensor(DType::F32, None)),
+    });
+    graph.outputs.push(ValueInfo {
+        name: "y".into(),
+        ty: None,
+    });
+    let int = Attribute::Int;
+    let gguf = |w: &str, x: &str, out: &str, rows: usize, cols: usize, ty: GgmlType| Node {
+        domain: "samebits".into(),
+        attributes: [
+            ("ggml_type", int(i64::from(ty.id()))),
+            ("rows", int(rows as i64)),
+            ("cols", int(cols as i64)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        ..node("MatMulGguf", &[x, w], out, &[])
+    };
+    for (name, rows, cols, ty) in [
+        ("wo", 64, 64, GgmlType::Q4_1),
+        ("wg", 96, 64, GgmlType::Q8_0),
+        ("wu", 96, 64, GgmlType::Q4_0),
+        ("wd", 64, 96, GgmlType::Q4_1),
+    ] {
+        let blocks = random_blocks(ty, rows, cols, &mut rng);
+        graph.initializers.insert(
+            name.into(),
+            Tensor::from_vec(vec![blocks.len()], blocks).unwrap(),
+        );
+    }
+    graph.nodes = vec![
+        gguf("wo", "x", "o", 64, 64, GgmlType::Q4_1),
+        node("Add", &["x", "o"], "r", &[]),
+        gguf("wg", "r", "g", 96, 64, GgmlType::Q8_0),
+        gguf("wu", "r", "u", 96, 64, GgmlType::Q4_0),
+        node("Sigmoid", &["g"], "s", &[]),
+        node("Mul", &["g", "s"], "t", &[]),
+        node("Mul", &["t", "u"], "h", &[]),
+        gguf("wd", "h", "d", 64, 96, GgmlType::Q4_1),
+        node("Add", &["d", "r"], "y", &[]),
+    ];
+    let opsets = [("".to_string(), 23), ("samebits".to_string(), 1)].into();
+    let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+    let executor = CudaExecutor::new(backend, Arc::clone(&plan));
+    for m in [1, 3, 20] {
+        let x: Value = Tensor::from_vec(vec![1, m, 64], rng.values(m * 64, 2.0))
+            .unwrap()
+            .into();
+        let want = plan.run(vec![x.clone()], RunOptions::default()).unwrap();
+        let (got, stats) = executor.run_with(vec![x], RunOptions::default()).unwrap();
+        assert_eq!(stats.device_steps, 9, "{stats:?}");
+        let (g, w) = (got[0].as_tensor().unwrap(), want[0].as_tensor().unwrap());
+        samebits_cuda::testing::assert_same_bits(
+            g.as_slice::<f32>().unwrap(),
+            w.as_slice::<f32>().unwrap(),
+            &format!("{m} rows"),
+        );
+    }
+}
+
+/// GatherGguf on the device picks and dequantizes the CPU's rows (negative indices count from
+/// the end), for every weight type; an index out of range falls back to the CPU, which names
+/// it.
+#[test]
+fn gather_gguf_matches_the_cpu() {
+    let Some(backend) = cuda("executor::gather_gguf_matches_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng::new(13);
+    for ggml_type in [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+    ] {
+        let (rows, cols) = (37, 96);
+        let blocks = random_blocks(ggml_type, rows, cols, &mut rng);
+        let mut graph = Graph {
+            name: "gather".into(),
+            ..Graph::default()
+        };
+        graph.inputs.push(ValueInfo {
+            name: "ids".into(),
+            ty: Some(ValueType::tensor(DType::I64, None)),
+        });
+        graph.outputs.push(ValueInfo {
+            name: "y".into(),
+            ty: None,
+        });
+        graph.initializers.insert(
+            "w".into(),
+            Tensor::from_vec(vec![blocks.len()], blocks).unwrap(),
+        );
+        let int = Attribute::Int;
+        graph.nodes.push(Node {
+            domain: "samebits".into(),
+            attributes: [
+                ("ggml_type", int(i64::from(ggml_type.id()))),
+                ("rows", int(rows as i64)),
+                ("cols", int(cols as i64)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            ..node("GatherGguf", &["w", "ids"], "y", &[])
+        });
+        let opsets = [("".to_string(), 23), ("samebits".to_string(), 1)].into();
+        let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+        let executor = CudaExecutor::new(Arc::clone(&backend), Arc::clone(&plan));
+        let ids: Value = Tensor::from_vec(vec![2, 3], vec![0i64, 36, -1, 5, -37, 17])
+            .unwrap()
+            .into();
+        let want = plan.run(vec![ids.clone()], RunOptions::default()).unwrap();
+        let (got, stats) = executor.run_with(vec![ids], RunOptions::default()).unwrap();
+        assert_eq!(stats.device_steps, 1, "{ggml_type}: {stats:?}");
+        let (g, w) = (got[0].as_tensor().unwrap(), want[0].as_tensor().unwrap());
+        assert_eq!(g.shape(), &[2, 3, cols]);
+        for (i, (a, b)) in g
+            .as_slice::<f32>()
+            .unwrap()
+            .iter()
+            .zip(w.as_slice::<f32>().unwrap())
+            .enumerate()
+        {
+            assert_eq!(a.to_bits(), b.to_bits(), "{ggml_type} element {i}");
+        }
+        let bad: Value = Tensor::from_vec(vec![1], vec![37i64]).unwrap().into();
+        let err = executor.run(vec![bad]).unwrap_err().to_string();
+        assert!(err.contains("outside"), "{err}");
     }
 }
 

@@ -41,8 +41,8 @@ use samebits_ir::{
     Attribute, DType, Dim, Graph, Node, OpsetImports, Shape, Tensor, Value, ValueInfo, ValueType,
 };
 use samebits_kernels::{Isa, with_isa};
-use samebits_ops::{OperationSet, Plan, RunOptions};
-use samebits_runtime::{Device, Executor};
+use samebits_ops::{OperationSet, Plan};
+use samebits_runtime::{Device, Executor, IoValue};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -97,10 +97,11 @@ pub struct LoadSource<'a> {
 }
 
 /// The keys and values of the tokens processed so far, per layer (of a stage, or of every
-/// stage in order).
+/// stage in order). On a GPU they stay on the device between calls, where Attention appends to
+/// them in place.
 pub struct KvCache {
     /// `[key_a, value_a, key_a+1, value_a+1, ...]`, each `[1, kv_heads, len, head_dim]`.
-    layers: Vec<Value>,
+    layers: Vec<IoValue>,
     len: usize,
 }
 
@@ -280,7 +281,7 @@ fn empty_cache(c: &ModelConfig, layers: usize) -> KvCache {
     let empty = Tensor::from_vec(vec![1, c.head_count_kv, 0, c.head_dim], Vec::<f32>::new())
         .expect("an empty tensor");
     KvCache {
-        layers: vec![Value::Tensor(empty); 2 * layers],
+        layers: vec![IoValue::Host(Value::Tensor(empty)); 2 * layers],
         len: 0,
     }
 }
@@ -316,19 +317,24 @@ impl DecoderStage {
         }
         let c = &self.config;
         let (cos, sin) = rotary_tables(cache.len..end, c.rope_dimension_count, c.rope_freq_base);
-        let mut inputs = vec![input.into(), cos.into(), sin.into()];
+        let mut inputs = vec![
+            IoValue::Host(input.into()),
+            IoValue::Host(cos.into()),
+            IoValue::Host(sin.into()),
+        ];
         inputs.append(&mut cache.layers);
+        // Logits come back to the host; the cache stays where it was computed.
+        let keep: Vec<bool> = (0..inputs.len() - 2).map(|i| i > 0).collect();
         // The whole step runs on one thread of the rayon pool, so that the ops' parallel loops
         // start from inside it (work stealing) instead of each waking the pool from outside and
         // sleeping until it is done; the caller's ISA scope goes along.
         let isa = Isa::active();
-        let outputs =
-            rayon::scope(|_| with_isa(isa, || self.executor.run(inputs, RunOptions::default())));
+        let outputs = rayon::scope(|_| with_isa(isa, || self.executor.run_io(inputs, &keep)));
         let mut outputs = outputs?.into_iter();
-        let output = outputs
-            .next()
-            .expect("the plan returns its hidden state or logits first")
-            .into_tensor()?;
+        let output = match outputs.next() {
+            Some(IoValue::Host(output)) => output.into_tensor()?,
+            _ => unreachable!("the plan returns its hidden state or logits first, on the host"),
+        };
         cache.layers = outputs.collect();
         cache.len = end;
         Ok(output)

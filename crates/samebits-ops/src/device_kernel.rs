@@ -51,6 +51,32 @@ pub enum DeviceKernel {
     /// shape [`crate::Op::view_shape`] gives (Reshape, Squeeze, Unsqueeze, Flatten, Identity):
     /// a backend may share input 0's memory.
     View,
+    /// `samebits::GatherGguf` over ggml rows: the dequantized weight rows picked by integer
+    /// indices (negative ones count from the end), `y [indices.., cols]`.
+    GatherGguf {
+        ggml_type: GgmlType,
+        rows: usize,
+        cols: usize,
+    },
+    /// ONNX RotaryEmbedding (`attention`): pairs of the first `rotary_dim` features (0: the
+    /// head size) of each head rotated by the cos / sin cache row of the token's position.
+    Rotary {
+        interleaved: bool,
+        /// Heads of a 3-D input (0 for 4-D inputs).
+        num_heads: usize,
+        rotary_dim: usize,
+    },
+    /// ONNX Attention (`attention`) without softcap and without the observed-scores output:
+    /// scores as canonical dots times `scale` (default `1 / sqrt(D)`), causal masking when
+    /// `is_causal`, the probabilities by `softmax_row` (correctly rounded exp), and the
+    /// weighted sum of V as a canonical dot over key positions; outputs Y, present_key,
+    /// present_value. Heads of 3-D inputs come from `q_num_heads` / `kv_num_heads`.
+    Attention {
+        is_causal: bool,
+        q_num_heads: usize,
+        kv_num_heads: usize,
+        scale: Option<f32>,
+    },
 }
 
 /// The elementwise functions of [`DeviceKernel::Unary`].

@@ -7,8 +7,8 @@
 //! so its kernels are compiled once.
 
 use crate::{Result, RuntimeError};
-pub use samebits_cuda::RunStats;
 use samebits_cuda::{CudaBackend, CudaExecutor};
+pub use samebits_cuda::{IoValue, RunStats};
 use samebits_ir::Value;
 use samebits_ops::{Plan, RunOptions};
 use std::collections::HashMap;
@@ -125,6 +125,33 @@ impl Executor {
                 let (outputs, stats) = cuda.run_with(inputs, options).map_err(cuda_error)?;
                 Ok((outputs, Some(stats)))
             }
+        }
+    }
+}
+
+impl Executor {
+    /// Runs the plan on inputs that may already be on the device (values an earlier run left
+    /// there); output `i` stays on the device when `keep[i]` and a device step computed it
+    /// (on the CPU every value is a host value).
+    pub fn run_io(&self, inputs: Vec<IoValue>, keep: &[bool]) -> Result<Vec<IoValue>> {
+        match &self.cuda {
+            None => {
+                let inputs = inputs
+                    .into_iter()
+                    .map(|v| match v {
+                        IoValue::Host(v) => Ok(v),
+                        IoValue::Device(_) => Err(RuntimeError::Usage(
+                            "a device value was given to a CPU plan".into(),
+                        )),
+                    })
+                    .collect::<Result<_>>()?;
+                let outputs = self.plan.run(inputs, RunOptions::default())?;
+                Ok(outputs.into_iter().map(IoValue::Host).collect())
+            }
+            Some(cuda) => Ok(cuda
+                .run_io(inputs, keep, RunOptions::default())
+                .map_err(cuda_error)?
+                .0),
         }
     }
 }

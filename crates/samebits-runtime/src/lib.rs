@@ -19,7 +19,7 @@ pub mod receipt;
 pub mod tensor_file;
 
 pub use compile::{Artifacts, CompileOptions, CompiledModel, ModelSource, compile};
-pub use device::{Device, Executor};
+pub use device::{Device, Executor, IoValue};
 pub use error::{Result, RuntimeError};
 pub use samebits_ops::OperationSet;
 

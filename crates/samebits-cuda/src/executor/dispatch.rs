@@ -2,29 +2,35 @@
 //! shapes to a device [`Launch`], and running it. A step whose inputs the kernel does not take
 //! (another dtype, a shape outside the kernel's layouts, extra outputs) gets no launch and falls
 //! back to the op's CPU evaluation; the semantics stay those of the op (samebits-ops).
+//! Attention's past keys and values may be cache storages (`DeviceValue::Kv`), which its
+//! launch extends in place (`attention.rs`).
 
 use samebits_gguf::GgmlType;
-use samebits_ir::DType;
+use samebits_ir::{DType, Tensor};
 use samebits_ops::broadcast::broadcast_shapes;
 use samebits_ops::{BinaryKernel, DeviceKernel, UnaryKernel, gemm_c_strides, normalize_axis};
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::attention::{AttentionShape, HeadsLayout, KvPast, attention_rows};
 use crate::backend::CudaBackend;
 use crate::buffer::DeviceBuffer;
 use crate::elementwise::{BinaryOp, BroadcastLayout, UnaryOp};
 use crate::error::{CudaError, Result};
 use crate::gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape};
-use crate::gguf::gguf_supported;
+use crate::gguf::{GGUF_GEMM_MIN_ROWS, gguf_supported};
 use crate::reduce::row_len_supported;
 
 use super::DeviceValue;
 
-/// What the executor knows of an input before moving it: its dtype and shape.
+/// What the executor knows of an input before moving it: its dtype and shape, and its host
+/// value when it has one (integer indices are checked there).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ArgInfo<'a> {
     pub dtype: DType,
     pub shape: &'a [usize],
+    pub host: Option<&'a Tensor>,
 }
 
 /// A strided matrix view without its buffer: offset, batch, row and column strides.
@@ -75,18 +81,58 @@ pub(crate) enum Launch {
     RmsNorm {
         epsilon: f32,
     },
+    /// MatMulGguf; with `add`, input 2 is a tensor of the output's shape added to the product
+    /// (a fused residual Add, `executor/fusion.rs`).
     Gguf {
         ggml_type: GgmlType,
         rows: usize,
         cols: usize,
         out_shape: Vec<usize>,
+        add: bool,
+    },
+    /// The fused SiLU gate `(g * sigmoid(g)) * u` of inputs g, u of one shape.
+    SiluMul,
+    /// GatherGguf: input 0 the weight bytes, input 1 the i64 indices (checked in range).
+    Gather {
+        ggml_type: GgmlType,
+        rows: usize,
+        cols: usize,
+        count: usize,
+        out_shape: Vec<usize>,
+    },
+    Rotary {
+        layout: HeadsLayout,
+        width: usize,
+        rot: usize,
+        interleaved: bool,
+    },
+    /// Attention with its past (inputs 4, 5) extended by the new keys and values; outputs Y,
+    /// present_key, present_value.
+    Attention {
+        q: HeadsLayout,
+        k: HeadsLayout,
+        v: HeadsLayout,
+        y: HeadsLayout,
+        y_shape: Vec<usize>,
+        causal: bool,
+        scale: f32,
     },
 }
 
 impl Launch {
-    /// Whether input `i` moves to the device as raw bytes (quantized weights) rather than f32.
+    /// Whether input `i` moves to the device as raw bytes (quantized weights, indices) rather
+    /// than f32.
     pub(crate) fn takes_bytes(&self, i: usize) -> bool {
-        matches!(self, Launch::Gguf { .. }) && i == 1
+        match self {
+            Launch::Gguf { .. } => i == 1,
+            Launch::Gather { .. } => i <= 1,
+            _ => false,
+        }
+    }
+
+    /// Whether input `i` may stay a cache storage (Attention's past) instead of a dense tensor.
+    pub(crate) fn takes_kv(&self, i: usize) -> bool {
+        matches!(self, Launch::Attention { .. }) && (i == 4 || i == 5)
     }
 }
 
@@ -119,6 +165,15 @@ pub(crate) fn plan_launch(
     args: &[Option<ArgInfo<'_>>],
     outputs: usize,
 ) -> Option<Launch> {
+    if let DeviceKernel::Attention {
+        is_causal,
+        q_num_heads,
+        kv_num_heads,
+        scale,
+    } = kernel
+    {
+        return attention(args, outputs, is_causal, (q_num_heads, kv_num_heads), scale);
+    }
     if outputs != 1 {
         return None;
     }
@@ -215,10 +270,140 @@ pub(crate) fn plan_launch(
                 rows,
                 cols,
                 out_shape: x[..x.len() - 1].iter().copied().chain([rows]).collect(),
+                add: false,
+            })
+        }
+        DeviceKernel::GatherGguf {
+            ggml_type,
+            rows,
+            cols,
+        } if args.len() == 2 => {
+            let w = args[0].filter(|w| w.dtype == DType::U8)?;
+            let ids = args[1].filter(|a| a.dtype == DType::I64)?;
+            // Indices are checked on the host (an index out of range is the CPU op's error).
+            let in_range = ids
+                .host?
+                .as_slice::<i64>()
+                .ok()?
+                .iter()
+                .all(|&i| i >= -(rows as i64) && i < rows as i64);
+            let fits = gguf_supported(ggml_type)
+                && in_range
+                && cols > 0
+                && w.shape.iter().product::<usize>() == rows * ggml_type.row_bytes(cols)?;
+            fits.then(|| Launch::Gather {
+                ggml_type,
+                rows,
+                cols,
+                count: ids.shape.iter().product(),
+                out_shape: ids.shape.iter().copied().chain([cols]).collect(),
+            })
+        }
+        DeviceKernel::Rotary {
+            interleaved,
+            num_heads,
+            rotary_dim,
+        } if args.len() == 3 => {
+            let layout = HeadsLayout::of_shape(f32_arg(0)?.shape, num_heads)?;
+            let (cos, sin) = (f32_arg(1)?.shape, f32_arg(2)?.shape);
+            let rot = if rotary_dim == 0 {
+                layout.size
+            } else {
+                rotary_dim
+            };
+            let width = *cos.last()?;
+            let cache_rows = cos.iter().product::<usize>() / width.max(1);
+            let fits = cos == sin
+                && rot <= layout.size
+                && rot.is_multiple_of(2)
+                && width >= rot / 2
+                && width > 0
+                && cache_rows >= layout.batch * layout.seq
+                && (cos.len() == 2 || cos.len() == 3);
+            fits.then_some(Launch::Rotary {
+                layout,
+                width,
+                rot,
+                interleaved,
             })
         }
         _ => None,
     }
+}
+
+/// ONNX Attention: Q, K, V (3-D with the head attributes, or 4-D), no mask, optional past
+/// key and value (4-D, given together), no `nonpad_kv_seqlen`; every output computed.
+fn attention(
+    args: &[Option<ArgInfo<'_>>],
+    outputs: usize,
+    causal: bool,
+    (q_heads, kv_heads): (usize, usize),
+    scale: Option<f32>,
+) -> Option<Launch> {
+    let f32_arg = |i: usize| {
+        args.get(i)
+            .copied()
+            .flatten()
+            .filter(|a| a.dtype == DType::F32)
+    };
+    let absent = |i: usize| args.get(i).copied().flatten().is_none();
+    if !(3..=6).contains(&args.len()) || outputs != 3 || !absent(3) || args.len() > 6 {
+        return None;
+    }
+    let q_shape = f32_arg(0)?.shape;
+    let q = HeadsLayout::of_shape(q_shape, q_heads)?;
+    let k = HeadsLayout::of_shape(f32_arg(1)?.shape, kv_heads)?;
+    let v = HeadsLayout::of_shape(f32_arg(2)?.shape, kv_heads)?;
+    let past = match (absent(4), absent(5)) {
+        (true, true) => 0,
+        (false, false) => {
+            let (pk, pv) = (f32_arg(4)?.shape, f32_arg(5)?.shape);
+            let (&[b, h, p, d], &[bv, hv, pv_len, dv]) = (pk, pv) else {
+                return None;
+            };
+            let same = (b, h, d) == (k.batch, k.heads, k.size)
+                && (bv, hv, pv_len, dv) == (v.batch, v.heads, p, v.size);
+            same.then_some(p)?
+        }
+        _ => return None,
+    };
+    let total = past + k.seq;
+    let valid = k.heads > 0
+        && q.heads.is_multiple_of(k.heads)
+        && q.batch == k.batch
+        && v.batch == k.batch
+        && v.heads == k.heads
+        && v.seq == k.seq
+        && q.size == k.size
+        && q.size > 0
+        && v.size > 0
+        && q.seq > 0;
+    if !valid {
+        return None;
+    }
+    // Score rows of the whole sequence must fit one block's shared memory.
+    attention_rows(q.heads / k.heads, total, q.size, v.size)?;
+    let (y, y_shape) = if q_shape.len() == 3 {
+        (
+            HeadsLayout::split(q.batch, q.seq, q.heads, v.size),
+            vec![q.batch, q.seq, q.heads * v.size],
+        )
+    } else {
+        (
+            HeadsLayout::dense(q.batch, q.heads, q.seq, v.size),
+            vec![q.batch, q.heads, q.seq, v.size],
+        )
+    };
+    Some(Launch::Attention {
+        q,
+        k,
+        v,
+        y,
+        y_shape,
+        causal,
+        // As the CPU op: D converted to f32, sqrt and division each rounded once.
+        scale: scale.unwrap_or(1.0 / (q.size as f32).sqrt()),
+    })
 }
 
 /// The normalized trailing shape `shape[axis..]` of a row norm, if the row kernels take it.
@@ -341,6 +526,21 @@ fn gemm(
     })
 }
 
+/// Queries from which an attention block takes every query head of a KV group.
+const GROUPED_ATTENTION_MIN_QUERIES: usize = 16;
+
+/// Bytes of dequantized weight copies a process keeps (prefill speed for device memory).
+const DEQUANTIZED_BUDGET: usize = 4 << 30;
+
+/// Takes `bytes` of the dequantized-weights budget, if that much is left.
+fn reserve_dequantized(bytes: usize) -> bool {
+    static USED: AtomicUsize = AtomicUsize::new(0);
+    USED.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+        (used + bytes <= DEQUANTIZED_BUDGET).then_some(used + bytes)
+    })
+    .is_ok()
+}
+
 /// The f32 input `i` of a launch.
 fn f32_input<'a>(
     inputs: &[Option<&'a DeviceValue>],
@@ -354,12 +554,36 @@ fn f32_input<'a>(
     }
 }
 
-/// Runs `launch` on device inputs (in the step's input order); returns its one output.
+/// The keys (input 4) or values (input 5) of Attention's past, if given.
+fn kv_past<'a>(inputs: &[Option<&'a DeviceValue>], i: usize) -> Result<KvPast<'a>> {
+    Ok(match inputs.get(i).copied().flatten() {
+        None => KvPast::None,
+        Some(DeviceValue::F32 { buffer, shape }) => match **shape {
+            [b, h, s, d] => KvPast::Dense(buffer, HeadsLayout::dense(b, h, s, d)),
+            _ => return Err(CudaError::Invalid(format!("input {i} is not 4-D"))),
+        },
+        Some(DeviceValue::Kv {
+            storage,
+            values,
+            len,
+            ..
+        }) => KvPast::Storage {
+            storage,
+            values: *values,
+            len: *len,
+        },
+        Some(DeviceValue::Bytes { .. }) => {
+            return Err(CudaError::Invalid(format!("input {i} is not float32")));
+        }
+    })
+}
+
+/// Runs `launch` on device inputs (in the step's input order); returns its outputs.
 pub(crate) fn run_launch(
     backend: &CudaBackend,
     launch: &Launch,
     inputs: &[Option<&DeviceValue>],
-) -> Result<DeviceValue> {
+) -> Result<Vec<DeviceValue>> {
     let (buffer, shape) = match launch {
         Launch::Unary(op) => {
             let (x, shape) = f32_input(inputs, 0)?;
@@ -419,26 +643,153 @@ pub(crate) fn run_launch(
             let (scale, _) = f32_input(inputs, 1)?;
             (backend.rms_norm(x, scale, *epsilon)?, shape.to_vec())
         }
+        Launch::SiluMul => {
+            let (g, shape) = f32_input(inputs, 0)?;
+            let (u, _) = f32_input(inputs, 1)?;
+            (backend.silu_mul(g, u)?, shape.to_vec())
+        }
         Launch::Gguf {
             ggml_type,
             rows,
             cols,
             out_shape,
+            add,
         } => {
             let (x, _) = f32_input(inputs, 0)?;
-            let Some(DeviceValue::Bytes { bytes: w, .. }) = inputs.get(1).copied().flatten() else {
+            let add = match add {
+                true => Some(f32_input(inputs, 2)?.0),
+                false => None,
+            };
+            let Some(DeviceValue::Bytes {
+                bytes: w,
+                dequantized,
+                ..
+            }) = inputs.get(1).copied().flatten()
+            else {
                 return Err(CudaError::Invalid(
                     "input 1 (quantized weight) is not on the device as bytes".into(),
                 ));
             };
-            let y = backend.gguf_matmul(*ggml_type, *rows, *cols, w, x)?;
+            let m = x.len() / cols;
+            let y = if m < GGUF_GEMM_MIN_ROWS {
+                backend.gguf_matmul(*ggml_type, *rows, *cols, w, x, add)?
+            } else if let Some(wt) = dequantized.get() {
+                backend.gguf_matmul_dequantized(*rows, *cols, wt, x, add)?
+            } else {
+                let wt = backend.gguf_dequantize_t(*ggml_type, *rows, *cols, w)?;
+                let y = backend.gguf_matmul_dequantized(*rows, *cols, &wt, x, add)?;
+                if reserve_dequantized(4 * rows * cols) {
+                    let _ = dequantized.set(wt);
+                }
+                y
+            };
             (y, out_shape.clone())
         }
+        Launch::Gather {
+            ggml_type,
+            rows,
+            cols,
+            count,
+            out_shape,
+        } => {
+            let bytes = |i: usize| match inputs.get(i).copied().flatten() {
+                Some(DeviceValue::Bytes { bytes, .. }) => Ok(bytes),
+                _ => Err(CudaError::Invalid(format!(
+                    "input {i} is not on the device as bytes"
+                ))),
+            };
+            let y = backend.gguf_gather(*ggml_type, *rows, *cols, bytes(0)?, bytes(1)?, *count)?;
+            (y, out_shape.clone())
+        }
+        Launch::Rotary {
+            layout,
+            width,
+            rot,
+            interleaved,
+        } => {
+            let (x, shape) = f32_input(inputs, 0)?;
+            let (cos, sin) = (f32_input(inputs, 1)?.0, f32_input(inputs, 2)?.0);
+            let y = backend.rotary(x, *layout, cos, sin, *width, *rot, *interleaved)?;
+            (y, shape.to_vec())
+        }
+        Launch::Attention {
+            q,
+            k,
+            v,
+            y,
+            y_shape,
+            causal,
+            scale,
+        } => {
+            let (storage, past) = backend.kv_extend(
+                (kv_past(inputs, 4)?, kv_past(inputs, 5)?),
+                (f32_input(inputs, 1)?.0, *k),
+                (f32_input(inputs, 2)?.0, *v),
+            )?;
+            let total = past + k.seq;
+            // Score rows as long as the storage when they fit (a recorded step then replays
+            // until the storage is full), else as long as this step needs.
+            let group = q.heads / k.heads;
+            let (stride, widest) = match attention_rows(group, storage.capacity(), q.size, v.size) {
+                Some(rows) => (storage.capacity(), rows),
+                None => (
+                    total,
+                    attention_rows(group, total, q.size, v.size).ok_or_else(|| {
+                        CudaError::Invalid("attention scores exceed shared memory".into())
+                    })?,
+                ),
+            };
+            // Launch shape only (every choice gives the same bits): with many queries the
+            // heads of a group share a block and read each key once; with few (decode) a block
+            // per head, since the kernel is latency-bound on a nearly empty GPU there.
+            let rows = if q.seq >= GROUPED_ATTENTION_MIN_QUERIES {
+                widest
+            } else {
+                1
+            };
+            super::graph::note_attention(&storage, k.seq, stride);
+            let shape = AttentionShape {
+                causal: *causal,
+                scale: *scale,
+                new_len: k.seq,
+                rows,
+            };
+            let out = storage.with_buffers(|keys, values, counter| {
+                let view = |values: bool| {
+                    let mut l = storage.layout(values, 0);
+                    l.seq = stride;
+                    l
+                };
+                backend.attention(
+                    (f32_input(inputs, 0)?.0, *q),
+                    (keys, view(false)),
+                    (values, view(true)),
+                    *y,
+                    past,
+                    Some(counter),
+                    shape,
+                )
+            })?;
+            let present = |values: bool, size: usize| DeviceValue::Kv {
+                storage: Arc::clone(&storage),
+                values,
+                len: total,
+                shape: vec![k.batch, k.heads, total, size],
+            };
+            return Ok(vec![
+                DeviceValue::F32 {
+                    buffer: Arc::new(out),
+                    shape: y_shape.clone(),
+                },
+                present(false, k.size),
+                present(true, v.size),
+            ]);
+        }
     };
-    Ok(DeviceValue::F32 {
+    Ok(vec![DeviceValue::F32 {
         buffer: Arc::new(buffer),
         shape,
-    })
+    }])
 }
 
 #[cfg(test)]
@@ -449,6 +800,7 @@ mod tests {
         Some(ArgInfo {
             dtype: DType::F32,
             shape,
+            host: None,
         })
     }
 
@@ -482,6 +834,7 @@ mod tests {
         let f64s = [Some(ArgInfo {
             dtype: DType::F64,
             shape: &[3],
+            host: None,
         })];
         assert_eq!(plan_launch(unary, &f64s, 1), None);
         assert!(plan_launch(unary, &[f32s(&[3])], 1).is_some());
@@ -527,6 +880,7 @@ mod tests {
             Some(ArgInfo {
                 dtype: DType::U8,
                 shape: bytes,
+                host: None,
             })
         };
         assert!(plan_launch(k, &[f32s(&[1, 32]), w(&[68])], 1).is_some());

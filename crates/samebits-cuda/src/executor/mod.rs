@@ -17,21 +17,28 @@
 //!   [`Plan::run`] (inputs in the order of [`Plan::inputs`], outputs in the order of
 //!   [`Plan::output_names`]); `run_with` also calls the options' observer after each step
 //!   (downloading device outputs for it) and returns [`RunStats`].
+//! - [`CudaExecutor::run_io`]`(inputs, keep, options)`: inputs that may already be on the
+//!   device ([`IoValue::Device`], a [`DeviceTensor`] an earlier run left there), and outputs
+//!   left on the device where `keep` says so. An LLM's KV cache goes from step to step this
+//!   way, and Attention extends it in place (`DeviceValue::Kv`, a prefix of a cache storage).
 //! - [`CudaExecutor::device_steps`]: which steps have a device kernel at all (their launch is
 //!   still decided per run from the inputs' dtypes and shapes).
 
 mod dispatch;
+mod fusion;
+mod graph;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use samebits_ir::{DType, Tensor, Value};
 use samebits_ops::{DeviceKernel, OpError, Plan, PlanStep, RunOptions};
 
+use crate::attention::KvStorage;
 use crate::backend::CudaBackend;
-use crate::buffer::{DeviceBuffer, DeviceBytes};
+use crate::buffer::{DeviceBuffer, DeviceBytes, with_arena};
 use crate::error::{CudaError, Result};
-use dispatch::{ArgInfo, plan_launch, run_launch};
+use dispatch::{ArgInfo, Launch, plan_launch, run_launch};
 
 /// A value held on the device.
 pub(crate) enum DeviceValue {
@@ -40,26 +47,61 @@ pub(crate) enum DeviceValue {
         buffer: Arc<DeviceBuffer>,
         shape: Vec<usize>,
     },
-    /// Raw bytes of a uint8 tensor (quantized weights), with the tensor's shape.
+    /// Raw bytes of a tensor (uint8 quantized weights, int64 indices), with its shape; for
+    /// quantized weights, their dequantized f32 transpose once a prefill made it (kept while
+    /// the process-wide budget of such copies lasts).
     Bytes {
         bytes: DeviceBytes,
+        shape: Vec<usize>,
+        dtype: DType,
+        dequantized: OnceLock<DeviceBuffer>,
+    },
+    /// A float32 `[batch, heads, len, size]` tensor held as the keys (or values) at the first
+    /// `len` positions of a KV cache storage.
+    Kv {
+        storage: Arc<KvStorage>,
+        values: bool,
+        len: usize,
         shape: Vec<usize>,
     },
 }
 
 impl DeviceValue {
     fn info(&self) -> ArgInfo<'_> {
-        match self {
-            DeviceValue::F32 { shape, .. } => ArgInfo {
-                dtype: DType::F32,
-                shape,
-            },
-            DeviceValue::Bytes { shape, .. } => ArgInfo {
-                dtype: DType::U8,
-                shape,
-            },
+        let (dtype, shape) = match self {
+            DeviceValue::F32 { shape, .. } | DeviceValue::Kv { shape, .. } => (DType::F32, shape),
+            DeviceValue::Bytes { shape, dtype, .. } => (*dtype, shape),
+        };
+        ArgInfo {
+            dtype,
+            shape,
+            host: None,
         }
     }
+}
+
+/// A value an executor left on the device (see [`CudaExecutor::run_io`]).
+#[derive(Clone)]
+pub struct DeviceTensor(Arc<DeviceValue>);
+
+impl DeviceTensor {
+    /// The tensor's shape.
+    pub fn shape(&self) -> &[usize] {
+        self.0.info().shape
+    }
+}
+
+impl std::fmt::Debug for DeviceTensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceTensor({:?})", self.shape())
+    }
+}
+
+/// An input or output of [`CudaExecutor::run_io`]: a host value, or a tensor on the device.
+#[derive(Clone, Debug)]
+pub enum IoValue {
+    Host(Value),
+    Device(DeviceTensor),
 }
 
 /// Where one value slot's value is during a run: on the host, on the device, or both.
@@ -113,6 +155,8 @@ pub struct CudaExecutor {
     constants: HashMap<usize, Value>,
     /// Device copies of constants, made on first use by a device step.
     resident: Mutex<HashMap<usize, Arc<DeviceValue>>>,
+    /// Recorded runs (CUDA graphs) and the rehearsal of the next one.
+    graphs: Mutex<graph::Graphs>,
 }
 
 impl CudaExecutor {
@@ -126,6 +170,7 @@ impl CudaExecutor {
             kernels,
             constants,
             resident: Mutex::new(HashMap::new()),
+            graphs: Mutex::new(graph::Graphs::default()),
         }
     }
 
@@ -154,11 +199,78 @@ impl CudaExecutor {
     pub fn run_with(
         &self,
         inputs: Vec<Value>,
-        mut options: RunOptions,
+        options: RunOptions,
     ) -> Result<(Vec<Value>, RunStats)> {
         self.plan.check_inputs(&inputs)?;
+        let inputs = inputs.into_iter().map(IoValue::Host).collect();
+        let (outputs, stats) = self.run_io(inputs, &[], options)?;
+        let outputs = outputs
+            .into_iter()
+            .map(|o| match o {
+                IoValue::Host(v) => Ok(v),
+                IoValue::Device(_) => {
+                    Err(CudaError::Invalid("an output stayed on the device".into()))
+                }
+            })
+            .collect::<Result<_>>()?;
+        Ok((outputs, stats))
+    }
+
+    /// Runs the plan on inputs that may be on the device; output `i` stays on the device
+    /// (when a device step computed it) if `keep[i]`, else it is downloaded.
+    pub fn run_io(
+        &self,
+        inputs: Vec<IoValue>,
+        keep: &[bool],
+        mut options: RunOptions,
+    ) -> Result<(Vec<IoValue>, RunStats)> {
+        if inputs.len() != self.plan.input_slots().count() {
+            return Err(CudaError::Invalid(format!(
+                "the plan takes {} inputs, got {}",
+                self.plan.input_slots().count(),
+                inputs.len()
+            )));
+        }
         self.backend.context().bind_to_thread()?;
+        let mut arena = None;
+        if options.observer.is_none() && graph::enabled() {
+            match self.graph_run(&inputs, keep)? {
+                graph::GraphRun::Done(outputs, stats) => return Ok((outputs, stats)),
+                graph::GraphRun::Rehearse(a) => arena = Some(a),
+                graph::GraphRun::Eager => {}
+            }
+        }
         let mut stats = RunStats::default();
+        let mut slots = self.slots(inputs);
+        match &arena {
+            Some(arena) => with_arena(arena, || {
+                self.run_steps(&mut slots, &mut stats, &mut options)
+            })?,
+            None => self.run_steps(&mut slots, &mut stats, &mut options)?,
+        }
+        let mut outputs = Vec::new();
+        for (i, (name, slot)) in self
+            .plan
+            .output_names()
+            .zip(self.plan.output_slots())
+            .enumerate()
+        {
+            if keep.get(i) == Some(&true)
+                && let Some(device) = &slots[slot].device
+            {
+                outputs.push(IoValue::Device(DeviceTensor(Arc::clone(device))));
+                continue;
+            }
+            self.on_host(&mut slots[slot], &mut stats)?;
+            outputs.push(IoValue::Host(slots[slot].host.clone().ok_or_else(
+                || OpError::Invalid(format!("graph output \"{name}\" was not computed")),
+            )?));
+        }
+        Ok((outputs, stats))
+    }
+
+    /// The value slots of a run: constants and inputs placed.
+    fn slots(&self, inputs: Vec<IoValue>) -> Vec<Slot> {
         let mut slots: Vec<Slot> = (0..self.plan.slot_count())
             .map(|_| Slot::default())
             .collect();
@@ -166,28 +278,42 @@ impl CudaExecutor {
             slots[slot].host = Some(value.clone());
         }
         for (slot, value) in self.plan.input_slots().zip(inputs) {
-            slots[slot].host = Some(value);
+            match value {
+                IoValue::Host(v) => slots[slot].host = Some(v),
+                IoValue::Device(t) => slots[slot].device = Some(t.0),
+            }
         }
-        for (step, kernel) in self.plan.steps().zip(&self.kernels) {
-            let view = match kernel {
-                Some(DeviceKernel::View) => device_view(step, &slots),
+        slots
+    }
+
+    /// Runs every step of the plan on `slots` (device kernels, or the CPU op); adjacent steps
+    /// fuse into one launch where `fusion.rs` allows (not under an observer).
+    fn run_steps(
+        &self,
+        slots: &mut [Slot],
+        stats: &mut RunStats,
+        options: &mut RunOptions,
+    ) -> Result<()> {
+        let steps: Vec<PlanStep> = self.plan.steps().collect();
+        let mut i = 0;
+        while i < steps.len() {
+            if options.observer.is_none()
+                && let Some(fused) =
+                    self.run_fused(&steps[i..], &self.kernels[i..], slots, stats)?
+            {
+                i += fused;
+                continue;
+            }
+            let step = steps[i];
+            let view = match self.kernels[i] {
+                Some(DeviceKernel::View) => device_view(&step, slots),
                 _ => None,
             };
-            let launch = kernel.filter(|_| view.is_none()).and_then(|k| {
-                let args: Vec<Option<ArgInfo>> = step
-                    .inputs
-                    .iter()
-                    .map(|s| s.and_then(|s| arg_info(&slots[s])))
-                    .collect();
-                plan_launch(k, &args, step.outputs.len())
-            });
-            let at = |e: CudaError| match e {
-                CudaError::Op(o) => CudaError::Op(o.at(step.node)),
-                e => CudaError::AtStep {
-                    node: step.node.to_string(),
-                    source: Box::new(e),
-                },
+            let launch = match view {
+                Some(_) => None,
+                None => self.launch_for(&step, self.kernels[i], slots),
             };
+            let at = at_step(&step);
             match launch {
                 _ if view.is_some() => {
                     slots[step.outputs[0]] = Slot {
@@ -197,28 +323,16 @@ impl CudaExecutor {
                     stats.device_steps += 1;
                 }
                 Some(launch) => {
-                    let mut inputs = Vec::with_capacity(step.inputs.len());
-                    for (i, s) in step.inputs.iter().enumerate() {
-                        inputs.push(match s {
-                            Some(s) => Some(
-                                self.on_device(&mut slots, *s, launch.takes_bytes(i), &mut stats)
-                                    .map_err(at)?,
-                            ),
-                            None => None,
-                        });
+                    if let Launch::Gather { rows, .. } = &launch {
+                        graph::note_gather(step.inputs[1], *rows);
                     }
-                    let refs: Vec<Option<&DeviceValue>> =
-                        inputs.iter().map(|v| v.as_deref()).collect();
-                    let output = run_launch(&self.backend, &launch, &refs).map_err(at)?;
-                    slots[step.outputs[0]] = Slot {
-                        host: None,
-                        device: Some(Arc::new(output)),
-                    };
+                    self.run_device(&launch, step.inputs, step.outputs, slots, stats)
+                        .map_err(&at)?;
                     stats.device_steps += 1;
                 }
                 None => {
                     for s in step.inputs.iter().flatten() {
-                        self.on_host(&mut slots[*s], &mut stats).map_err(at)?;
+                        self.on_host(&mut slots[*s], stats).map_err(&at)?;
                     }
                     let outputs = {
                         let args: Vec<Option<&Value>> = step
@@ -252,7 +366,7 @@ impl CudaExecutor {
             if let Some(observer) = options.observer.as_mut() {
                 let mut values = Vec::with_capacity(step.outputs.len());
                 for slot in step.outputs {
-                    self.on_host(&mut slots[*slot], &mut stats).map_err(at)?;
+                    self.on_host(&mut slots[*slot], stats).map_err(&at)?;
                     values.extend(slots[*slot].host.clone());
                 }
                 observer(step.node, &values);
@@ -260,15 +374,79 @@ impl CudaExecutor {
             for slot in step.release {
                 slots[*slot] = Slot::default();
             }
+            i += 1;
         }
-        let mut outputs = Vec::new();
-        for (name, slot) in self.plan.output_names().zip(self.plan.output_slots()) {
-            self.on_host(&mut slots[slot], &mut stats)?;
-            outputs.push(slots[slot].host.clone().ok_or_else(|| {
-                OpError::Invalid(format!("graph output \"{name}\" was not computed"))
-            })?);
+        Ok(())
+    }
+
+    /// The device launch of `step` on the current slot values, or `None` (CPU).
+    fn launch_for(
+        &self,
+        step: &PlanStep,
+        kernel: Option<DeviceKernel>,
+        slots: &[Slot],
+    ) -> Option<Launch> {
+        let args: Vec<Option<ArgInfo>> = step
+            .inputs
+            .iter()
+            .map(|s| s.and_then(|s| arg_info(&slots[s])))
+            .collect();
+        plan_launch(kernel?, &args, step.outputs.len())
+    }
+
+    /// Runs `launch` on the values of slots `inputs` (moved to the device) into slots
+    /// `outputs`.
+    fn run_device(
+        &self,
+        launch: &Launch,
+        inputs: &[Option<usize>],
+        outputs: &[usize],
+        slots: &mut [Slot],
+        stats: &mut RunStats,
+    ) -> Result<()> {
+        let mut values = Vec::with_capacity(inputs.len());
+        for (i, s) in inputs.iter().enumerate() {
+            values.push(match s {
+                Some(s) => {
+                    let value = self.on_device(slots, *s, launch.takes_bytes(i), stats)?;
+                    Some(match value.as_ref() {
+                        DeviceValue::Kv { .. } if !launch.takes_kv(i) => {
+                            Arc::new(self.dense(&value)?)
+                        }
+                        _ => value,
+                    })
+                }
+                None => None,
+            });
         }
-        Ok((outputs, stats))
+        let refs: Vec<Option<&DeviceValue>> = values.iter().map(|v| v.as_deref()).collect();
+        let results = run_launch(&self.backend, launch, &refs)?;
+        drop(values);
+        for (slot, output) in outputs.iter().zip(results) {
+            slots[*slot] = Slot {
+                host: None,
+                device: Some(Arc::new(output)),
+            };
+        }
+        Ok(())
+    }
+
+    /// A dense float32 copy of a cache prefix (other values are returned as they are).
+    fn dense(&self, value: &DeviceValue) -> Result<DeviceValue> {
+        match value {
+            DeviceValue::Kv {
+                storage,
+                values,
+                len,
+                shape,
+            } => Ok(DeviceValue::F32 {
+                buffer: Arc::new(self.backend.kv_dense(storage, *values, *len)?),
+                shape: shape.clone(),
+            }),
+            DeviceValue::F32 { .. } | DeviceValue::Bytes { .. } => Err(CudaError::Invalid(
+                "only cache values have a dense copy".into(),
+            )),
+        }
     }
 
     /// The slot's value on the device (uploaded, and kept there, if it was only on the host).
@@ -301,6 +479,8 @@ impl CudaExecutor {
             DeviceValue::Bytes {
                 bytes: self.backend.upload_bytes(bytes)?,
                 shape: tensor.shape().to_vec(),
+                dtype: tensor.dtype(),
+                dequantized: OnceLock::new(),
             }
         } else {
             let data = tensor
@@ -330,10 +510,21 @@ impl CudaExecutor {
             return Ok(());
         }
         if let Some(device) = &slot.device {
-            let DeviceValue::F32 { buffer, shape } = device.as_ref() else {
-                return Err(CudaError::Invalid(
-                    "raw device bytes have no host copy".into(),
-                ));
+            let dense;
+            let (buffer, shape) = match device.as_ref() {
+                DeviceValue::F32 { buffer, shape } => (buffer, shape),
+                kv @ DeviceValue::Kv { shape, .. } => {
+                    dense = self.dense(kv)?;
+                    let DeviceValue::F32 { buffer, .. } = &dense else {
+                        unreachable!("dense returns a float32 value")
+                    };
+                    (buffer, shape)
+                }
+                DeviceValue::Bytes { .. } => {
+                    return Err(CudaError::Invalid(
+                        "raw device bytes have no host copy".into(),
+                    ));
+                }
             };
             let data = self.backend.download(buffer)?;
             stats.downloads += 1;
@@ -349,7 +540,7 @@ impl CudaExecutor {
 /// A view step ([`DeviceKernel::View`]) on a float32 input that lives on the device: the same
 /// buffer under the op's output shape (no copy). `None` (run the op on the host) when input 0
 /// is not on the device, another input is not on the host, or the op has no such output.
-fn device_view(step: PlanStep<'_>, slots: &[Slot]) -> Option<DeviceValue> {
+fn device_view(step: &PlanStep<'_>, slots: &[Slot]) -> Option<DeviceValue> {
     if step.outputs.len() != 1 {
         return None;
     }
@@ -371,16 +562,33 @@ fn device_view(step: PlanStep<'_>, slots: &[Slot]) -> Option<DeviceValue> {
     })
 }
 
-/// The dtype and shape of a slot's value, wherever it is (`None` for non-tensors).
+/// The dtype and shape of a slot's value, wherever it is, and its host tensor if any (`None`
+/// for non-tensors).
 fn arg_info(slot: &Slot) -> Option<ArgInfo<'_>> {
-    if let Some(device) = &slot.device {
-        return Some(device.info());
-    }
-    match slot.host.as_ref()? {
-        Value::Tensor(t) => Some(ArgInfo {
-            dtype: t.dtype(),
-            shape: t.shape(),
-        }),
+    let host = match slot.host.as_ref() {
+        Some(Value::Tensor(t)) => Some(t),
         _ => None,
+    };
+    if let Some(device) = &slot.device {
+        return Some(ArgInfo {
+            host,
+            ..device.info()
+        });
+    }
+    host.map(|t| ArgInfo {
+        dtype: t.dtype(),
+        shape: t.shape(),
+        host: Some(t),
+    })
+}
+
+/// Errors of a step name the step.
+fn at_step<'a>(step: &'a PlanStep<'a>) -> impl Fn(CudaError) -> CudaError + 'a {
+    move |e| match e {
+        CudaError::Op(o) => CudaError::Op(o.at(step.node)),
+        e => CudaError::AtStep {
+            node: step.node.to_string(),
+            source: Box::new(e),
+        },
     }
 }

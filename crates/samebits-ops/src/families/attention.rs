@@ -10,7 +10,9 @@ use super::numeric::{Real, permute};
 use super::softmax::softmax_row;
 use crate::broadcast::broadcast_strides;
 use crate::registry::Registry;
-use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, unsupported};
+use crate::{
+    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, unsupported,
+};
 use rayon::prelude::*;
 use samebits_ir::{DType, Tensor, Value, ValueType};
 use samebits_kernels::{Isa, MatRef, gemm_f32, with_isa};
@@ -225,6 +227,22 @@ impl Op for Attention {
         Ok(vec![dtype.map(|d| ValueType::tensor(d, None))])
     }
 
+    /// Without softcap and the observed scores (masks, `nonpad_kv_seqlen` and shapes are
+    /// checked by the backend). The device exp is the correctly rounded one in every set: the
+    /// `default` set promises no bits, so it may take the reproducible kernel.
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        if self.softcap != 0.0 || self.qk_output {
+            return None;
+        }
+        let heads = |h: i64| usize::try_from(h).ok();
+        Some(DeviceKernel::Attention {
+            is_causal: self.is_causal,
+            q_num_heads: heads(self.q_num_heads)?,
+            kv_num_heads: heads(self.kv_num_heads)?,
+            scale: self.scale,
+        })
+    }
+
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let q_in = inputs.tensor(0)?;
         let dtype = q_in.dtype();
@@ -422,6 +440,14 @@ impl Rotary {
 impl Op for Rotary {
     fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
         Ok(vec![inputs.first().cloned().flatten()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Rotary {
+            interleaved: self.interleaved,
+            num_heads: usize::try_from(self.num_heads).ok()?,
+            rotary_dim: usize::try_from(self.rotary_dim).ok()?,
+        })
     }
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {

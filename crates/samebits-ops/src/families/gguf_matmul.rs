@@ -312,6 +312,16 @@ impl Op for GatherGguf {
             Tensor::from_vec(w.out_shape(indices.shape()), y)?.into(),
         ])
     }
+
+    /// The ggml rows layout only, as for [`MatMulGguf`].
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        let w = &self.0;
+        (w.layout == Layout::Rows).then_some(DeviceKernel::GatherGguf {
+            ggml_type: w.ggml_type,
+            rows: w.rows,
+            cols: w.cols,
+        })
+    }
 }
 
 #[cfg(test)]

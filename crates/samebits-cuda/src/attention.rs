@@ -1,0 +1,568 @@
+//! RotaryEmbedding and Attention on the device (contract section `attention`, the bits of
+//! `crates/samebits-ops/src/families/attention.rs`), and the device-resident KV cache they
+//! append to (kernels/attention.cu).
+//!
+//! - [`HeadsLayout`]: a `[batch, heads, seq, size]` view of a dense buffer, 4-D as is or 3-D
+//!   `[batch, seq, heads * size]` split into heads.
+//! - [`CudaBackend::rotary`]: RotaryEmbedding without `position_ids`.
+//! - [`KvStorage`]: one layer's cache, keys and values `[batch, heads, capacity, size]`. A
+//!   present key or value is a prefix of one; `kv_extend` appends a step's new positions in
+//!   place when the past is the storage's latest prefix and fits, and otherwise copies the
+//!   past into new storage (twice the length, so decode reallocates rarely). An older prefix
+//!   stays valid: appending never writes below the filled length. The filled length also
+//!   lives on the device, read by the append and advanced by the attention kernel, so a
+//!   recorded decode step replays at any length.
+//! - [`CudaBackend::attention`]: causal or not, grouped-query, over keys and values read
+//!   through strides (a cache storage or a dense tensor).
+
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+
+use crate::backend::{BLOCK, CudaBackend, blocks_for, launch_1d};
+use crate::buffer::{DeviceBuffer, DeviceBytes};
+use crate::error::{CudaError, Result};
+
+/// Keys per reduction tile (contract: canonical-sum).
+const TILE: usize = samebits_kernels::REDUCTION_TILE;
+/// Dynamic shared memory an attention block may take: 48 KiB without opting in to more, less
+/// the static shared memory of the block reductions (canonical.cu).
+const ATTENTION_SHARED_MAX: usize = 47 * 1024;
+/// Positions a new cache storage holds at least.
+const KV_MIN_CAPACITY: usize = 256;
+
+/// A `[batch, heads, seq, size]` view of a buffer; the feature index has unit stride.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadsLayout {
+    pub batch: usize,
+    pub heads: usize,
+    pub seq: usize,
+    pub size: usize,
+    /// Element strides of batch, head and position.
+    pub strides: [usize; 3],
+}
+
+impl HeadsLayout {
+    /// A dense 4-D `[batch, heads, seq, size]` tensor.
+    pub fn dense(batch: usize, heads: usize, seq: usize, size: usize) -> Self {
+        HeadsLayout {
+            batch,
+            heads,
+            seq,
+            size,
+            strides: [heads * seq * size, seq * size, size],
+        }
+    }
+
+    /// A dense 3-D `[batch, seq, heads * size]` tensor split into heads.
+    pub fn split(batch: usize, seq: usize, heads: usize, size: usize) -> Self {
+        HeadsLayout {
+            batch,
+            heads,
+            seq,
+            size,
+            strides: [seq * heads * size, size, heads * size],
+        }
+    }
+
+    /// The heads of a dense tensor of `shape`: 4-D as is, 3-D split into `heads` (which must
+    /// divide the hidden size); `None` for other ranks.
+    pub fn of_shape(shape: &[usize], heads: usize) -> Option<Self> {
+        match *shape {
+            [b, h, s, d] => Some(HeadsLayout::dense(b, h, s, d)),
+            [b, s, hidden] if heads > 0 && hidden % heads == 0 => {
+                Some(HeadsLayout::split(b, s, heads, hidden / heads))
+            }
+            _ => None,
+        }
+    }
+
+    /// Elements of the view.
+    pub fn len(&self) -> usize {
+        self.batch * self.heads * self.seq * self.size
+    }
+
+    /// Whether the view holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn device(&self) -> SbStrides {
+        SbStrides {
+            b: self.strides[0] as i64,
+            h: self.strides[1] as i64,
+            s: self.strides[2] as i64,
+        }
+    }
+}
+
+/// `SbStrides` of kernels/attention.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct SbStrides {
+    b: i64,
+    h: i64,
+    s: i64,
+}
+
+// SAFETY: a #[repr(C)] struct of three i64, the layout of `SbStrides` in attention.cu.
+unsafe impl DeviceRepr for SbStrides {}
+
+/// The KV cache storage of one attention layer: keys `[batch, heads, capacity, key_size]` and
+/// values `[batch, heads, capacity, value_size]`, their first `filled` positions written. On
+/// the device a counter `[filled, ticket]` mirrors `filled`: the step's append reads it and its
+/// attention kernel advances it, so a recorded step (CUDA graph) replays at any length.
+pub struct KvStorage {
+    state: Mutex<KvState>,
+    batch: usize,
+    heads: usize,
+    capacity: usize,
+    key_size: usize,
+    value_size: usize,
+}
+
+struct KvState {
+    keys: DeviceBuffer,
+    values: DeviceBuffer,
+    counter: DeviceBytes,
+    filled: usize,
+}
+
+impl KvStorage {
+    /// The view of the keys (or values) at positions `0 .. len`.
+    pub fn layout(&self, values: bool, len: usize) -> HeadsLayout {
+        let size = if values {
+            self.value_size
+        } else {
+            self.key_size
+        };
+        HeadsLayout {
+            batch: self.batch,
+            heads: self.heads,
+            seq: len,
+            size,
+            strides: [
+                self.heads * self.capacity * size,
+                self.capacity * size,
+                size,
+            ],
+        }
+    }
+
+    /// Positions the storage holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Positions written so far (the host's mirror of the device counter).
+    pub fn filled(&self) -> usize {
+        self.state.lock().expect("kv storage lock").filled
+    }
+
+    /// Runs `f` on the keys, the values and the counter.
+    pub(crate) fn with_buffers<T>(
+        &self,
+        f: impl FnOnce(&DeviceBuffer, &DeviceBuffer, &DeviceBytes) -> T,
+    ) -> T {
+        let state = self.state.lock().expect("kv storage lock");
+        f(&state.keys, &state.values, &state.counter)
+    }
+
+    /// Advances the host mirror by `new_len` positions if `len` is the filled length and the
+    /// storage has room (a replayed step appends in place); false otherwise.
+    pub(crate) fn advance(&self, len: usize, new_len: usize) -> bool {
+        let mut state = self.state.lock().expect("kv storage lock");
+        let fits = state.filled == len && len + new_len <= self.capacity;
+        if fits {
+            state.filled = len + new_len;
+        }
+        fits
+    }
+}
+
+/// One side (keys or values) of Attention's past: none, a dense tensor or a storage prefix.
+pub(crate) enum KvPast<'a> {
+    None,
+    Dense(&'a DeviceBuffer, HeadsLayout),
+    Storage {
+        storage: &'a Arc<KvStorage>,
+        values: bool,
+        len: usize,
+    },
+}
+
+impl KvPast<'_> {
+    fn len(&self) -> usize {
+        match self {
+            KvPast::None => 0,
+            KvPast::Dense(_, l) => l.seq,
+            KvPast::Storage { len, .. } => *len,
+        }
+    }
+}
+
+/// Largest number of query heads (a divisor of `group`) one attention block can take within
+/// its shared memory, for score rows of `stride` keys of `d` features and values of `dv`;
+/// `None` if even one does not fit (the step then runs on the CPU).
+pub fn attention_rows(group: usize, stride: usize, d: usize, dv: usize) -> Option<usize> {
+    (1..=group)
+        .rev()
+        .filter(|r| group.is_multiple_of(*r))
+        .find(|&r| attention_shared_bytes(r, stride, d, dv) <= ATTENTION_SHARED_MAX)
+}
+
+fn attention_shared_bytes(rows: usize, stride: usize, d: usize, dv: usize) -> usize {
+    let round_tiles = (BLOCK as usize / dv.max(1)).max(1);
+    4 * (rows * d + rows * stride + stride.div_ceil(TILE) + round_tiles * rows * dv + rows * dv)
+}
+
+/// How one attention launch runs: causal or not, the scale, the step's new keys, query heads
+/// per block.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionShape {
+    pub causal: bool,
+    pub scale: f32,
+    /// Keys and values of this step, after the past ones.
+    pub new_len: usize,
+    /// Query heads per block, a divisor of the group size ([`attention_rows`]).
+    pub rows: usize,
+}
+
+impl CudaBackend {
+    /// RotaryEmbedding of `x` (dense, viewed as `layout`) with the cos / sin caches
+    /// (`[rows, width]`, row `b * seq + s` for batch `b`, position `s`): the pairs of the first
+    /// `rot` features rotated, the rest copied. Output in `x`'s layout.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rotary(
+        &self,
+        x: &DeviceBuffer,
+        layout: HeadsLayout,
+        cos: &DeviceBuffer,
+        sin: &DeviceBuffer,
+        width: usize,
+        rot: usize,
+        interleaved: bool,
+    ) -> Result<DeviceBuffer> {
+        let rows = layout.batch * layout.seq;
+        if x.len() != layout.len()
+            || rot > layout.size
+            || !rot.is_multiple_of(2)
+            || cos.len() != sin.len()
+            || width < rot / 2
+            || (rot > 0 && cos.len() < rows * width)
+        {
+            return Err(CudaError::Invalid(format!(
+                "rotary: x of {} values as {layout:?}, rotary width {rot}, caches of {} and {} \
+                 values with rows of {width}",
+                x.len(),
+                cos.len(),
+                sin.len()
+            )));
+        }
+        let mut y = self.alloc(x.len())?;
+        if y.is_empty() {
+            return Ok(y);
+        }
+        let f = self.function("sb_rotary")?;
+        let count = layout.len() as i64;
+        let dims = [layout.heads, layout.seq, layout.size, rot, width].map(|v| v as i32);
+        let interleaved = i32::from(interleaved);
+        let s = layout.device();
+        let mut launch = self.stream().launch_builder(&f);
+        launch
+            .arg(x.slice())
+            .arg(cos.slice())
+            .arg(sin.slice())
+            .arg(y.slice_mut())
+            .arg(&count)
+            .arg(&dims[0])
+            .arg(&dims[1])
+            .arg(&dims[2])
+            .arg(&dims[3])
+            .arg(&interleaved)
+            .arg(&dims[4])
+            .arg(&s.b)
+            .arg(&s.h)
+            .arg(&s.s);
+        // SAFETY: thread per element of x / y (same layout); cache rows checked above.
+        unsafe { launch.launch(launch_1d(blocks_for(layout.len()), 0))? };
+        Ok(y)
+    }
+
+    /// Copies `src` (viewed as `from`) into `dst` (viewed as `to`, same batch, heads and size)
+    /// at positions `first ..`.
+    fn heads_copy(
+        &self,
+        src: &DeviceBuffer,
+        from: HeadsLayout,
+        dst: &mut DeviceBuffer,
+        to: HeadsLayout,
+        first: usize,
+    ) -> Result<()> {
+        if from.is_empty() {
+            return Ok(());
+        }
+        let f = self.function("sb_heads_copy")?;
+        let count = from.len() as i64;
+        let dims = [from.heads, from.seq, from.size, first].map(|v| v as i32);
+        let (s, d) = (from.device(), to.device());
+        let mut launch = self.stream().launch_builder(&f);
+        launch
+            .arg(src.slice())
+            .arg(dst.slice_mut())
+            .arg(&count)
+            .arg(&dims[0])
+            .arg(&dims[1])
+            .arg(&dims[2])
+            .arg(&s)
+            .arg(&d)
+            .arg(&dims[3]);
+        // SAFETY: thread per element of the source view; the caller checked that positions
+        // first .. first + from.seq lie inside the destination view.
+        unsafe { launch.launch(launch_1d(blocks_for(from.len()), 0))? };
+        Ok(())
+    }
+
+    /// A dense `[batch, heads, len, size]` copy of the keys (or values) of a storage prefix.
+    pub(crate) fn kv_dense(
+        &self,
+        storage: &KvStorage,
+        values: bool,
+        len: usize,
+    ) -> Result<DeviceBuffer> {
+        let from = storage.layout(values, len);
+        let to = HeadsLayout::dense(from.batch, from.heads, len, from.size);
+        let mut out = self.alloc(to.len())?;
+        storage.with_buffers(|keys, vals, _| {
+            self.heads_copy(if values { vals } else { keys }, from, &mut out, to, 0)
+        })?;
+        Ok(out)
+    }
+
+    /// Appends a step's new keys and values (`[batch, heads, seq, size]` views, equal batch,
+    /// heads and seq) to the past ones: in place when the past is the latest prefix of one
+    /// storage with room, else into a new storage (twice the length) holding a copy of the
+    /// past. Returns the storage and the past length; the step's attention launch must follow
+    /// (it advances the device counter).
+    pub(crate) fn kv_extend(
+        &self,
+        past: (KvPast, KvPast),
+        new_keys: (&DeviceBuffer, HeadsLayout),
+        new_values: (&DeviceBuffer, HeadsLayout),
+    ) -> Result<(Arc<KvStorage>, usize)> {
+        let (kl, vl) = (new_keys.1, new_values.1);
+        let past_len = past.0.len();
+        let total = past_len + kl.seq;
+        let shape_ok = (kl.batch, kl.heads, kl.seq) == (vl.batch, vl.heads, vl.seq)
+            && past.1.len() == past_len;
+        let side_ok = |side: &KvPast, values: bool, size: usize| match side {
+            KvPast::None => past_len == 0,
+            KvPast::Dense(_, l) => (l.batch, l.heads, l.size) == (kl.batch, kl.heads, size),
+            KvPast::Storage {
+                storage, values: v, ..
+            } => {
+                *v == values
+                    && (storage.batch, storage.heads) == (kl.batch, kl.heads)
+                    && storage.layout(values, 0).size == size
+            }
+        };
+        if !shape_ok || !side_ok(&past.0, false, kl.size) || !side_ok(&past.1, true, vl.size) {
+            return Err(CudaError::Invalid(format!(
+                "kv cache step: new keys {kl:?}, values {vl:?} do not extend the past ({past_len} \
+                 positions)"
+            )));
+        }
+        if let (KvPast::Storage { storage: a, .. }, KvPast::Storage { storage: b, .. }) =
+            (&past.0, &past.1)
+            && Arc::ptr_eq(a, b)
+            && a.advance(past_len, kl.seq)
+        {
+            a.with_buffers(|keys, values, counter| {
+                self.kv_append(new_keys, new_values, (keys, values), a, counter)
+            })?;
+            return Ok((Arc::clone(a), past_len));
+        }
+        crate::backend::not_recording("a new cache storage")?;
+        let capacity = (2 * total).max(KV_MIN_CAPACITY);
+        let storage = Arc::new(KvStorage {
+            state: Mutex::new(KvState {
+                keys: self.alloc(kl.batch * kl.heads * capacity * kl.size)?,
+                values: self.alloc(vl.batch * vl.heads * capacity * vl.size)?,
+                counter: self.upload_bytes(&[past_len as i32, 0].map(i32::to_le_bytes).concat())?,
+                filled: total,
+            }),
+            batch: kl.batch,
+            heads: kl.heads,
+            capacity,
+            key_size: kl.size,
+            value_size: vl.size,
+        });
+        {
+            let mut state = storage.state.lock().expect("kv storage lock");
+            let KvState { keys, values, .. } = &mut *state;
+            for (side, dst, is_values) in [(&past.0, keys, false), (&past.1, values, true)] {
+                let to = storage.layout(is_values, past_len);
+                match side {
+                    KvPast::None => {}
+                    KvPast::Dense(buffer, l) => self.heads_copy(buffer, *l, dst, to, 0)?,
+                    KvPast::Storage {
+                        storage: old,
+                        values,
+                        len,
+                    } => old.with_buffers(|k, v, _| {
+                        let src = if *values { v } else { k };
+                        self.heads_copy(src, old.layout(*values, *len), dst, to, 0)
+                    })?,
+                }
+            }
+            self.kv_append(
+                new_keys,
+                new_values,
+                (&state.keys, &state.values),
+                &storage,
+                &state.counter,
+            )?;
+        }
+        Ok((storage, past_len))
+    }
+
+    /// Launches `sb_kv_append`: the new keys and values at positions `counter[0] ..`.
+    fn kv_append(
+        &self,
+        new_keys: (&DeviceBuffer, HeadsLayout),
+        new_values: (&DeviceBuffer, HeadsLayout),
+        (keys, values): (&DeviceBuffer, &DeviceBuffer),
+        storage: &KvStorage,
+        counter: &DeviceBytes,
+    ) -> Result<()> {
+        let (kl, vl) = (new_keys.1, new_values.1);
+        if kl.is_empty() && vl.is_empty() {
+            return Ok(());
+        }
+        let f = self.function("sb_kv_append")?;
+        let (k_from, k_to) = (kl.device(), storage.layout(false, 0).device());
+        let (v_from, v_to) = (vl.device(), storage.layout(true, 0).device());
+        let dims = [kl.size, vl.size, kl.batch, kl.heads, kl.seq].map(|v| v as i32);
+        let mut launch = self.stream().launch_builder(&f);
+        launch
+            .arg(new_keys.0.slice())
+            .arg(&k_from)
+            .arg(keys.slice())
+            .arg(&k_to)
+            .arg(&dims[0])
+            .arg(new_values.0.slice())
+            .arg(&v_from)
+            .arg(values.slice())
+            .arg(&v_to)
+            .arg(&dims[1])
+            .arg(&dims[2])
+            .arg(&dims[3])
+            .arg(&dims[4])
+            .arg(counter.slice());
+        let config = LaunchConfig {
+            grid_dim: (blocks_for(kl.len().max(vl.len())), 2, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: grid-stride over the new keys / values; the caller checked that the filled
+        // length plus the new positions fit the storage (the storage's lock is held).
+        unsafe { launch.launch(config)? };
+        Ok(())
+    }
+
+    /// Attention of the queries `q` over keys `k` and values `v`, whose view holds `stride`
+    /// positions (`k.1.seq`), of which the first `past + shape.new_len` are used: `past` is
+    /// read from `counter` (then advanced by `new_len`) when given. Query `i` sees key `j` when
+    /// not causal or `j <= i + past` (contract: attention). Output dense in the `y` layout.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention(
+        &self,
+        q: (&DeviceBuffer, HeadsLayout),
+        k: (&DeviceBuffer, HeadsLayout),
+        v: (&DeviceBuffer, HeadsLayout),
+        y: HeadsLayout,
+        past: usize,
+        counter: Option<&DeviceBytes>,
+        shape: AttentionShape,
+    ) -> Result<DeviceBuffer> {
+        let (ql, kl, vl) = (q.1, k.1, v.1);
+        let AttentionShape {
+            causal,
+            scale,
+            new_len,
+            rows,
+        } = shape;
+        let stride = kl.seq;
+        let group = ql.heads.checked_div(kl.heads).unwrap_or(0);
+        let valid = kl.heads > 0
+            && ql.heads.is_multiple_of(kl.heads)
+            && ql.batch == kl.batch
+            && vl.batch == kl.batch
+            && vl.heads == kl.heads
+            && vl.seq == stride
+            && past + new_len <= stride
+            && new_len > 0
+            && ql.size == kl.size
+            && ql.size > 0
+            && vl.size > 0
+            && rows > 0
+            && group.is_multiple_of(rows)
+            && attention_shared_bytes(rows, stride, ql.size, vl.size) <= ATTENTION_SHARED_MAX
+            && y.batch == ql.batch
+            && y.heads == ql.heads
+            && y.seq == ql.seq
+            && y.size == vl.size
+            && ql.seq <= i32::MAX as usize
+            && ql.batch <= 65_535;
+        if !valid {
+            return Err(CudaError::Invalid(format!(
+                "attention: q {ql:?}, k {kl:?}, v {vl:?}, y {y:?}, {past} + {new_len} keys, \
+                 {rows} rows per block"
+            )));
+        }
+        let mut out = self.alloc(y.len())?;
+        if out.is_empty() {
+            return Ok(out);
+        }
+        let f = self.function("sb_attention")?;
+        let shared = attention_shared_bytes(rows, stride, ql.size, vl.size) as u32;
+        let config = LaunchConfig {
+            grid_dim: (ql.seq as u32, (ql.heads / rows) as u32, ql.batch as u32),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: shared,
+        };
+        let ints = [past, new_len, stride, ql.size, vl.size, group, rows].map(|v| v as i32);
+        let causal = i32::from(causal);
+        let (qs, ks, vs, ys) = (ql.device(), kl.device(), vl.device(), y.device());
+        let null: u64 = 0;
+        let mut launch = self.stream().launch_builder(&f);
+        launch
+            .arg(q.0.slice())
+            .arg(&qs)
+            .arg(k.0.slice())
+            .arg(&ks)
+            .arg(v.0.slice())
+            .arg(&vs)
+            .arg(out.slice_mut())
+            .arg(&ys)
+            .arg(&ints[0])
+            .arg(&ints[1])
+            .arg(&ints[2]);
+        match counter {
+            Some(c) => launch.arg(c.slice()),
+            None => launch.arg(&null),
+        };
+        launch
+            .arg(&ints[3])
+            .arg(&ints[4])
+            .arg(&ints[5])
+            .arg(&ints[6])
+            .arg(&causal)
+            .arg(&scale);
+        // SAFETY: the views lie inside their buffers (their shapes were checked by the caller);
+        // one block per (query, head group, batch) with the shared memory computed above; the
+        // counter, when given, is the storage's (read, then advanced by the last block).
+        unsafe { launch.launch(config)? };
+        Ok(out)
+    }
+}

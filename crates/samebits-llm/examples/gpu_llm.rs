@@ -1,0 +1,225 @@
+//! SmolLM2-shaped generation on a GPU against the CPU, with a random-weight model written on
+//! the spot (tests/support/random_llama.rs: the real model's shapes and weight types, no
+//! 98 MB download): bits (greedy logits on CPU and GPU, GPU prefill against GPU decode) and
+//! speed (prefill ppN and decode tgN tokens/s on the GPU, reproducible and default operation
+//! sets alternating, medians of several runs), as one markdown table at the end.
+//!
+//! `cargo run --release -p samebits-llm --example gpu_llm -- [--tiny] [--quick] [--runs N]
+//! [--model PATH]`; `--tiny` uses a 2-layer model (a quick check on machines without a GPU,
+//! where only the CPU half runs); `--quick` times tg128 only.
+
+#[path = "../../samebits-gguf/tests/common/mod.rs"]
+mod gguf_common;
+#[path = "../tests/support/random_llama.rs"]
+mod random_llama;
+
+use random_llama::{LlamaShape, SMOLLM2, write_random_llama};
+use samebits_gguf::GgmlType;
+use samebits_llm::sampling::argmax;
+use samebits_llm::{KvCache, Llm};
+use samebits_ops::OperationSet;
+use samebits_runtime::Device;
+use std::path::PathBuf;
+use std::time::Instant;
+
+const TINY: LlamaShape = LlamaShape {
+    layers: 2,
+    dim: 128,
+    heads: 4,
+    kv_heads: 2,
+    ffn: 256,
+    vocab: 512,
+    context: 1024,
+    matrices: GgmlType::Q4_1,
+};
+
+/// Prefill of `prompt` and `steps` greedy decode steps: tokens and every logits row.
+fn greedy(llm: &Llm, prompt: &[u32], steps: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
+    let vocab = llm.vocab_size();
+    let mut cache = llm.new_cache();
+    let logits = llm.forward(prompt, &mut cache).expect("prefill");
+    let mut rows: Vec<Vec<f32>> = logits.chunks(vocab).map(<[f32]>::to_vec).collect();
+    let mut tokens = prompt.to_vec();
+    for _ in 0..steps {
+        let next = argmax(rows.last().expect("a row"));
+        tokens.push(next);
+        rows.push(llm.forward(&[next], &mut cache).expect("decode"));
+    }
+    (tokens, rows)
+}
+
+/// Rows whose bits differ.
+fn differing_rows(a: &[Vec<f32>], b: &[Vec<f32>]) -> usize {
+    a.iter()
+        .zip(b)
+        .filter(|(x, y)| {
+            x.len() != y.len()
+                || x.iter()
+                    .zip(y.iter())
+                    .any(|(p, q)| p.to_bits() != q.to_bits())
+        })
+        .count()
+        + a.len().abs_diff(b.len())
+}
+
+fn tokens(n: usize, vocab: usize) -> Vec<u32> {
+    let mut state = 0x5eed_u64;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 33) % vocab as u64) as u32
+        })
+        .collect()
+}
+
+/// Seconds of one prefill of `n` tokens into an empty cache.
+fn prefill_seconds(llm: &Llm, ids: &[u32]) -> f64 {
+    let mut cache = llm.new_cache();
+    let start = Instant::now();
+    llm.forward(ids, &mut cache).expect("prefill");
+    start.elapsed().as_secs_f64()
+}
+
+/// Seconds of `ids.len()` decode steps after a 1-token prompt.
+fn decode_seconds(llm: &Llm, ids: &[u32]) -> f64 {
+    let mut cache: KvCache = llm.new_cache();
+    llm.forward(&ids[..1], &mut cache).expect("first token");
+    let start = Instant::now();
+    for &t in &ids[1..] {
+        llm.forward(&[t], &mut cache).expect("decode");
+    }
+    start.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let tiny = args.iter().any(|a| a == "--tiny");
+    let quick = args.iter().any(|a| a == "--quick");
+    let runs: usize = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(5);
+    let shape = if tiny { TINY } else { SMOLLM2 };
+    let path = args
+        .iter()
+        .position(|a| a == "--model")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("samebits_random_llama.gguf"));
+    let start = Instant::now();
+    write_random_llama(&path, &shape, 42);
+    println!(
+        "random model {shape:?} written to {} in {:.1} s",
+        path.display(),
+        start.elapsed().as_secs_f64()
+    );
+
+    let cpu = Llm::load(&path, OperationSet::Reproducible).expect("CPU model");
+    let prompt = tokens(8, shape.vocab);
+    let steps = 16;
+    let (cpu_tokens, cpu_rows) = greedy(&cpu, &prompt, steps);
+    println!("CPU greedy tokens {cpu_tokens:?}");
+    let mut table = vec![];
+    let gpu = match Llm::load_on(&path, OperationSet::Reproducible, Device::Cuda(0)) {
+        Ok(gpu) => gpu,
+        Err(why) => {
+            println!("SKIPPED the GPU half: {why}");
+            return;
+        }
+    };
+    let default = Llm::load_on(&path, OperationSet::Default, Device::Cuda(0)).expect("GPU model");
+    println!("GPU: {}", gpu.device_description());
+    let (gpu_tokens, gpu_rows) = greedy(&gpu, &prompt, steps);
+    println!("GPU greedy tokens {gpu_tokens:?}");
+    let cpu_vs_gpu = differing_rows(&cpu_rows, &gpu_rows);
+    // Row t holds the logits after token t: a prefill over every token gives all the rows.
+    let all = &gpu_tokens[..];
+    let prefill = gpu.forward(all, &mut gpu.new_cache()).expect("GPU prefill");
+    let prefill_rows: Vec<Vec<f32>> = prefill
+        .chunks(gpu.vocab_size())
+        .map(<[f32]>::to_vec)
+        .collect();
+    let prefill_vs_decode = differing_rows(&prefill_rows, &gpu_rows);
+    let cpu_prefill = cpu.forward(all, &mut cpu.new_cache()).expect("CPU prefill");
+    let cpu_prefill_rows: Vec<Vec<f32>> = cpu_prefill
+        .chunks(cpu.vocab_size())
+        .map(<[f32]>::to_vec)
+        .collect();
+    let gpu_vs_cpu_prefill = differing_rows(&prefill_rows, &cpu_prefill_rows);
+    table.push((
+        "greedy logits rows (8-token prompt + 16 steps), GPU vs CPU".to_string(),
+        format!(
+            "{cpu_vs_gpu} of {} rows differ; tokens {}",
+            gpu_rows.len(),
+            if gpu_tokens == cpu_tokens {
+                "equal"
+            } else {
+                "DIFFER"
+            }
+        ),
+    ));
+    table.push((
+        "GPU one-pass prefill vs GPU decode steps".to_string(),
+        format!("{prefill_vs_decode} of {} rows differ", prefill_rows.len()),
+    ));
+    table.push((
+        "GPU prefill vs CPU prefill (24 tokens, the GEMM path)".to_string(),
+        format!("{gpu_vs_cpu_prefill} of {} rows differ", prefill_rows.len()),
+    ));
+
+    let ids = tokens(512, shape.vocab);
+    for (name, n) in [("tg128", 129usize), ("tg512", 513)] {
+        if n > shape.context || (quick && n > 129) {
+            continue;
+        }
+        let (mut rep, mut def) = (vec![], vec![]);
+        decode_seconds(&gpu, &ids[..n.min(ids.len())]);
+        decode_seconds(&default, &ids[..n.min(ids.len())]);
+        let ids = tokens(n, shape.vocab);
+        for _ in 0..runs {
+            rep.push((n - 1) as f64 / decode_seconds(&gpu, &ids));
+            def.push((n - 1) as f64 / decode_seconds(&default, &ids));
+        }
+        let (r, d) = (median(rep.clone()), median(def.clone()));
+        println!("{name} reproducible {rep:.1?} default {def:.1?}");
+        table.push((
+            format!("decode {name} tok/s, GPU reproducible vs default"),
+            format!(
+                "{r:.1} vs {d:.1} (reproducible overhead {:.0}%)",
+                (d / r - 1.0) * 100.0
+            ),
+        ));
+    }
+    for n in [128usize, 512] {
+        if quick {
+            break;
+        }
+        let (mut rep, mut def) = (vec![], vec![]);
+        prefill_seconds(&gpu, &ids[..n]);
+        prefill_seconds(&default, &ids[..n]);
+        for _ in 0..runs {
+            rep.push(n as f64 / prefill_seconds(&gpu, &ids[..n]));
+            def.push(n as f64 / prefill_seconds(&default, &ids[..n]));
+        }
+        let (r, d) = (median(rep.clone()), median(def.clone()));
+        println!("pp{n} reproducible {rep:.1?} default {def:.1?}");
+        table.push((
+            format!("prefill pp{n} tok/s, GPU reproducible vs default"),
+            format!("{r:.1} vs {d:.1}"),
+        ));
+    }
+    println!();
+    println!("| check ({}) | result |", gpu.device_description());
+    println!("|---|---|");
+    for (k, v) in table {
+        println!("| {k} | {v} |");
+    }
+}

@@ -1,0 +1,98 @@
+//! The GPU against the CPU, end to end, on small random llama models (tests/support): the
+//! logits of a prefill and of greedy decode steps have the same bits on `cuda:0` and on the
+//! CPU, and on the GPU one prefill over the whole sequence gives each position the bits its
+//! decode step gave (the device KV cache, attention and the GGUF products follow the contract's
+//! orders whatever the number of tokens). Without a GPU the test prints SKIPPED and returns.
+
+#[path = "../../samebits-gguf/tests/common/mod.rs"]
+mod gguf_common;
+#[path = "support/random_llama.rs"]
+mod random_llama;
+
+use random_llama::{LlamaShape, write_random_llama};
+use samebits_gguf::GgmlType;
+use samebits_llm::Llm;
+use samebits_llm::sampling::argmax;
+use samebits_ops::OperationSet;
+use samebits_runtime::Device;
+
+/// Prefill of `prompt`, then `steps` greedy decode steps: the token sequence and every
+/// step's logits rows (the prefill's rows first).
+fn greedy(llm: &Llm, prompt: &[u32], steps: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
+    let vocab = llm.vocab_size();
+    let mut cache = llm.new_cache();
+    let logits = llm.forward(prompt, &mut cache).unwrap();
+    let mut rows: Vec<Vec<f32>> = logits.chunks(vocab).map(<[f32]>::to_vec).collect();
+    let mut tokens = prompt.to_vec();
+    for _ in 0..steps {
+        let next = argmax(rows.last().unwrap());
+        tokens.push(next);
+        rows.push(llm.forward(&[next], &mut cache).unwrap());
+    }
+    (tokens, rows)
+}
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+#[test]
+fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    let shapes = [
+        LlamaShape {
+            layers: 2,
+            dim: 128,
+            heads: 4,
+            kv_heads: 2,
+            ffn: 256,
+            vocab: 96,
+            context: 128,
+            matrices: GgmlType::Q4_1,
+        },
+        LlamaShape {
+            layers: 3,
+            dim: 192,
+            heads: 6,
+            kv_heads: 2,
+            ffn: 320,
+            vocab: 130,
+            context: 128,
+            matrices: GgmlType::Q8_0,
+        },
+    ];
+    for (n, shape) in shapes.iter().enumerate() {
+        let path = dir.path().join(format!("random_{n}.gguf"));
+        write_random_llama(&path, shape, 7 + n as u64);
+        let gpu = match Llm::load_on(&path, OperationSet::Reproducible, Device::Cuda(0)) {
+            Ok(llm) => llm,
+            Err(why) => {
+                let line = format!(
+                    "SKIPPED (no CUDA device): gpu::gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode ({why})\n"
+                );
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+                return;
+            }
+        };
+        let cpu = Llm::load(&path, OperationSet::Reproducible).unwrap();
+        let prompt: Vec<u32> = (0..5).map(|i| (i * 17 + 3) % shape.vocab as u32).collect();
+        let (cpu_tokens, cpu_rows) = greedy(&cpu, &prompt, 6);
+        let (gpu_tokens, gpu_rows) = greedy(&gpu, &prompt, 6);
+        assert_eq!(gpu_tokens, cpu_tokens, "{shape:?}");
+        for (t, (g, c)) in gpu_rows.iter().zip(&cpu_rows).enumerate() {
+            assert!(
+                same_bits(g, c),
+                "{shape:?}: logits row {t} differ between GPU and CPU"
+            );
+        }
+        // One GPU prefill over the whole sequence (all but the last token).
+        let all = &gpu_tokens[..gpu_tokens.len() - 1];
+        let prefill = gpu.forward(all, &mut gpu.new_cache()).unwrap();
+        for (t, row) in prefill.chunks(gpu.vocab_size()).enumerate() {
+            assert!(
+                same_bits(row, &gpu_rows[t]),
+                "{shape:?}: GPU prefill row {t} differs from its decode step"
+            );
+        }
+    }
+}

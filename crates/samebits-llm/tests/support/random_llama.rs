@@ -1,0 +1,166 @@
+//! Random-weight llama GGUF files for device tests and benchmarks: the shapes of a real model
+//! (SmolLM2-135M: 30 layers, width 576, 9 / 3 heads, FFN 1536, vocabulary 49,152, tied Q8_0
+//! embeddings, Q4_1 matrices) without its 98 MB download. Quantized blocks hold random codes
+//! with scales that keep activations of order one; norms are near 1. The tokenizer has 47
+//! one-character tokens, `<|end|>` (end of sequence) and fillers `<tN>` up to the vocabulary
+//! size (no merges), so that prompts encode and every generated id decodes.
+//! Used through `#[path]` by `tests/gpu.rs` and `examples/gpu_llm.rs` (with the GGUF writer of
+//! samebits-gguf's tests as `gguf_common`).
+
+use super::gguf_common::{GgufWriter, Rng, string, strings};
+use samebits_gguf::{GgmlType, MetadataValue};
+use std::path::Path;
+
+/// The shape of a random llama model.
+#[derive(Clone, Copy, Debug)]
+pub struct LlamaShape {
+    pub layers: usize,
+    pub dim: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub ffn: usize,
+    pub vocab: usize,
+    pub context: usize,
+    /// Type of the layer matrices (the embedding is Q8_0).
+    pub matrices: GgmlType,
+}
+
+/// SmolLM2-135M's shape.
+#[allow(dead_code)] // the example's shape; tests take small ones
+pub const SMOLLM2: LlamaShape = LlamaShape {
+    layers: 30,
+    dim: 576,
+    heads: 9,
+    kv_heads: 3,
+    ffn: 1536,
+    vocab: 49_152,
+    context: 8192,
+    matrices: GgmlType::Q4_1,
+};
+
+fn f16(v: f32) -> [u8; 2] {
+    half::f16::from_f32(v).to_le_bytes()
+}
+
+/// `rows` rows of `cols` random weights of `ty` (Q4_0, Q4_1, Q8_0 or F32), values of order
+/// `scale`.
+fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, scale: f32) -> Vec<u8> {
+    let blocks = rows * cols / 32;
+    let mut out = Vec::with_capacity(rows * ty.row_bytes(cols).expect("whole blocks"));
+    for _ in 0..blocks {
+        let d = scale * (0.5 + 0.5 * rng.unit().abs());
+        match ty {
+            GgmlType::Q4_1 => {
+                out.extend(f16(d / 8.0));
+                out.extend(f16(-d));
+                out.extend(rng.bytes(16));
+            }
+            GgmlType::Q4_0 => {
+                out.extend(f16(d / 8.0));
+                out.extend(rng.bytes(16));
+            }
+            GgmlType::Q8_0 => {
+                out.extend(f16(d / 128.0));
+                out.extend(rng.bytes(32));
+            }
+            GgmlType::F32 => {
+                for _ in 0..32 {
+                    out.extend((rng.unit() * scale).to_le_bytes());
+                }
+            }
+            other => panic!("no random blocks of {other}"),
+        }
+    }
+    out
+}
+
+/// Writes a random model of `shape` to `path` (weights from `seed`).
+pub fn write_random_llama(path: &Path, shape: &LlamaShape, seed: u64) {
+    let LlamaShape {
+        layers,
+        dim,
+        heads,
+        kv_heads,
+        ffn,
+        vocab,
+        context,
+        matrices,
+    } = *shape;
+    let u32v = |x: usize| MetadataValue::U32(x as u32);
+    let mut tokens: Vec<String> = (b'!'..=b'O').map(|b| char::from(b).to_string()).collect();
+    tokens.push("<|end|>".into());
+    // Fillers (no merge produces them) so that every id of the embedding decodes.
+    tokens.extend((tokens.len()..vocab).map(|i| format!("<t{i}>")));
+    let token_refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let mut types = vec![MetadataValue::I32(1); tokens.len()];
+    types[47] = MetadataValue::I32(3);
+    let mut w = GgufWriter::new(3)
+        .kv("general.architecture", string("llama"))
+        .kv("llama.block_count", u32v(layers))
+        .kv("llama.embedding_length", u32v(dim))
+        .kv("llama.feed_forward_length", u32v(ffn))
+        .kv("llama.attention.head_count", u32v(heads))
+        .kv("llama.attention.head_count_kv", u32v(kv_heads))
+        .kv("llama.rope.freq_base", MetadataValue::F32(100_000.0))
+        .kv(
+            "llama.attention.layer_norm_rms_epsilon",
+            MetadataValue::F32(1e-5),
+        )
+        .kv("llama.context_length", u32v(context))
+        .kv("llama.vocab_size", u32v(vocab))
+        .kv("tokenizer.ggml.model", string("gpt2"))
+        .kv("tokenizer.ggml.tokens", strings(&token_refs))
+        .kv("tokenizer.ggml.token_type", MetadataValue::Array(types))
+        .kv("tokenizer.ggml.merges", MetadataValue::Array(vec![]))
+        .kv("tokenizer.ggml.eos_token_id", u32v(47));
+    let mut rng = Rng(seed);
+    let kv_dim = dim / heads * kv_heads;
+    let norm = |rng: &mut Rng, n: usize| -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| (1.0 + 0.1 * rng.unit()).to_le_bytes())
+            .collect()
+    };
+    let embd = matrix(&mut rng, GgmlType::Q8_0, vocab, dim, 1.0);
+    w = w.tensor(
+        "token_embd.weight",
+        &[dim as u64, vocab as u64],
+        GgmlType::Q8_0,
+        embd,
+    );
+    let in_scale = 1.0 / (dim as f32).sqrt();
+    for i in 0..layers {
+        let name = |n: &str| format!("blk.{i}.{n}.weight");
+        let mats = [
+            ("attn_q", dim, dim, in_scale),
+            ("attn_k", kv_dim, dim, in_scale),
+            ("attn_v", kv_dim, dim, in_scale),
+            ("attn_output", dim, dim, in_scale),
+            ("ffn_gate", ffn, dim, in_scale),
+            ("ffn_up", ffn, dim, in_scale),
+            ("ffn_down", dim, ffn, 1.0 / (ffn as f32).sqrt()),
+        ];
+        w = w.tensor(
+            &name("attn_norm"),
+            &[dim as u64],
+            GgmlType::F32,
+            norm(&mut rng, dim),
+        );
+        w = w.tensor(
+            &name("ffn_norm"),
+            &[dim as u64],
+            GgmlType::F32,
+            norm(&mut rng, dim),
+        );
+        for (n, rows, cols, scale) in mats {
+            let m = matrix(&mut rng, matrices, rows, cols, scale);
+            w = w.tensor(&name(n), &[cols as u64, rows as u64], matrices, m);
+        }
+    }
+    w = w.tensor(
+        "output_norm.weight",
+        &[dim as u64],
+        GgmlType::F32,
+        norm(&mut rng, dim),
+    );
+    std::fs::write(path, w.to_bytes()).expect("writing the random model");
+}
