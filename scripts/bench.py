@@ -71,8 +71,10 @@ OCR = [
 NODE_MIN_INPUT_BYTES = 40_000
 # Targets of issue #9: samebits speed / peer speed, for the reproducible operation set.
 TORCH_PEER = "PyTorch float32 (eager)"
+TORCH_GPU_PEER = "PyTorch float32 eager"
 TARGETS = {("llm-cpu", "tg128", 2, "llama.cpp"): 0.5, ("llm-cpu", "tg128", 2, TORCH_PEER): 1.0,
            ("llm-cpu", "pp128", 2, TORCH_PEER): 1.0, ("llm-cpu", "pp512", 2, TORCH_PEER): 1.0, ("llm-gpu", "pp512", 0, "llama.cpp"): 1.0,
+           ("llm-gpu", "tg128", 0, TORCH_GPU_PEER): 2.0,
            ("ocr", "PP-OCRv4 det", 2, "ONNX Runtime"): 0.8, ("ocr", "PP-OCR cls", 2, "ONNX Runtime"): 0.8,
            ("ocr", "PP-OCRv4 rec", 2, "ONNX Runtime"): 0.8}
 
@@ -457,17 +459,20 @@ def gpu_main(args):
     result["speed"] += torch_rows
     result["scoreboard"].update(torch_board)
     save()
-    try:
-        bin_dir = peers.build_llama(peers.llama_source(sdist), os.path.join(work, "llama.cpp-cuda"), cuda=True,
-                                    jobs=os.cpu_count())
-    except (subprocess.CalledProcessError, OSError) as e:
-        note(f"llama.cpp CUDA build failed: {e}")
-        save()
-        return
+    bin_dir = None
+    if args.skip_llama:
+        note("llama.cpp on the GPU skipped (--skip-llama): its rows are from earlier runs")
+    else:
+        try:
+            bin_dir = peers.build_llama(peers.llama_source(sdist), os.path.join(work, "llama.cpp-cuda"), cuda=True,
+                                        jobs=os.cpu_count())
+        except (subprocess.CalledProcessError, OSError) as e:
+            note(f"llama.cpp CUDA build failed: {e}")
     samples = {}
     for r in range(args.rounds):
-        for test, values in llama_bench(bin_dir, 1, 99, args.prompt_tokens, args.gen_tokens, 1).items():
-            samples.setdefault(test, []).extend(values)
+        if bin_dir:
+            for test, values in llama_bench(bin_dir, 1, 99, args.prompt_tokens, args.gen_tokens, 1).items():
+                samples.setdefault(test, []).extend(values)
         if has_device:
             for operation_set in OPERATION_SETS:
                 got = samebits_llm(1, operation_set, args.prompt_tokens, args.gen_tokens, 1, device="cuda")
@@ -475,13 +480,22 @@ def gpu_main(args):
                     samples.setdefault((operation_set, test), []).extend(values)
     for test in [f"pp{p}" for p in args.prompt_tokens] + [f"tg{args.gen_tokens}"]:
         own = {s: samples.get((s, test), []) for s in OPERATION_SETS}
-        result["speed"].append(report.speed_row("llm-gpu", f"SmolLM2-135M Q4_1 {test}", test, 0, "gpu", "tok/s",
-                                                "llama.cpp", samples[test], own,
-                                                TARGETS.get(("llm-gpu", test, 0, "llama.cpp"))))
+        if bin_dir:
+            result["speed"].append(report.speed_row("llm-gpu", f"SmolLM2-135M Q4_1 {test}", test, 0, "gpu", "tok/s",
+                                                    "llama.cpp", samples[test], own,
+                                                    TARGETS.get(("llm-gpu", test, 0, "llama.cpp"))))
+        # The PyTorch float32 rows of the same test get samebits' samples too (same run).
+        for i, row in enumerate(result["speed"]):
+            if row["group"] == "llm-gpu" and row["test"] == test and row["peer"] == TORCH_GPU_PEER:
+                result["speed"][i] = report.speed_row("llm-gpu", row["label"], test, 0, "gpu", "tok/s", TORCH_GPU_PEER,
+                                                      row["peer_samples"], own,
+                                                      TARGETS.get(("llm-gpu", test, 0, TORCH_GPU_PEER)))
     save()
     if has_device:
         result["scoreboard"]["samebits (reproducible), SmolLM2"] = samebits_gpu_cells()
         save()
+    if not bin_dir:
+        return
     try:
         bits = {ngl: json.loads(run([sys.executable, LLAMA_BITS, "--bindings", sdist, "--gguf", GGUF, "--threads",
                                      "1", "--gpu-layers", str(ngl), "--tokens", str(args.bits_tokens)],
@@ -549,7 +563,7 @@ def torch_gpu(args):
     got = float32_llm(sys.executable, "cuda", 1, args.prompt_tokens, args.gen_tokens, args.rounds)
     for test, values in got.items():
         rows.append(report.speed_row("llm-gpu", f"SmolLM2-135M {test}", test, 0, "gpu", "tok/s",
-                                     "PyTorch float32 eager", values, {s: [] for s in OPERATION_SETS}, None))
+                                     TORCH_GPU_PEER, values, {s: [] for s in OPERATION_SETS}, None))
     probes = {dev: json.loads(run([sys.executable, FLOAT32_LLM, "--gguf", GGUF, "--device", dev,
                                    "--threads", "1", "bits", "--bits-tokens", str(args.bits_tokens)]))
               for dev in ("cpu", "cuda")}
@@ -598,6 +612,8 @@ def main():
     ap.add_argument("--samebits", help="(--gpu) the samebits binary")
     ap.add_argument("--gpu-work", default="/tmp/samebits-bench", help="(--gpu) build folder")
     ap.add_argument("--gpu-build-only", action="store_true", help="(--gpu) only build llama.cpp with CUDA")
+    ap.add_argument("--skip-llama", action="store_true",
+                    help="(--gpu) neither build nor time llama.cpp (its CUDA build takes minutes of GPU-machine time)")
     ap.add_argument("--pack-gpu", metavar="DIR", help="write what the GPU machine needs into DIR")
     args = ap.parse_args()
     if args.quick:

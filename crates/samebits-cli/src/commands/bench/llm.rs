@@ -113,7 +113,7 @@ pub fn main(model: &Path, args: &Args) -> Result<ExitCode> {
     }
     let (llm, mut pipeline) = match &pipelined {
         None => {
-            let llm = Llm::load(model, operation_set)
+            let llm = Llm::load_on(model, operation_set, args.options.device.device)
                 .with_context(|| format!("cannot load model {}", model.display()))?;
             (llm, None)
         }
@@ -151,6 +151,9 @@ pub fn main(model: &Path, args: &Args) -> Result<ExitCode> {
         "{}  operation set {operation_set}  threads {threads}  runs {runs}",
         model.display()
     );
+    if pipeline.is_none() {
+        println!("device {}", llm.device_description());
+    }
     if let Some(pipeline) = &pipeline {
         println!(
             "device {}  sequences {sequences}  micro-batch {micro_batch}",
