@@ -62,7 +62,7 @@ impl<'a> DeviceMat<'a> {
     }
 
     /// Errors unless every element of a `[batch, rows, cols]` view lies inside the buffer.
-    fn check(&self, batch: usize, rows: usize, cols: usize, what: &str) -> Result<()> {
+    pub(crate) fn check(&self, batch: usize, rows: usize, cols: usize, what: &str) -> Result<()> {
         check_view(self.raw(), self.buffer.len(), batch, rows, cols, what)
     }
 }

@@ -9,10 +9,15 @@ use crate::elementwise::UnaryOp;
 use crate::error::{CudaError, Result};
 
 const CANONICAL: &str = include_str!("../kernels/canonical.cu");
+const CHAIN: &str = include_str!("../kernels/chain.cu");
+const CONV: &str = include_str!("../kernels/conv.cu");
 const ELEMENTWISE: &str = include_str!("../kernels/elementwise.cu");
 const GEMM: &str = include_str!("../kernels/gemm.cu");
 const GGUF: &str = include_str!("../kernels/gguf.cu");
+const LAYOUT: &str = include_str!("../kernels/layout.cu");
+const POOL: &str = include_str!("../kernels/pool.cu");
 const REDUCE: &str = include_str!("../kernels/reduce.cu");
+const RESIZE: &str = include_str!("../kernels/resize.cu");
 
 /// The device expression of an activation in terms of the input `v` and the parameters `p0`,
 /// `p1` passed by [`activation_params`].
@@ -83,6 +88,11 @@ pub(crate) fn source() -> String {
         GEMM,
         GGUF,
         REDUCE,
+        CONV,
+        POOL,
+        RESIZE,
+        LAYOUT,
+        CHAIN,
     ]
     .join("\n")
 }
@@ -135,6 +145,13 @@ mod tests {
             "sb_unary_exp",
             "sb_unary_relu",
             "sb_gguf_matvec_q4_1",
+            "sb_conv_direct",
+            "sb_im2col",
+            "sb_conv_transpose_direct",
+            "sb_pool",
+            "sb_resize",
+            "sb_strided_copy",
+            "sb_chain",
         ] {
             assert!(text.contains(kernel), "{kernel} missing from the PTX");
         }

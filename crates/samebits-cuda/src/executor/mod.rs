@@ -21,16 +21,18 @@
 //!   still decided per run from the inputs' dtypes and shapes).
 
 mod dispatch;
+mod shaped;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use samebits_ir::{DType, Tensor, Value};
-use samebits_ops::{DeviceKernel, OpError, Plan, PlanStep, RunOptions};
+use samebits_ops::{DeviceKernel, OpError, OperationSet, Plan, PlanStep, RunOptions};
 
 use crate::backend::CudaBackend;
 use crate::buffer::{DeviceBuffer, DeviceBytes};
 use crate::error::{CudaError, Result};
+use crate::fast::Kernels;
 use dispatch::{ArgInfo, plan_launch, run_launch};
 
 /// A value held on the device.
@@ -113,6 +115,8 @@ pub struct CudaExecutor {
     constants: HashMap<usize, Value>,
     /// Device copies of constants, made on first use by a device step.
     resident: Mutex<HashMap<usize, Arc<DeviceValue>>>,
+    /// The plan's operation set's kernels: cuBLAS products for the default set.
+    kernel_set: Kernels,
 }
 
 impl CudaExecutor {
@@ -120,12 +124,17 @@ impl CudaExecutor {
     pub fn new(backend: Arc<CudaBackend>, plan: Arc<Plan>) -> Self {
         let kernels = plan.steps().map(|s| s.op.device_kernel()).collect();
         let constants = plan.constants().map(|(s, v)| (s, v.clone())).collect();
+        let kernel_set = match plan.operation_set() {
+            OperationSet::Default => Kernels::Fast,
+            _ => Kernels::Reproducible,
+        };
         CudaExecutor {
             backend,
             plan,
             kernels,
             constants,
             resident: Mutex::new(HashMap::new()),
+            kernel_set,
         }
     }
 
@@ -173,6 +182,10 @@ impl CudaExecutor {
                 Some(DeviceKernel::View) => device_view(step, &slots),
                 _ => None,
             };
+            let shaped = match kernel {
+                Some(DeviceKernel::Shaped) => shaped::resolve(&step, &slots),
+                _ => None,
+            };
             let launch = kernel.filter(|_| view.is_none()).and_then(|k| {
                 let args: Vec<Option<ArgInfo>> = step
                     .inputs
@@ -196,6 +209,12 @@ impl CudaExecutor {
                     };
                     stats.device_steps += 1;
                 }
+                _ if shaped.is_some() => {
+                    let kernel = shaped.as_ref().expect("resolved");
+                    self.run_shaped(&step, kernel, &mut slots, &mut stats)
+                        .map_err(at)?;
+                    stats.device_steps += 1;
+                }
                 Some(launch) => {
                     let mut inputs = Vec::with_capacity(step.inputs.len());
                     for (i, s) in step.inputs.iter().enumerate() {
@@ -209,7 +228,8 @@ impl CudaExecutor {
                     }
                     let refs: Vec<Option<&DeviceValue>> =
                         inputs.iter().map(|v| v.as_deref()).collect();
-                    let output = run_launch(&self.backend, &launch, &refs).map_err(at)?;
+                    let output =
+                        run_launch(&self.backend, &launch, &refs, self.kernel_set).map_err(at)?;
                     slots[step.outputs[0]] = Slot {
                         host: None,
                         device: Some(Arc::new(output)),
