@@ -7,7 +7,7 @@
 // folded left to right; no taps give +0.0).
 
 struct SbResize {
-  long long out[SB_MAX_RANK];   // output dims, padded in front with 1
+  long long out[SB_MAX_RANK];   // output dims (the first `rank` entries)
   int coord_base[SB_MAX_RANK];  // per axis: index of coordinate 0 in `first` / `count`
   int rank;
   float extrapolation;

@@ -141,6 +141,7 @@ mod tests {
             "sb_gemm_tiled_128x128k8_v",
             "sb_gemv_nk_bf16_m8",
             "sb_gemv_kn_f32_m1",
+            "sb_gemv_kn4_bf16_m8",
             "sb_softmax_rows",
             "sb_unary_exp",
             "sb_unary_relu",

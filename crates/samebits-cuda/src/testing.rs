@@ -6,13 +6,17 @@
 //! `SKIPPED (no CUDA device): <test>` to stderr and returns. The case lists (`*_cases`) are
 //! shared by the tests and `examples/gpu_check.rs`.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+use samebits_ir::Value;
+use samebits_ops::{Plan, RunOptions};
 
 use samebits_kernels::{Epilogue, MatRef, ReduceKind, gemm, reduce_f32};
 
 use crate::{
-    BinaryOp, BroadcastLayout, CudaBackend, DeviceMat, DeviceMatBf16, GemmEpilogue, GemmLaunch,
-    GemmShape, SPLIT_K_MAX_M, UnaryOp, binary_cpu, layer_norm_cpu, rms_norm_cpu, softmax_cpu,
+    BinaryOp, BroadcastLayout, CudaBackend, CudaExecutor, DeviceMat, DeviceMatBf16, GemmEpilogue,
+    GemmLaunch, GemmShape, SPLIT_K_MAX_M, UnaryOp, binary_cpu, layer_norm_cpu, rms_norm_cpu,
+    softmax_cpu,
 };
 
 /// Where a test body runs.
@@ -23,9 +27,14 @@ pub enum Device {
 
 /// The process-wide CUDA backend on GPU 0, or why there is none.
 pub fn shared_cuda() -> Result<&'static CudaBackend, String> {
-    static BACKEND: OnceLock<Result<CudaBackend, String>> = OnceLock::new();
+    shared_cuda_arc().map(|b| &**b)
+}
+
+/// [`shared_cuda`] as the `Arc` an executor takes.
+pub fn shared_cuda_arc() -> Result<&'static Arc<CudaBackend>, String> {
+    static BACKEND: OnceLock<Result<Arc<CudaBackend>, String>> = OnceLock::new();
     BACKEND
-        .get_or_init(|| CudaBackend::new(0).map_err(|e| e.to_string()))
+        .get_or_init(|| CudaBackend::new(0).map(Arc::new).map_err(|e| e.to_string()))
         .as_ref()
         .map_err(Clone::clone)
 }
@@ -323,6 +332,9 @@ pub fn bf16_gemv_cases(seed: u64) -> Vec<GemmCase> {
         (2, 1000, 200, true),
         (5, 77, 33, false),
         (8, 130, 9, true),
+        // wide [k, n]: 4 columns per thread, a partial last tile and column block
+        (1, 200, 8192, false),
+        (3, 77, 8200, false),
     ]
     .into_iter()
     .map(|(m, k, n, b_t)| {
@@ -342,21 +354,21 @@ pub fn bf16_gemv_cases(seed: u64) -> Vec<GemmCase> {
 }
 
 /// Wide split-K products that take the vectorised B reads: `[k, n]` weights (four columns per
-/// thread) and `[n, k]` weights (four k-steps per load).
+/// thread, read directly) and `[n, k]` weights (staged 16-byte copies); odd K, a partial last
+/// column block.
 pub fn wide_gemv_cases(seed: u64) -> Vec<GemmCase> {
     let mut rng = Rng::new(seed);
-    [false, true]
-        .into_iter()
-        .map(|b_t| {
-            let shape = GemmShape {
-                batch: 1,
-                m: 3,
-                n: 16_384,
-                k: 1000,
-            };
-            GemmCase::random(&mut rng, shape, false, b_t, CaseEpilogue::ColumnBias)
-        })
-        .collect()
+    [
+        (3, 16_384, 1000, false),
+        (3, 16_384, 1000, true),
+        (5, 8196, 130, false),
+    ]
+    .into_iter()
+    .map(|(m, n, k, b_t)| {
+        let shape = GemmShape { batch: 1, m, n, k };
+        GemmCase::random(&mut rng, shape, false, b_t, CaseEpilogue::ColumnBias)
+    })
+    .collect()
 }
 
 impl Device {
@@ -483,6 +495,20 @@ impl Device {
             backend.download(&out)
         };
         run().expect("cuda gemv_bf16")
+    }
+
+    /// The outputs of `plan` on `inputs`: the CPU interpreter, or the CUDA executor (device
+    /// kernels where the steps have them).
+    pub fn run_plan(&self, plan: &Arc<Plan>, inputs: Vec<Value>) -> Vec<Value> {
+        match self {
+            Device::Cpu => plan.run(inputs, RunOptions::default()).expect("cpu plan"),
+            Device::Cuda(_) => {
+                let backend = Arc::clone(shared_cuda_arc().expect("cuda backend"));
+                CudaExecutor::new(backend, Arc::clone(plan))
+                    .run(inputs)
+                    .expect("cuda plan")
+            }
+        }
     }
 
     /// `y[i] = op(x[i])`.
