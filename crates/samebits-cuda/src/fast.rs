@@ -62,6 +62,11 @@ fn transposed_operand(
 }
 
 impl CudaBackend {
+    /// Whether the default set's products run on cuBLAS here (else on the reproducible GEMM).
+    pub fn has_cublas(&self) -> bool {
+        self.blas().is_some()
+    }
+
     /// A GEMM with the operation set's kernels: [`CudaBackend::gemm`] (`Auto` launch) for
     /// [`Kernels::Reproducible`], cuBLAS TF32 for [`Kernels::Fast`] where it loads and takes
     /// the operands' layout.

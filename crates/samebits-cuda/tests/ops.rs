@@ -1,7 +1,8 @@
 //! Shape-dependent ops on CPU and CUDA (Conv, ConvTranspose, pooling, Resize, Transpose, Slice,
 //! Split, Concat, BatchNormalization, `samebits::ElementwiseChain`): each case is a one-node
 //! graph run by the CPU interpreter (the oracle) and by the CUDA executor, which must run the
-//! node on the device (no fallback) and give the same bits. The CPU variants check that every
+//! node on the device (no fallback) and give the same bits; in the default operation set the
+//! products run on cuBLAS with TF32 and only come close. The CPU variants check that every
 //! case resolves its device kernel (`Op::shaped_kernel`) with the output shapes of the CPU op,
 //! so a GPU-less machine still tests the resolution; the CUDA variants skip loudly without a
 //! GPU.
@@ -71,7 +72,7 @@ impl Case {
         self
     }
 
-    fn plan(&self) -> Plan {
+    fn plan(&self, set: OperationSet) -> Plan {
         let mut graph = Graph {
             name: self.what.clone(),
             nodes: self.nodes.clone(),
@@ -93,13 +94,13 @@ impl Case {
             });
         }
         let opsets = [("".to_string(), 21), ("samebits".to_string(), 1)].into();
-        Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap()
+        Plan::build(&graph, &opsets, set, &[]).unwrap()
     }
 }
 
 /// Runs `case` on `device` against the CPU interpreter.
 fn check(device: &Device, case: &Case) {
-    let plan = Arc::new(case.plan());
+    let plan = Arc::new(case.plan(OperationSet::Reproducible));
     let inputs: Vec<Value> = case.inputs.iter().map(|(_, t)| t.clone().into()).collect();
     let want = plan.run(inputs.clone(), RunOptions::default()).unwrap();
     let got = match device {
@@ -829,3 +830,58 @@ test_device!(
     elementwise_chain_cpu,
     elementwise_chain_cuda
 );
+
+/// The default operation set: convolutions (pointwise and im2col) and Gemm on cuBLAS with TF32
+/// where it loads: no fallback, and within TF32's error of the reproducible result.
+fn default_set(device: &Device) {
+    let Device::Cuda(_) = device else {
+        return;
+    };
+    let mut rng = Rng::new(28);
+    let mut cases = conv_cases();
+    cases.push(
+        Case::new(
+            "Gemm transB alpha beta",
+            node(
+                "Gemm",
+                &["a", "b", "c"],
+                &["y"],
+                vec![
+                    ("transB", Attribute::Int(1)),
+                    ("alpha", Attribute::Float(0.5)),
+                    ("beta", Attribute::Float(2.0)),
+                ],
+            ),
+        )
+        .input("a", random(&mut rng, &[37, 300], 1.0))
+        .constant("b", random(&mut rng, &[45, 300], 1.0))
+        .constant("c", random(&mut rng, &[45], 1.0)),
+    );
+    for case in &cases {
+        let want = case
+            .plan(OperationSet::Reproducible)
+            .run(
+                case.inputs.iter().map(|(_, t)| t.clone().into()).collect(),
+                RunOptions::default(),
+            )
+            .unwrap();
+        let plan = Arc::new(case.plan(OperationSet::Default));
+        let backend = Arc::clone(shared_cuda_arc().expect("cuda backend"));
+        let inputs = case.inputs.iter().map(|(_, t)| t.clone().into()).collect();
+        let (got, stats) = CudaExecutor::new(backend, plan)
+            .run_with(inputs, RunOptions::default())
+            .unwrap();
+        assert!(stats.host_steps.is_empty(), "{}: {stats:?}", case.what);
+        let (g, w) = (got[0].as_tensor().unwrap(), want[0].as_tensor().unwrap());
+        let (g, w) = (g.as_slice::<f32>().unwrap(), w.as_slice::<f32>().unwrap());
+        let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+        let diff: Vec<f32> = g.iter().zip(w).map(|(a, b)| a - b).collect();
+        let relative = norm(&diff) / norm(w).max(1e-30);
+        assert!(
+            relative < 1e-2,
+            "{}: relative error {relative:e}",
+            case.what
+        );
+    }
+}
+test_device!(default_set, default_set_cpu, default_set_cuda);
