@@ -35,6 +35,9 @@ fn node(op_type: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<(&str, Attr
     }
 }
 
+/// A node's attributes.
+type Attrs = Vec<(&'static str, Attribute)>;
+
 fn ints(v: &[i64]) -> Attribute {
     Attribute::Ints(v.to_vec())
 }
@@ -389,7 +392,7 @@ test_device!(conv, conv_cpu, conv_cuda);
 fn conv_transpose(device: &Device) {
     let mut rng = Rng::new(22);
     // (x shape, weight shape, attributes, bias)
-    let specs: Vec<(&[usize], &[usize], Vec<(&str, Attribute)>, bool)> = vec![
+    let specs: Vec<(&[usize], &[usize], Attrs, bool)> = vec![
         (
             &[1, 8, 5, 6],
             &[8, 3, 2, 2],
@@ -446,7 +449,7 @@ test_device!(conv_transpose, conv_transpose_cpu, conv_transpose_cuda);
 
 fn pools(device: &Device) {
     let mut rng = Rng::new(23);
-    let specs: Vec<(&str, &[usize], Vec<(&str, Attribute)>)> = vec![
+    let specs: Vec<(&str, &[usize], Attrs)> = vec![
         (
             "MaxPool",
             &[1, 3, 9, 11],
@@ -533,7 +536,8 @@ fn resize(device: &Device) {
     let mut rng = Rng::new(24);
     let string = |s: &str| Attribute::String(s.into());
     // (x shape, attributes, scales or sizes)
-    let specs: Vec<(&[usize], Vec<(&str, Attribute)>, Result<Vec<f32>, Vec<i64>>)> = vec![
+    type ScalesOrSizes = Result<Vec<f32>, Vec<i64>>;
+    let specs: Vec<(&[usize], Attrs, ScalesOrSizes)> = vec![
         // PP-OCR det: nearest, asymmetric, floor, scales 2
         (
             &[1, 4, 5, 7],

@@ -136,13 +136,16 @@ pub(crate) fn input_shape<'a>(
         .ok_or_else(|| crate::OpError::Invalid(format!("input {i} has no known shape")))
 }
 
-/// Resize's taps (contract `resize`): per axis, per output coordinate, the input taps as
-/// (element offset in the input, weight), or `None` where the output is `extrapolation`.
+/// One axis' taps: for each output coordinate, its input taps as (element offset in the input,
+/// weight), or `None` where the output is the extrapolation value.
+pub type AxisTaps = Vec<Option<Vec<(usize, f32)>>>;
+
+/// Resize's taps (contract `resize`): per axis, the [`AxisTaps`] of every output coordinate.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResizeTaps {
     pub in_shape: Vec<usize>,
     pub out_shape: Vec<usize>,
-    pub axes: Vec<Vec<Option<Vec<(usize, f32)>>>>,
+    pub axes: Vec<AxisTaps>,
     pub extrapolation: f32,
 }
 

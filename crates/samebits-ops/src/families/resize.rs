@@ -9,7 +9,7 @@
 //! with the tap values, taps in row-major order over the axes. f16 / bf16 compute in f32 and
 //! round once at the store.
 
-use crate::device_kernel::input_shape;
+use crate::device_kernel::{AxisTaps, input_shape};
 use crate::registry::Registry;
 use crate::staging::{f32_values, store_f32};
 use crate::{
@@ -177,10 +177,6 @@ impl Resize {
         }
     }
 }
-
-/// One axis' plan: for each output coordinate, its input taps (element offset along the axis,
-/// weight), or `None` where the output is the extrapolation value.
-type AxisTaps = Vec<Option<Vec<(usize, f32)>>>;
 
 /// Everything about one axis that its taps depend on.
 struct AxisResize {
