@@ -4,12 +4,13 @@
 # raw logs under $LOGS.
 #
 # Inputs (environment):
-#   BIN    folder with samebits, gpu_check and gpu_exhaustive (release builds)
+#   BIN    folder with samebits, gpu_check, gpu_exhaustive and gpu_models (release builds)
 #   NODE   ONNX node test cases (onnx 1.22.0's onnx/backend/test/data/node)
 #   MODEL  SmolLM2-135M-Instruct.Q4_1.gguf
 #   LOGS   where the raw outputs go (default /tmp/gpu_report)
 #   EXHAUSTIVE  samebits-math functions to check on all 2^32 inputs (default "exp tanh")
 #   CUBLAS the PyTorch cuBLAS benchmark (default crates/samebits-cuda/bench/cublas_sgemm.py)
+#   OCR    folder of the PP-OCR models (default ~/.cache/samebits/rapidocr/rapidocr_onnxruntime/models)
 # Needs libcuda, libnvrtc (LD_LIBRARY_PATH=/usr/local/cuda/lib64) and, for the cuBLAS row,
 # python3 with PyTorch.
 set -uo pipefail
@@ -20,6 +21,7 @@ LOGS=${LOGS:-/tmp/gpu_report}
 EXHAUSTIVE=${EXHAUSTIVE:-exp tanh}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 CUBLAS=${CUBLAS:-$HERE/crates/samebits-cuda/bench/cublas_sgemm.py}
+OCR=${OCR:-${SAMEBITS_CACHE:-$HOME/.cache/samebits}/rapidocr/rapidocr_onnxruntime/models}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 mkdir -p "$LOGS"
 SB="$BIN/samebits"
@@ -71,6 +73,13 @@ cpu_tok=$(toks "$LOGS/gen_cpu.json.err")
 # 5. Kernel speed: reproducible SGEMM and GEMVs (gpu_check), cuBLAS SGEMM and copy (PyTorch).
 "$BIN/gpu_check" >"$LOGS/gpu_check.txt" 2>&1
 python3 "$CUBLAS" >"$LOGS/cublas.txt" 2>&1
+# 6. PP-OCR det on the GPU: bits against the CPU, fallback steps, reproducible against default
+#    operation set alternating in one process (gpu_models, crates/samebits-runtime/examples).
+"$BIN/gpu_models" "$OCR/ch_PP-OCRv4_det_infer.onnx=1,3,640,640" >"$LOGS/models.txt" 2>&1
+IFS='|' read -r _ _ det_differ det_steps det_rep det_def det_overhead _ \
+  <<<"$(grep -E '^\| ch_PP-OCRv4_det_infer' "$LOGS/models.txt" | head -1)"
+det_blas=$(grep -oE 'default set products on .*' "$LOGS/models.txt" | head -1)
+
 field() { grep -F "$1" "$2" | head -1 | awk -F'|' -v c="$3" '{gsub(/^ +| +$/, "", $c); print $c}'; }
 sgemm_ms=$(field 'SGEMM 4096^3 Auto' "$LOGS/gpu_check.txt" 3)
 cublas_ms=$(field 'cuBLAS SGEMM' "$LOGS/cublas.txt" 3)
@@ -93,4 +102,5 @@ row "kernel families, random cases (gpu_check)" "$clean_families of $families fa
 row "SmolLM2 logits chain digest, $TOKENS tokens" "CPU ${cpu_digest:0:16}…, GPU ${gpu_digest:0:16}… ($([ "$cpu_digest" = "$gpu_digest" ] && echo identical || echo DIFFERENT))" "GPU receipt verified on CPU: exit $v1; CPU receipt verified on GPU: exit $v2"
 row "reproducible SGEMM 4096^3 vs cuBLAS (TF32 off)" "$sgemm_ms ms vs $cublas_ms ms = $(ratio "$cublas_ms" "$sgemm_ms")x cuBLAS" "target >= 0.9x"
 row "GEMV decode shapes vs copy ($copy_gbs GB/s), one call" "$gemv_rows" "target >= 75% of copy"
+row "PP-OCR det 1x3x640x640 ms, GPU reproducible vs default set" "${det_rep// /} vs ${det_def// /} = overhead ${det_overhead// /}" "medians of alternating runs; output elements differing from the CPU:${det_differ}; device / fallback steps:${det_steps}; $det_blas"
 row "SmolLM2 decode tok/s, GPU reproducible vs default set" "$rep_tok vs $def_tok = overhead $(python3 -c "print(f'{($def_tok / $rep_tok - 1) * 100:.0f}%')")" "medians of 3 alternating runs; CPU reproducible on this machine: $cpu_tok tok/s"

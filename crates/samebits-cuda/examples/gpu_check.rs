@@ -3,7 +3,9 @@
 //! runs) against a device-to-device copy.
 //!
 //! Run on a machine with a GPU: `cargo run --release -p samebits-cuda --example gpu_check`.
-//! `--source` prints the CUDA source instead (for nvcc -Xptxas -v). Exits 2 without CUDA, 1 on any mismatch. cuBLAS SGEMM is timed by `bench/cublas_sgemm.py`.
+//! `--source` prints the CUDA source instead (for nvcc -Xptxas -v); `--gemv` runs only the GEMV
+//! timings (each GEMV still checked against the CPU) and the copy. Exits 2 without CUDA, 1 on
+//! any mismatch. cuBLAS SGEMM is timed by `bench/cublas_sgemm.py`.
 
 use cudarc::driver::sys::CUevent_flags;
 use samebits_cuda::testing::{
@@ -294,8 +296,24 @@ fn main() {
     );
     let backend: &'static CudaBackend = Box::leak(Box::new(backend));
     let gpu = Device::Cuda(backend);
+    let failed = if std::env::args().any(|a| a == "--gemv") {
+        println!("\n| benchmark | median ms | rate | bit-identical to CPU |");
+        println!("|---|---|---|---|");
+        false
+    } else {
+        families_and_sgemm(backend, &gpu)
+    };
+    let failed = gemv_and_copy(backend, failed);
+    if failed {
+        println!("\nsummary: MISMATCHES between GPU and CPU");
+        std::process::exit(1);
+    }
+    println!("\nsummary: GPU and CPU agree bit for bit on every case");
+}
 
-    let table = check(&gpu);
+/// The kernel families' random cases and the SGEMM 4096^3 timings; true on any mismatch.
+fn families_and_sgemm(backend: &'static CudaBackend, gpu: &Device) -> bool {
+    let table = check(gpu);
     println!(
         "\n| kernel family | cases | elements compared | cases with any differing bit | NaN-vs-NaN payload differences |"
     );
@@ -362,7 +380,12 @@ fn main() {
         let gflops = 2.0 * (size as f64).powi(3) / ms / 1e6;
         println!("| reproducible SGEMM 4096^3 {how:?} | {ms:.3} | {gflops:.0} GFLOP/s | {same} |");
     }
+    failed
+}
 
+/// The decode-shape GEMV timings (each checked against the CPU) and the copy bandwidth; true
+/// on any mismatch, or when `failed` already is.
+fn gemv_and_copy(backend: &'static CudaBackend, mut failed: bool) -> bool {
     for bf16 in [false, true] {
         for (k, n, transposed) in [
             (576, 1536, false),
@@ -401,9 +424,5 @@ fn main() {
         2.0 * (len * 4) as f64 / ms / 1e6
     );
 
-    if failed {
-        println!("\nsummary: MISMATCHES between GPU and CPU");
-        std::process::exit(1);
-    }
-    println!("\nsummary: GPU and CPU agree bit for bit on every case");
+    failed
 }

@@ -335,10 +335,52 @@ __device__ __forceinline__ void sb_widen_tile(const unsigned short* src, float* 
 //   bytes: the block copies its [k x CB] slab row by row (rows of tile tt at
 //   (tt * 65 + kk) * CB, so the 32 chains of a warp read 32 distinct banks).
 // SB_GEMV_DIRECT: any strides; each chain reads its weights from global memory.
+// SB_GEMV_KN4: `[k, n]` weights as for SB_GEMV_KN, read directly from global memory with one
+//   16-byte (f32) or 8-byte (bf16) load per k-step for 4 neighbouring columns, each thread
+//   running the 4 chains (wide N, where staging caps the blocks per SM and serializes a
+//   block's loads and arithmetic).
 // Staging issues every copy of the block before the first use (many bytes in flight).
 #define SB_GEMV_DIRECT 0
 #define SB_GEMV_NK 1
 #define SB_GEMV_KN 2
+#define SB_GEMV_KN4 3
+
+// Four consecutive weights widened to f32 (16-byte aligned f32, 8-byte aligned bf16).
+__device__ __forceinline__ void sb_load4(const float* src, float* w)
+{
+  const float4 q = __ldg(reinterpret_cast<const float4*>(src));
+  w[0] = q.x; w[1] = q.y; w[2] = q.z; w[3] = q.w;
+}
+__device__ __forceinline__ void sb_load4(const unsigned short* src, float* w)
+{
+  const uint2 q = __ldg(reinterpret_cast<const uint2*>(src));
+  w[0] = __uint_as_float(q.x << 16); w[1] = __uint_as_float(q.x & 0xffff0000u);
+  w[2] = __uint_as_float(q.y << 16); w[3] = __uint_as_float(q.y & 0xffff0000u);
+}
+
+// The 4 chains of columns j .. j + 3 over a tile of `len` k-steps from `wq` (row stride rs):
+// p[i][v] = fma(A[i, k], W(k, j + v), p[i][v]), k in order; loads run 8 k-steps ahead.
+template <int MT, typename W>
+__device__ __forceinline__ void sb_gemv_chain4(int len, const float* xs, int x_row, const W* wq,
+                                               long long rs, float (*p)[4])
+{
+  constexpr int AHEAD = 8;
+  for (int k0 = 0; k0 < len; k0 += AHEAD) {
+    float w[AHEAD][4];
+#pragma unroll
+    for (int c = 0; c < AHEAD; ++c)
+      if (k0 + c < len) sb_load4(wq + (k0 + c) * rs, w[c]);
+#pragma unroll
+    for (int c = 0; c < AHEAD; ++c) {
+      if (k0 + c < len) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int v = 0; v < 4; ++v) p[i][v] = __fmaf_rn(xs[i * x_row + k0 + c], w[c][v], p[i][v]);
+      }
+    }
+  }
+}
 
 template <int MT, typename W, int LAYOUT>
 __device__ __forceinline__ void sb_gemv(int M, int N, int K, int cb, int tps, const float* __restrict__ A,
@@ -386,15 +428,35 @@ __device__ __forceinline__ void sb_gemv(int M, int N, int K, int cb, int tps, co
       sb_cp_async16(ws + ((r / SB_TILE) * (SB_TILE + 1) + r % SB_TILE) * cb + v * PER16, src, ok ? 16 : 0);
     }
   }
-  if constexpr (LAYOUT != SB_GEMV_DIRECT) {
+  if constexpr (LAYOUT == SB_GEMV_NK || LAYOUT == SB_GEMV_KN) {
     sb_cp_async_commit();
     sb_cp_async_wait<0>();
   }
   __syncthreads();
 
-  const int q = threadIdx.x, tt = q / cb, c = q % cb;
+  // A thread runs the chains of one column (4 neighbouring columns for SB_GEMV_KN4) over one
+  // tile.
+  constexpr int WIDTH = LAYOUT == SB_GEMV_KN4 ? 4 : 1;
+  const int lanes = cb / WIDTH;
+  const int q = threadIdx.x, tt = q / lanes, c = (q % lanes) * WIDTH;
   const int j = j0 + c;
-  if (tt < t_end - t_begin) {
+  if constexpr (LAYOUT == SB_GEMV_KN4) {
+    if (tt < t_end - t_begin) {
+      const int k0 = (t_begin + tt) * SB_TILE, len = min(SB_TILE, K - k0);
+      float p[MT][4];
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) p[i][v] = 0.0f;
+      if (j < N)
+        sb_gemv_chain4<MT>(len, xs + tt * SB_X_PITCH, tps * SB_X_PITCH,
+                           Bb + (long long)k0 * b.row_stride + j, b.row_stride, p);
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) part[(i * tps + tt) * cb + c + v] = p[i][v];
+    }
+  } else if (tt < t_end - t_begin) {
     const int k0 = (t_begin + tt) * SB_TILE, len = min(SB_TILE, K - k0);
     const float* xt = xs + tt * SB_X_PITCH;
     const int x_row = tps * SB_X_PITCH;
@@ -480,6 +542,8 @@ __device__ __forceinline__ void sb_gemv(int M, int N, int K, int cb, int tps, co
 SB_GEMV_KERNELS(direct_f32, float, SB_GEMV_DIRECT)
 SB_GEMV_KERNELS(nk_f32, float, SB_GEMV_NK)
 SB_GEMV_KERNELS(kn_f32, float, SB_GEMV_KN)
+SB_GEMV_KERNELS(kn4_f32, float, SB_GEMV_KN4)
 SB_GEMV_KERNELS(direct_bf16, unsigned short, SB_GEMV_DIRECT)
 SB_GEMV_KERNELS(nk_bf16, unsigned short, SB_GEMV_NK)
 SB_GEMV_KERNELS(kn_bf16, unsigned short, SB_GEMV_KN)
+SB_GEMV_KERNELS(kn4_bf16, unsigned short, SB_GEMV_KN4)

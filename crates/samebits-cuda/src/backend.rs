@@ -2,7 +2,9 @@
 //! pool. The operations themselves live in `elementwise.rs`, `gemm.rs` and `reduce.rs`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::cublas::CudaBlas;
 
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig};
@@ -27,6 +29,8 @@ pub struct CudaBackend {
     /// Zeroed counters of the split-K GEMV's fold tickets (kernels/gemm.cu); each launch leaves
     /// them zero again.
     tickets: Mutex<Option<CudaSlice<u32>>>,
+    /// The default operation set's cuBLAS handle, opened on first use (`None`: no cuBLAS).
+    blas: OnceLock<Option<CudaBlas>>,
 }
 
 impl CudaBackend {
@@ -73,6 +77,7 @@ impl CudaBackend {
             compute_capability,
             sm_count,
             tickets: Mutex::new(None),
+            blas: OnceLock::new(),
         })
     }
 
@@ -92,6 +97,13 @@ impl CudaBackend {
             *tickets = Some(self.stream.alloc_zeros::<u32>(count.next_power_of_two())?);
         }
         f(tickets.as_ref().expect("tickets"))
+    }
+
+    /// The cuBLAS handle of the default operation set, if cuBLAS loads here.
+    pub(crate) fn blas(&self) -> Option<&CudaBlas> {
+        self.blas
+            .get_or_init(|| crate::fast::open_blas(self))
+            .as_ref()
     }
 
     /// The device's name, e.g. "NVIDIA H100 80GB HBM3".

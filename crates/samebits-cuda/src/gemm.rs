@@ -62,7 +62,7 @@ impl<'a> DeviceMat<'a> {
     }
 
     /// Errors unless every element of a `[batch, rows, cols]` view lies inside the buffer.
-    fn check(&self, batch: usize, rows: usize, cols: usize, what: &str) -> Result<()> {
+    pub(crate) fn check(&self, batch: usize, rows: usize, cols: usize, what: &str) -> Result<()> {
         check_view(self.raw(), self.buffer.len(), batch, rows, cols, what)
     }
 }
@@ -216,8 +216,12 @@ pub struct DeviceMatBf16<'a> {
     pub col_stride: usize,
 }
 
-/// Most chains (column x tile) per GEMV block (`__launch_bounds__` in kernels/gemm.cu).
+/// Most threads (column or 4-column group x tile) per GEMV block (`__launch_bounds__` in
+/// kernels/gemm.cu).
 const GEMV_MAX_CHAINS: usize = 128;
+
+/// From this many columns, `[k, n]` GEMV weights are read directly, 4 columns per thread.
+const GEMV_WIDE_N: usize = 8192;
 
 /// `SbMat` of kernels/gemm.cu.
 #[repr(C)]
@@ -462,6 +466,14 @@ impl CudaBackend {
         } else {
             "direct"
         };
+        // Wide `[k, n]` weights are read directly, 4 columns per thread (kernels/gemm.cu
+        // SB_GEMV_KN4): staging them capped the blocks per SM (NOTES.md).
+        let (layout, cb) = if layout == "kn" && n >= GEMV_WIDE_N {
+            ("kn4", 128)
+        } else {
+            (layout, cb)
+        };
+        let lanes = if layout == "kn4" { cb / 4 } else { cb };
         let groups = n.div_ceil(cb) * batch;
         let fill = if groups >= sms {
             1
@@ -469,7 +481,7 @@ impl CudaBackend {
             (2 * sms).div_ceil(groups)
         };
         let splits = tiles
-            .div_ceil(GEMV_MAX_CHAINS / cb)
+            .div_ceil(GEMV_MAX_CHAINS / lanes)
             .max(fill.min(tiles))
             .max(1);
         let tps = tiles.div_ceil(splits).max(1);
@@ -490,7 +502,7 @@ impl CudaBackend {
                 shared as i32,
             )?;
         }
-        let threads = (cb * tps).div_ceil(32) * 32;
+        let threads = (lanes * tps).div_ceil(32) * 32;
         let config = LaunchConfig {
             grid_dim: (n.div_ceil(cb) as u32, splits as u32, batch as u32),
             block_dim: (threads as u32, 1, 1),

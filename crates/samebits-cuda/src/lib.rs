@@ -14,6 +14,13 @@
 //!   [`CudaBackend::gguf_gather`] (embedding rows), the prefill GEMM over dequantized weights.
 //! - [`CudaBackend::rotary`], [`CudaBackend::attention`] ([`HeadsLayout`], [`AttentionShape`]) and
 //!   the device-resident KV cache ([`KvStorage`]) they append to.
+//! - Shape-dependent ops, from the geometries samebits-ops resolves for its CPU kernels:
+//!   [`CudaBackend::conv`], [`CudaBackend::conv_transpose`], [`CudaBackend::pool`],
+//!   [`CudaBackend::global_pool`], [`CudaBackend::resize`], [`CudaBackend::copy_parts`]
+//!   (Transpose, Slice, Split, Concat), [`CudaBackend::chain`] (ElementwiseChain,
+//!   BatchNormalization).
+//! - [`Kernels::Fast`]: the default operation set's products on cuBLAS with TF32
+//!   ([`CudaBackend::gemm_with`]), loaded at run time; no promise about bits.
 //! - [`executor`]: [`CudaExecutor`] runs a compiled `samebits_ops::Plan` on the device, each
 //!   step on its device kernel or, failing that, on the CPU, values kept on the device between
 //!   device steps and, as [`IoValue::Device`], between runs; some adjacent steps fuse into one
@@ -23,14 +30,20 @@
 mod attention;
 mod backend;
 mod buffer;
+mod chain;
+mod conv;
 mod elementwise;
 mod error;
 pub mod executor;
+mod fast;
 mod fused;
 mod gemm;
 mod gguf;
+mod layout;
+mod pool;
 mod program;
 mod reduce;
+mod resize;
 pub mod testing;
 
 pub use attention::{AttentionShape, HeadsLayout, KvStorage, attention_rows};
@@ -39,6 +52,7 @@ pub use buffer::{DeviceBuffer, DeviceBytes};
 pub use elementwise::{BinaryOp, BroadcastLayout, MAX_RANK, UnaryOp, binary_cpu};
 pub use error::{CudaError, Result};
 pub use executor::{CudaExecutor, DeviceTensor, IoValue, RunStats};
+pub use fast::Kernels;
 pub use gemm::{DeviceMat, DeviceMatBf16, GemmEpilogue, GemmLaunch, GemmShape, SPLIT_K_MAX_M};
 pub use gguf::gguf_supported;
 pub use reduce::{layer_norm_cpu, rms_norm_cpu, softmax_cpu};

@@ -10,11 +10,16 @@ use crate::error::{CudaError, Result};
 
 const ATTENTION: &str = include_str!("../kernels/attention.cu");
 const CANONICAL: &str = include_str!("../kernels/canonical.cu");
+const CHAIN: &str = include_str!("../kernels/chain.cu");
+const CONV: &str = include_str!("../kernels/conv.cu");
 const ELEMENTWISE: &str = include_str!("../kernels/elementwise.cu");
 const FUSED: &str = include_str!("../kernels/fused.cu");
 const GEMM: &str = include_str!("../kernels/gemm.cu");
 const GGUF: &str = include_str!("../kernels/gguf.cu");
+const LAYOUT: &str = include_str!("../kernels/layout.cu");
+const POOL: &str = include_str!("../kernels/pool.cu");
 const REDUCE: &str = include_str!("../kernels/reduce.cu");
+const RESIZE: &str = include_str!("../kernels/resize.cu");
 
 /// The device expression of an activation in terms of the input `v` and the parameters `p0`,
 /// `p1` passed by [`activation_params`].
@@ -87,6 +92,11 @@ pub(crate) fn source() -> String {
         REDUCE,
         ATTENTION,
         FUSED,
+        CONV,
+        POOL,
+        RESIZE,
+        LAYOUT,
+        CHAIN,
     ]
     .join("\n")
 }
@@ -135,6 +145,7 @@ mod tests {
             "sb_gemm_tiled_128x128k8_v",
             "sb_gemv_nk_bf16_m8",
             "sb_gemv_kn_f32_m1",
+            "sb_gemv_kn4_bf16_m8",
             "sb_softmax_rows",
             "sb_unary_exp",
             "sb_unary_relu",
@@ -143,6 +154,13 @@ mod tests {
             "sb_rotary",
             "sb_attention",
             "sb_silu_mul",
+            "sb_conv_direct",
+            "sb_im2col",
+            "sb_conv_transpose_direct",
+            "sb_pool",
+            "sb_resize",
+            "sb_strided_copy",
+            "sb_chain",
         ] {
             assert!(text.contains(kernel), "{kernel} missing from the PTX");
         }

@@ -332,6 +332,9 @@ pub fn bf16_gemv_cases(seed: u64) -> Vec<GemmCase> {
         (2, 1000, 200, true),
         (5, 77, 33, false),
         (8, 130, 9, true),
+        // wide [k, n]: 4 columns per thread, a partial last tile and column block
+        (1, 200, 8192, false),
+        (3, 77, 8200, false),
     ]
     .into_iter()
     .map(|(m, k, n, b_t)| {
@@ -351,21 +354,21 @@ pub fn bf16_gemv_cases(seed: u64) -> Vec<GemmCase> {
 }
 
 /// Wide split-K products that take the vectorised B reads: `[k, n]` weights (four columns per
-/// thread) and `[n, k]` weights (four k-steps per load).
+/// thread, read directly) and `[n, k]` weights (staged 16-byte copies); odd K, a partial last
+/// column block.
 pub fn wide_gemv_cases(seed: u64) -> Vec<GemmCase> {
     let mut rng = Rng::new(seed);
-    [false, true]
-        .into_iter()
-        .map(|b_t| {
-            let shape = GemmShape {
-                batch: 1,
-                m: 3,
-                n: 16_384,
-                k: 1000,
-            };
-            GemmCase::random(&mut rng, shape, false, b_t, CaseEpilogue::ColumnBias)
-        })
-        .collect()
+    [
+        (3, 16_384, 1000, false),
+        (3, 16_384, 1000, true),
+        (5, 8196, 130, false),
+    ]
+    .into_iter()
+    .map(|(m, n, k, b_t)| {
+        let shape = GemmShape { batch: 1, m, n, k };
+        GemmCase::random(&mut rng, shape, false, b_t, CaseEpilogue::ColumnBias)
+    })
+    .collect()
 }
 
 impl Device {

@@ -284,7 +284,7 @@ fn node(op_type: &str, inputs: &[&str], output: &str, attrs: &[(&str, Attribute)
     }
 }
 
-/// x [4, 64] -> MatMul W [64, 96] -> Add b -> Transpose (CPU) -> Transpose back (CPU) -> Relu
+/// x [4, 64] -> MatMul W [64, 96] -> Add b -> Expand (CPU) -> Expand again (CPU) -> Relu
 /// -> RMSNormalization -> MatMulGguf (Q8_0 [40, 96]) -> Sigmoid * itself -> Softmax ->
 /// LayerNormalization -> Gemm (transB, alpha, beta, C row) -> y.
 fn mixed_plan(rng: &mut Rng) -> Plan {
@@ -317,13 +317,17 @@ fn mixed_plan(rng: &mut Rng) -> Plan {
     graph
         .initializers
         .insert("q".into(), Tensor::from_vec(vec![q8.len()], q8).unwrap());
+    graph.initializers.insert(
+        "shape".into(),
+        Tensor::from_vec(vec![2], vec![4i64, 96]).unwrap(),
+    );
     let int = Attribute::Int;
-    let perm = Attribute::Ints(vec![1, 0]);
     graph.nodes = vec![
         node("MatMul", &["x", "w"], "xw", &[]),
         node("Add", &["xw", "b"], "xwb", &[]),
-        node("Transpose", &["xwb"], "t", &[("perm", perm.clone())]),
-        node("Transpose", &["t"], "tt", &[("perm", perm)]),
+        // No device kernel: the CPU op on a downloaded value.
+        node("Expand", &["xwb", "shape"], "t", &[]),
+        node("Expand", &["t", "shape"], "tt", &[]),
         node("Relu", &["tt"], "r", &[]),
         node(
             "RMSNormalization",
@@ -393,8 +397,8 @@ fn executor_matches_the_cpu_interpreter() {
             assert_eq!(a.to_bits(), b.to_bits(), "run {run}, element {i}");
         }
         assert_eq!(stats.device_steps, 12, "{stats:?}");
-        assert_eq!(stats.host_steps.get("Transpose"), Some(&2), "{stats:?}");
-        // x up; xwb down for Transpose; tt up; y down. Constants go up once per executor.
+        assert_eq!(stats.host_steps.get("Expand"), Some(&2), "{stats:?}");
+        // x up; xwb down for Expand; tt up; y down. Constants go up once per executor.
         assert_eq!(stats.downloads, 2, "{stats:?}");
         let constant_uploads = if run == 0 { 8 } else { 0 };
         assert_eq!(stats.uploads, 2 + constant_uploads, "{stats:?}");

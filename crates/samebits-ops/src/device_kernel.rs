@@ -7,8 +7,14 @@
 //! `None` and other backends fall back to [`crate::Op::eval`]. The variants carry the op's parsed
 //! attributes; shapes and dtypes are checked by the backend at run time (anything but float32
 //! falls back).
+//!
+//! Ops whose device work depends on the input shapes (Conv, pooling, Resize, the data-movement
+//! ops, BatchNormalization, `samebits::ElementwiseChain`) name [`DeviceKernel::Shaped`] and
+//! resolve a [`ShapedKernel`] per run through [`crate::Op::shaped_kernel`]: the same geometry
+//! code the CPU evaluation uses, so CPU and GPU share one definition of shapes, pads and taps.
 
 use samebits_gguf::GgmlType;
+use samebits_kernels::{ConvGeometry, ConvTransposeGeometry, PoolGeometry, PoolKind};
 use samebits_math::{Activation, UnaryFn};
 
 /// A reproducible kernel an op's float32 evaluation equals, with the op's attributes.
@@ -77,6 +83,163 @@ pub enum DeviceKernel {
         kv_num_heads: usize,
         scale: Option<f32>,
     },
+    /// The op's [`ShapedKernel`] for the actual input shapes comes from
+    /// [`crate::Op::shaped_kernel`].
+    Shaped,
+}
+
+/// A device computation with every shape-dependent quantity resolved (module docs). Inputs
+/// not named by [`ShapedKernel::reads_on_device`] are read on the host while resolving.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ShapedKernel {
+    /// Conv (contract `conv`): inputs X, W and the optional bias B.
+    Conv(ConvGeometry),
+    /// ConvTranspose (contract `conv-transpose`): inputs X, W and the optional bias B.
+    ConvTranspose(ConvTransposeGeometry),
+    /// MaxPool (output Y only) and AveragePool (contract `pool`).
+    Pool(PoolGeometry, PoolKind),
+    /// GlobalMaxPool / GlobalAveragePool: `planes` planes of `len` elements into an output of
+    /// `shape` (contract `pool`).
+    GlobalPool {
+        kind: PoolKind,
+        planes: usize,
+        len: usize,
+        shape: Vec<usize>,
+    },
+    /// Resize (contract `resize`): input X of `in_shape`, output of `out_shape`.
+    Resize(ResizeTaps),
+    /// Data movement (Transpose, Slice, Split, Concat): every output element is one input
+    /// element, no arithmetic.
+    Copy {
+        /// The shape of each output.
+        outputs: Vec<Vec<usize>>,
+        parts: Vec<CopyPart>,
+    },
+    /// `samebits::ElementwiseChain`, and BatchNormalization in inference as a one-step chain
+    /// (contract `elementwise-fusion`, `normalization`).
+    Chain(ChainKernel),
+}
+
+impl ShapedKernel {
+    /// Whether input `i` is read on the device (the others were read on the host already).
+    pub fn reads_on_device(&self, i: usize) -> bool {
+        match self {
+            ShapedKernel::Conv(_) | ShapedKernel::ConvTranspose(_) => i <= 2,
+            ShapedKernel::Pool(..) | ShapedKernel::GlobalPool { .. } | ShapedKernel::Resize(_) => {
+                i == 0
+            }
+            ShapedKernel::Copy { parts, .. } => parts.iter().any(|p| p.input == i),
+            ShapedKernel::Chain(chain) => i < chain.layouts.len(),
+        }
+    }
+
+    /// The shapes of the outputs the kernel writes.
+    pub fn output_shapes(&self) -> Vec<Vec<usize>> {
+        let nc = |batch: usize, channels: usize, spatial: Vec<usize>| {
+            [batch, channels].into_iter().chain(spatial).collect()
+        };
+        match self {
+            ShapedKernel::Conv(g) => vec![nc(g.batch, g.out_channels, g.out_spatial())],
+            ShapedKernel::ConvTranspose(g) => vec![nc(g.batch, g.out_channels, g.out_spatial())],
+            ShapedKernel::Pool(g, _) => vec![nc(g.batch, g.channels, g.out_spatial())],
+            ShapedKernel::GlobalPool { shape, .. } => vec![shape.clone()],
+            ShapedKernel::Resize(taps) => vec![taps.out_shape.clone()],
+            ShapedKernel::Copy { outputs, .. } => outputs.clone(),
+            ShapedKernel::Chain(chain) => vec![chain.shape.clone()],
+        }
+    }
+}
+
+/// The shape of input `i` among a [`crate::Op::shaped_kernel`] call's shapes, or an error.
+pub(crate) fn input_shape<'a>(
+    shapes: &[Option<&'a [usize]>],
+    i: usize,
+) -> crate::Result<&'a [usize]> {
+    shapes
+        .get(i)
+        .copied()
+        .flatten()
+        .ok_or_else(|| crate::OpError::Invalid(format!("input {i} has no known shape")))
+}
+
+/// One axis' taps: for each output coordinate, its input taps as (element offset in the input,
+/// weight), or `None` where the output is the extrapolation value.
+pub type AxisTaps = Vec<Option<Vec<(usize, f32)>>>;
+
+/// Resize's taps (contract `resize`): per axis, the [`AxisTaps`] of every output coordinate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResizeTaps {
+    pub in_shape: Vec<usize>,
+    pub out_shape: Vec<usize>,
+    pub axes: Vec<AxisTaps>,
+    pub extrapolation: f32,
+}
+
+/// One strided copy of [`ShapedKernel::Copy`]: element `idx` (row-major over `shape`) of input
+/// `input` at `src_offset + Σ idx[d] * src_strides[d]` goes to output `output` at
+/// `dst_offset + Σ idx[d] * dst_strides[d]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyPart {
+    pub input: usize,
+    pub output: usize,
+    pub shape: Vec<usize>,
+    pub src_offset: usize,
+    pub src_strides: Vec<isize>,
+    pub dst_offset: usize,
+    pub dst_strides: Vec<isize>,
+}
+
+/// A chain of per-element operations (contract `elementwise-fusion`): for each output element
+/// of `shape`, the steps in order, each the single IEEE operation of its op.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChainKernel {
+    pub shape: Vec<usize>,
+    /// How each chain input covers the output.
+    pub layouts: Vec<ChainLayout>,
+    pub steps: Vec<ChainStep>,
+}
+
+/// How a chain input covers the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainLayout {
+    /// The output's shape.
+    Full,
+    /// One element for all outputs.
+    Scalar,
+    /// One element per channel (axis 1 of the output).
+    Channel,
+}
+
+/// One step of a [`ChainKernel`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChainStep {
+    pub op: ChainOp,
+    pub operands: Vec<ChainOperand>,
+}
+
+/// The operation of a chain step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ChainOp {
+    /// One IEEE operation of its two operands.
+    Binary(BinaryKernel),
+    /// `x > 0 ? x : (x is NaN ? x : +0)`.
+    Relu,
+    /// `max(x, lo)` then `min(., hi)` (reduce-extrema), each bound optional.
+    Clip,
+    /// `((x - mean) * rstd) * scale + bias`, `rstd = 1 / sqrt(var + epsilon)`; operands x,
+    /// scale, bias, mean, var.
+    BatchNorm { epsilon: f32 },
+}
+
+/// Where a chain step's operand comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainOperand {
+    /// Chain input `i`.
+    Input(usize),
+    /// The result of step `j`.
+    Temp(usize),
+    /// An omitted optional input (Clip without a bound).
+    Absent,
 }
 
 /// The elementwise functions of [`DeviceKernel::Unary`].

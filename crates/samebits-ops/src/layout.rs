@@ -6,7 +6,7 @@
 //! (a bit-for-bit move never needs to know that a `u32` is really an `f32`) and strings as
 //! `String`. Moves are exact, so the order in which elements are copied never matters.
 
-use crate::{Result, bail};
+use crate::{CopyPart, Result, bail};
 use samebits_ir::{DType, Tensor, checked_numel};
 use std::sync::Arc;
 
@@ -119,6 +119,19 @@ impl StridedView {
             offset: self.offset,
             shape: perm.iter().map(|&p| self.shape[p]).collect(),
             strides: perm.iter().map(|&p| self.strides[p]).collect(),
+        }
+    }
+
+    /// The device copy of this view of input `input` into the dense output `output`.
+    pub fn copy_part(&self, input: usize, output: usize) -> CopyPart {
+        CopyPart {
+            input,
+            output,
+            shape: self.shape.clone(),
+            src_offset: self.offset,
+            src_strides: self.strides.clone(),
+            dst_offset: 0,
+            dst_strides: StridedView::dense(&self.shape).strides,
         }
     }
 

@@ -26,7 +26,10 @@ mod spatial;
 mod staging;
 
 pub use args::{NodeArgs, normalize_axis};
-pub use device_kernel::{BinaryKernel, DeviceKernel, UnaryKernel};
+pub use device_kernel::{
+    BinaryKernel, ChainKernel, ChainLayout, ChainOp, ChainOperand, ChainStep, CopyPart,
+    DeviceKernel, ResizeTaps, ShapedKernel, UnaryKernel,
+};
 pub use error::{OpError, Result};
 pub use families::{gemm_c_strides, softmax_f32};
 pub use op::{BuildContext, Inputs, InputsExt, Op, OperationSet};

@@ -1,7 +1,7 @@
 //! The [`Op`] trait every operator implements, the [`BuildContext`] an op is built from, and the
 //! [`OperationSet`] it is built for.
 
-use crate::{DeviceKernel, OpError, Result};
+use crate::{DeviceKernel, OpError, Result, ShapedKernel};
 use samebits_ir::{Node, OpsetImports, Tensor, Value, ValueType};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -97,6 +97,18 @@ pub trait Op: Send + Sync + fmt::Debug {
     /// `shape` and the other inputs (shape and axes values, on the host).
     fn view_shape(&self, _shape: &[usize], _inputs: &Inputs) -> Result<Vec<usize>> {
         Err(OpError::Invalid("not a view op".into()))
+    }
+
+    /// For ops whose device kernel is [`DeviceKernel::Shaped`]: the kernel for inputs of
+    /// `shapes` (`None` for omitted inputs), reading on the host the inputs it needs there
+    /// (Resize's scales, Slice's starts, ...: `inputs` holds every input available on the
+    /// host). An error means "run the op on the CPU".
+    fn shaped_kernel(
+        &self,
+        _shapes: &[Option<&[usize]>],
+        _inputs: &Inputs,
+    ) -> Result<ShapedKernel> {
+        Err(OpError::Invalid("no shaped device kernel".into()))
     }
 }
 

@@ -59,6 +59,8 @@ pub struct Plan {
     outputs: Vec<(String, usize)>,
     /// Initializer values by slot (`None` for the other slots); runs borrow them, never copy.
     constants: Vec<Option<Value>>,
+    /// The promise its ops were built for.
+    operation_set: OperationSet,
 }
 
 /// Names a graph's nodes read from enclosing scopes (recursively through nested subgraphs).
@@ -289,7 +291,14 @@ impl Plan {
             inputs,
             outputs,
             constants: constant_slots,
+            operation_set,
         })
+    }
+
+    /// The operation set the plan's ops were built for (other backends pick their kernels by
+    /// it).
+    pub fn operation_set(&self) -> OperationSet {
+        self.operation_set
     }
 
     /// The names of the values `run` expects, in order, with their declared types.

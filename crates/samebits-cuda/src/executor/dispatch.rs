@@ -18,7 +18,8 @@ use crate::backend::CudaBackend;
 use crate::buffer::DeviceBuffer;
 use crate::elementwise::{BinaryOp, BroadcastLayout, UnaryOp};
 use crate::error::{CudaError, Result};
-use crate::gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape};
+use crate::fast::Kernels;
+use crate::gemm::{DeviceMat, GemmEpilogue, GemmShape};
 use crate::gguf::{GGUF_GEMM_MIN_ROWS, gguf_supported};
 use crate::reduce::row_len_supported;
 
@@ -583,6 +584,7 @@ pub(crate) fn run_launch(
     backend: &CudaBackend,
     launch: &Launch,
     inputs: &[Option<&DeviceValue>],
+    kernels: Kernels,
 ) -> Result<Vec<DeviceValue>> {
     let (buffer, shape) = match launch {
         Launch::Unary(op) => {
@@ -615,12 +617,12 @@ pub(crate) fn run_launch(
                     c: c.zip(c_buffer).map(|(layout, buffer)| layout.view(buffer)),
                 },
             };
-            let out = backend.gemm(
+            let out = backend.gemm_with(
                 *shape,
                 a.view(a_buffer),
                 b.view(b_buffer),
                 epilogue,
-                GemmLaunch::Auto,
+                kernels,
             )?;
             (out, out_shape.clone())
         }

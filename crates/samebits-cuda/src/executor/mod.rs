@@ -27,17 +27,19 @@
 mod dispatch;
 mod fusion;
 mod graph;
+mod shaped;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use samebits_ir::{DType, Tensor, Value};
-use samebits_ops::{DeviceKernel, OpError, Plan, PlanStep, RunOptions};
+use samebits_ops::{DeviceKernel, OpError, OperationSet, Plan, PlanStep, RunOptions};
 
 use crate::attention::KvStorage;
 use crate::backend::CudaBackend;
 use crate::buffer::{DeviceBuffer, DeviceBytes, with_arena};
 use crate::error::{CudaError, Result};
+use crate::fast::Kernels;
 use dispatch::{ArgInfo, Launch, plan_launch, run_launch};
 
 /// A value held on the device.
@@ -157,6 +159,8 @@ pub struct CudaExecutor {
     resident: Mutex<HashMap<usize, Arc<DeviceValue>>>,
     /// Recorded runs (CUDA graphs) and the rehearsal of the next one.
     graphs: Mutex<graph::Graphs>,
+    /// The plan's operation set's kernels: cuBLAS products for the default set.
+    kernel_set: Kernels,
 }
 
 impl CudaExecutor {
@@ -164,6 +168,10 @@ impl CudaExecutor {
     pub fn new(backend: Arc<CudaBackend>, plan: Arc<Plan>) -> Self {
         let kernels = plan.steps().map(|s| s.op.device_kernel()).collect();
         let constants = plan.constants().map(|(s, v)| (s, v.clone())).collect();
+        let kernel_set = match plan.operation_set() {
+            OperationSet::Default => Kernels::Fast,
+            _ => Kernels::Reproducible,
+        };
         CudaExecutor {
             backend,
             plan,
@@ -171,6 +179,7 @@ impl CudaExecutor {
             constants,
             resident: Mutex::new(HashMap::new()),
             graphs: Mutex::new(graph::Graphs::default()),
+            kernel_set,
         }
     }
 
@@ -309,9 +318,13 @@ impl CudaExecutor {
                 Some(DeviceKernel::View) => device_view(&step, slots),
                 _ => None,
             };
-            let launch = match view {
-                Some(_) => None,
-                None => self.launch_for(&step, self.kernels[i], slots),
+            let shaped = match self.kernels[i] {
+                Some(DeviceKernel::Shaped) => shaped::resolve(&step, slots),
+                _ => None,
+            };
+            let launch = match (&view, &shaped) {
+                (None, None) => self.launch_for(&step, self.kernels[i], slots),
+                _ => None,
             };
             let at = at_step(&step);
             match launch {
@@ -320,6 +333,11 @@ impl CudaExecutor {
                         host: None,
                         device: view.map(Arc::new),
                     };
+                    stats.device_steps += 1;
+                }
+                _ if shaped.is_some() => {
+                    let kernel = shaped.as_ref().expect("resolved");
+                    self.run_shaped(&step, kernel, slots, stats).map_err(&at)?;
                     stats.device_steps += 1;
                 }
                 Some(launch) => {
@@ -420,7 +438,7 @@ impl CudaExecutor {
             });
         }
         let refs: Vec<Option<&DeviceValue>> = values.iter().map(|v| v.as_deref()).collect();
-        let results = run_launch(&self.backend, launch, &refs)?;
+        let results = run_launch(&self.backend, launch, &refs, self.kernel_set)?;
         drop(values);
         for (slot, output) in outputs.iter().zip(results) {
             slots[*slot] = Slot {

@@ -7,10 +7,14 @@
 //! computed in f32 and rounded once at the store. ConvInteger runs the f32 kernel on the
 //! zero-point-shifted integers when every partial sum is exact in f32, and is refused otherwise.
 
+use crate::device_kernel::input_shape;
 use crate::registry::Registry;
 use crate::spatial::{AutoPad, SpatialAttrs, check_windows_fit};
 use crate::staging::{f32_values, known_dtype, known_shape, store_f32, tensor_type};
-use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
+use crate::{
+    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, ShapedKernel, bail,
+    unsupported,
+};
 use samebits_ir::{DType, Tensor, Value, ValueType};
 use samebits_kernels::{ConvGeometry, ConvTransposeGeometry, conv_f32, conv_transpose_f32};
 
@@ -117,13 +121,10 @@ impl Conv {
 }
 
 /// Errors unless an optional bias has shape `[channels]`.
-fn check_bias(op: &str, bias: Option<&Tensor>, channels: usize) -> Result<()> {
+fn check_bias(op: &str, bias: Option<&[usize]>, channels: usize) -> Result<()> {
     match bias {
-        Some(b) if b.shape() != [channels] => {
-            bail!(
-                "{op}: bias B must have shape [{channels}], got {:?}",
-                b.shape()
-            )
+        Some(b) if b != [channels] => {
+            bail!("{op}: bias B must have shape [{channels}], got {b:?}")
         }
         _ => Ok(()),
     }
@@ -140,7 +141,7 @@ impl Op for Conv {
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let (x, w, b) = (inputs.tensor(0)?, inputs.tensor(1)?, inputs.opt_tensor(2)?);
         let geometry = self.geometry(x.shape(), w.shape())?;
-        check_bias("Conv", b, geometry.out_channels)?;
+        check_bias("Conv", b.map(Tensor::shape), geometry.out_channels)?;
         if let Some(t) = [Some(w), b]
             .into_iter()
             .flatten()
@@ -161,6 +162,17 @@ impl Op for Conv {
             conv_f32(&geometry, &input, &weight, bias.as_deref(), &mut out);
         }
         Ok(vec![store_f32(x.dtype(), shape, out)?.into()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], _inputs: &Inputs) -> Result<ShapedKernel> {
+        let geometry = self.geometry(input_shape(shapes, 0)?, input_shape(shapes, 1)?)?;
+        let bias = shapes.get(2).copied().flatten();
+        check_bias("Conv", bias, geometry.out_channels)?;
+        Ok(ShapedKernel::Conv(geometry))
     }
 }
 
@@ -381,7 +393,7 @@ impl Op for ConvTranspose {
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let (x, w, b) = (inputs.tensor(0)?, inputs.tensor(1)?, inputs.opt_tensor(2)?);
         let geometry = self.geometry(x.shape(), w.shape())?;
-        check_bias("ConvTranspose", b, geometry.out_channels)?;
+        check_bias("ConvTranspose", b.map(Tensor::shape), geometry.out_channels)?;
         if let Some(t) = [Some(w), b]
             .into_iter()
             .flatten()
@@ -404,5 +416,16 @@ impl Op for ConvTranspose {
             conv_transpose_f32(&geometry, &input, &weight, bias.as_deref(), &mut out);
         }
         Ok(vec![store_f32(x.dtype(), shape, out)?.into()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], _inputs: &Inputs) -> Result<ShapedKernel> {
+        let geometry = self.geometry(input_shape(shapes, 0)?, input_shape(shapes, 1)?)?;
+        let bias = shapes.get(2).copied().flatten();
+        check_bias("ConvTranspose", bias, geometry.out_channels)?;
+        Ok(ShapedKernel::ConvTranspose(geometry))
     }
 }

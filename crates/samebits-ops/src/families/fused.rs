@@ -15,9 +15,12 @@
 
 use super::elementwise::{Binary, Unary, f32_binary, f32_unary};
 use super::normalization::rsqrt_eps;
+use crate::device_kernel::input_shape;
 use crate::registry::Registry;
 use crate::{
-    BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Plan, Result, RunOptions, bail,
+    BinaryKernel, BuildContext, ChainKernel, ChainLayout as Layout, ChainOp,
+    ChainOperand as Operand, ChainStep, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError,
+    Plan, Result, RunOptions, ShapedKernel, bail,
 };
 use rayon::prelude::*;
 use samebits_ir::{DType, Graph, Node, Tensor, Value, ValueType};
@@ -55,17 +58,6 @@ pub fn is_fusable(node: &Node, opset: i64) -> bool {
         }
         _ => false,
     }
-}
-
-/// Where an instruction operand comes from.
-#[derive(Clone, Copy, Debug)]
-enum Operand {
-    /// Chain input `i`.
-    Input(usize),
-    /// The result of instruction `j`.
-    Temp(usize),
-    /// An omitted optional input (Clip without a bound).
-    Absent,
 }
 
 /// One body node's per-element operation.
@@ -160,15 +152,16 @@ impl ElementwiseChain {
     }
 
     /// The operands' layouts and the output shape when the fast path applies.
-    fn fast_layout(&self, tensors: &[&Tensor]) -> Option<(Vec<usize>, Vec<Layout>)> {
-        if tensors.iter().any(|t| t.dtype() != DType::F32) {
-            return None;
-        }
-        let shape = tensors.iter().max_by_key(|t| t.numel())?.shape().to_vec();
-        let channels = (shape.len() >= 2).then(|| shape[1]);
-        let layouts: Vec<Layout> = tensors
+    /// (The operands must also be f32 tensors.)
+    fn fast_layout(&self, shapes: &[&[usize]]) -> Option<(Vec<usize>, Vec<Layout>)> {
+        let shape = shapes
             .iter()
-            .map(|t| Layout::of(t.shape(), &shape, channels))
+            .max_by_key(|s| s.iter().product::<usize>())?
+            .to_vec();
+        let channels = (shape.len() >= 2).then(|| shape[1]);
+        let layouts: Vec<Layout> = shapes
+            .iter()
+            .map(|s| Layout::of(s, &shape, channels))
             .collect::<Option<_>>()?;
         // Each instruction's result must be full size and its operands of the right kinds.
         for instr in &self.instrs {
@@ -194,7 +187,7 @@ impl ElementwiseChain {
                     matches!(layout(&instr.operands[0]), Some(Layout::Full))
                         && shape.len() >= 2
                         && instr.operands[1..].iter().all(|o| match o {
-                            Operand::Input(i) => tensors[*i].shape() == [shape[1]],
+                            Operand::Input(i) => shapes[*i] == [shape[1]],
                             _ => false,
                         })
                 }
@@ -205,17 +198,6 @@ impl ElementwiseChain {
         }
         Some((shape, layouts))
     }
-}
-
-/// How an operand covers the output.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Layout {
-    /// The output's shape.
-    Full,
-    /// One element for all outputs.
-    Scalar,
-    /// One element per channel (axis 1 of the output).
-    Channel,
 }
 
 impl Layout {
@@ -465,14 +447,52 @@ impl Op for ElementwiseChain {
         let tensors: Option<Vec<&Tensor>> = (0..self.inputs)
             .map(|i| inputs.value(i).ok()?.as_tensor().ok())
             .collect();
-        if let Some(tensors) = tensors
-            && let Some((shape, layouts)) = self.fast_layout(&tensors)
-        {
-            return Ok(vec![self.eval_fast(&tensors, shape, layouts)?.into()]);
+        if let Some(tensors) = tensors.filter(|t| t.iter().all(|t| t.dtype() == DType::F32)) {
+            let shapes: Vec<&[usize]> = tensors.iter().map(|t| t.shape()).collect();
+            if let Some((shape, layouts)) = self.fast_layout(&shapes) {
+                return Ok(vec![self.eval_fast(&tensors, shape, layouts)?.into()]);
+            }
         }
         let fed = (0..self.inputs)
             .map(|i| inputs.value(i).cloned())
             .collect::<Result<Vec<_>>>()?;
         self.fallback.run(fed, RunOptions::default())
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    /// The fast path's chain (f32 operands are the backend's check); other layouts run the
+    /// body node by node on the CPU.
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], _inputs: &Inputs) -> Result<ShapedKernel> {
+        let shapes = (0..self.inputs)
+            .map(|i| input_shape(shapes, i))
+            .collect::<Result<Vec<_>>>()?;
+        let Some((shape, layouts)) = self.fast_layout(&shapes) else {
+            bail!("{OP_TYPE}: operands outside the fused layouts");
+        };
+        let steps = self
+            .instrs
+            .iter()
+            .map(|instr| ChainStep {
+                op: match instr.kind {
+                    Kind::Binary(Binary::Add) => ChainOp::Binary(BinaryKernel::Add),
+                    Kind::Binary(Binary::Sub) => ChainOp::Binary(BinaryKernel::Sub),
+                    Kind::Binary(Binary::Mul) => ChainOp::Binary(BinaryKernel::Mul),
+                    Kind::Binary(Binary::Div) => ChainOp::Binary(BinaryKernel::Div),
+                    Kind::Binary(other) => unreachable!("{other:?} is not fusable"),
+                    Kind::Relu => ChainOp::Relu,
+                    Kind::Clip => ChainOp::Clip,
+                    Kind::BatchNorm { epsilon } => ChainOp::BatchNorm { epsilon },
+                },
+                operands: instr.operands.clone(),
+            })
+            .collect();
+        Ok(ShapedKernel::Chain(ChainKernel {
+            shape,
+            layouts,
+            steps,
+        }))
     }
 }

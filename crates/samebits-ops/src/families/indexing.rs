@@ -12,11 +12,12 @@
 //! treats equal values (so all NaNs, and both zeros) as one value.
 
 use super::{input_dtype, output_of};
+use crate::device_kernel::input_shape;
 use crate::layout::{BlockGather, Movable, MoveKernel, StridedView, move_elements};
 use crate::registry::Registry;
 use crate::{
-    BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, normalize_axis,
-    unsupported,
+    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result, ShapedKernel,
+    bail, normalize_axis, unsupported,
 };
 use half::{bf16, f16};
 use samebits_ir::{DType, Tensor, Value, ValueType, checked_numel, with_numeric_type};
@@ -514,6 +515,27 @@ impl Op for Slice {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
+        let view = self.view(x.shape(), inputs)?;
+        Ok(vec![move_elements(&[x], view.shape.clone(), &view)?.into()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    /// Starts, ends, axes and steps from the attributes or inputs 1 to 4 on the host.
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], inputs: &Inputs) -> Result<ShapedKernel> {
+        let view = self.view(input_shape(shapes, 0)?, inputs)?;
+        Ok(ShapedKernel::Copy {
+            outputs: vec![view.shape.clone()],
+            parts: vec![view.copy_part(0, 0)],
+        })
+    }
+}
+
+impl Slice {
+    /// The sliced view of a dense tensor of `shape`.
+    fn view(&self, shape: &[usize], inputs: &Inputs) -> Result<StridedView> {
         let (starts, ends, axes, steps) = match &self.attributes {
             Some((s, e, a)) => (s.clone(), e.clone(), a.clone(), None),
             None => (
@@ -523,6 +545,7 @@ impl Op for Slice {
                 inputs.opt_ints(4, "steps")?,
             ),
         };
+        let rank = shape.len();
         let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
         let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
         if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
@@ -530,10 +553,10 @@ impl Op for Slice {
                 "starts {starts:?}, ends {ends:?}, axes {axes:?} and steps {steps:?} must have the same length"
             );
         }
-        let mut view = StridedView::dense(x.shape());
-        let mut seen = vec![false; x.rank()];
+        let mut view = StridedView::dense(shape);
+        let mut seen = vec![false; rank];
         for k in 0..starts.len() {
-            let a = normalize_axis(axes[k], x.rank())
+            let a = normalize_axis(axes[k], rank)
                 .map_err(|e| OpError::Invalid(format!("axes: {e}")))?;
             if std::mem::replace(&mut seen[a], true) {
                 bail!("axes {axes:?} name axis {a} twice");
@@ -541,14 +564,14 @@ impl Op for Slice {
             if steps[k] == 0 {
                 bail!("steps {steps:?}: a step is 0");
             }
-            let (first, len) = slice_range(starts[k], ends[k], steps[k], x.shape()[a]);
+            let (first, len) = slice_range(starts[k], ends[k], steps[k], shape[a]);
             if len > 0 {
                 view.offset += first as usize * view.strides[a] as usize;
             }
             view.strides[a] *= steps[k] as isize;
             view.shape[a] = len;
         }
-        Ok(vec![move_elements(&[x], view.shape.clone(), &view)?.into()])
+        Ok(view)
     }
 }
 

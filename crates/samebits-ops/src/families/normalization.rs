@@ -10,10 +10,11 @@
 use super::activation::pow_f32;
 use super::numeric::{Layout, Real, normalize_axes, permute, with_real_type};
 use crate::broadcast::{broadcast_shapes, expand};
+use crate::device_kernel::input_shape;
 use crate::registry::Registry;
 use crate::{
-    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail,
-    normalize_axis, unsupported,
+    BuildContext, ChainKernel, ChainLayout, ChainOp, ChainOperand, ChainStep, DeviceKernel, Inputs,
+    InputsExt, NodeArgs, Op, OpError, Result, ShapedKernel, bail, normalize_axis, unsupported,
 };
 use rayon::prelude::*;
 use samebits_ir::{DType, Tensor, Value, ValueType};
@@ -300,6 +301,35 @@ impl Op for BatchNorm {
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         with_real_type!(inputs.tensor(0)?.dtype(), R => self.eval_as::<R>(inputs),
             else unsupported!("BatchNormalization of {} tensors", inputs.tensor(0)?.dtype()))
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        (!self.training).then_some(DeviceKernel::Shaped)
+    }
+
+    /// Inference: the one-step chain `((x - mean) * rstd) * scale + bias` per channel.
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], _inputs: &Inputs) -> Result<ShapedKernel> {
+        let x = input_shape(shapes, 0)?;
+        if self.training || x.len() < 2 {
+            bail!("BatchNormalization: no device kernel for training or rank < 2");
+        }
+        for i in 1..5 {
+            if input_shape(shapes, i)?.iter().product::<usize>() != x[1] {
+                bail!("BatchNormalization: input {i} must hold one value per channel");
+            }
+        }
+        let mut layouts = vec![ChainLayout::Channel; 5];
+        layouts[0] = ChainLayout::Full;
+        Ok(ShapedKernel::Chain(ChainKernel {
+            shape: x.to_vec(),
+            layouts,
+            steps: vec![ChainStep {
+                op: ChainOp::BatchNorm {
+                    epsilon: self.epsilon,
+                },
+                operands: (0..5).map(ChainOperand::Input).collect(),
+            }],
+        }))
     }
 }
 

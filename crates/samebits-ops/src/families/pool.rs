@@ -10,11 +10,14 @@
 
 use std::borrow::Cow;
 
+use crate::device_kernel::input_shape;
 use crate::layout::{Movable, MoveKernel, move_elements};
 use crate::registry::Registry;
 use crate::spatial::{SpatialAttrs, check_windows_fit};
 use crate::staging::{f32_values, known_dtype, known_shape, store_f32, tensor_type};
-use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail};
+use crate::{
+    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, ShapedKernel, bail,
+};
 use rayon::prelude::*;
 use samebits_ir::{DType, Tensor, Value, ValueType};
 use samebits_kernels::{PoolGeometry, PoolKind, canonical_dot, global_pool_f32, pool_f32};
@@ -324,6 +327,30 @@ impl Op for Pool {
         results.insert(0, pool_output(x.dtype(), shape, out)?);
         Ok(results.into_iter().map(Value::from).collect())
     }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        self.kind().map(|_| DeviceKernel::Shaped)
+    }
+
+    /// MaxPool's Y (not its Indices) and AveragePool.
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], _inputs: &Inputs) -> Result<ShapedKernel> {
+        let geometry = self.geometry(input_shape(shapes, 0)?)?;
+        match self.kind() {
+            Some(kind) => Ok(ShapedKernel::Pool(geometry, kind)),
+            None => bail!("{}: no device kernel", self.spatial.op),
+        }
+    }
+}
+
+impl Pool {
+    /// The `pool_f32` kind of this op (LpPool has none).
+    fn kind(&self) -> Option<PoolKind> {
+        match self.op {
+            WindowOp::Max => Some(PoolKind::Max),
+            WindowOp::Average(count_include_pad) => Some(PoolKind::Average { count_include_pad }),
+            WindowOp::Lp(_) => None,
+        }
+    }
 }
 
 /// GlobalMaxPool, GlobalAveragePool, GlobalLpPool: one window over each whole plane.
@@ -377,6 +404,28 @@ impl Op for GlobalPool {
             WindowOp::Lp(_) => {}
         }
         Ok(vec![pool_output(x.dtype(), shape, out)?.into()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        (!matches!(self.0, WindowOp::Lp(_))).then_some(DeviceKernel::Shaped)
+    }
+
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], _inputs: &Inputs) -> Result<ShapedKernel> {
+        let x = input_shape(shapes, 0)?;
+        let shape = Self::output_shape(x)?;
+        let kind = match self.0 {
+            WindowOp::Max => PoolKind::Max,
+            WindowOp::Average(_) => PoolKind::Average {
+                count_include_pad: false,
+            },
+            WindowOp::Lp(_) => bail!("GlobalLpPool: no device kernel"),
+        };
+        Ok(ShapedKernel::GlobalPool {
+            kind,
+            planes: shape[0] * shape[1],
+            len: x[2..].iter().product(),
+            shape,
+        })
     }
 }
 

@@ -9,10 +9,12 @@
 //! with the tap values, taps in row-major order over the axes. f16 / bf16 compute in f32 and
 //! round once at the store.
 
+use crate::device_kernel::{AxisTaps, input_shape};
 use crate::registry::Registry;
 use crate::staging::{f32_values, store_f32};
 use crate::{
-    BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail, normalize_axis, unsupported,
+    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, ResizeTaps, Result, ShapedKernel,
+    bail, normalize_axis, unsupported,
 };
 use rayon::prelude::*;
 use samebits_ir::{Tensor, Value};
@@ -175,10 +177,6 @@ impl Resize {
         }
     }
 }
-
-/// One axis' plan: for each output coordinate, its input taps (element offset along the axis,
-/// weight), or `None` where the output is the extrapolation value.
-type AxisTaps = Vec<Option<Vec<(usize, f32)>>>;
 
 /// Everything about one axis that its taps depend on.
 struct AxisResize {
@@ -423,13 +421,12 @@ impl Resize {
     }
 }
 
-impl Op for Resize {
-    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
-        let x = inputs.tensor(0)?;
-        let values = f32_values(x, "Resize input X")?;
-        let plan = self.axes_plan(inputs, x.shape())?;
+impl Resize {
+    /// The output shape and each axis' taps (offsets in elements of an input of `shape`).
+    fn taps(&self, inputs: &Inputs, shape: &[usize]) -> Result<(Vec<usize>, Vec<AxisTaps>)> {
+        let plan = self.axes_plan(inputs, shape)?;
         let out_shape: Vec<usize> = plan.iter().map(|a| a.out_len).collect();
-        let strides = crate::broadcast::strides(x.shape());
+        let strides = crate::broadcast::strides(shape);
         let taps: Vec<AxisTaps> = plan
             .iter()
             .zip(&strides)
@@ -441,6 +438,32 @@ impl Op for Resize {
                 }
             })
             .collect();
+        Ok((out_shape, taps))
+    }
+}
+
+impl Op for Resize {
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    /// The taps, from scales / sizes / roi on the host.
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], inputs: &Inputs) -> Result<ShapedKernel> {
+        let shape = input_shape(shapes, 0)?;
+        let (out_shape, axes) = self.taps(inputs, shape)?;
+        Ok(ShapedKernel::Resize(ResizeTaps {
+            in_shape: shape.to_vec(),
+            out_shape,
+            axes,
+            extrapolation: self.extrapolation,
+        }))
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        let values = f32_values(x, "Resize input X")?;
+        let (out_shape, taps) = self.taps(inputs, x.shape())?;
+        let strides = crate::broadcast::strides(x.shape());
         let total: usize = out_shape.iter().product();
         let mut out = vec![0.0f32; total];
         let rank = out_shape.len();

@@ -7,11 +7,12 @@
 
 use super::{input_dtype, output_of};
 use crate::broadcast::{broadcast_shapes, broadcast_strides};
+use crate::device_kernel::input_shape;
 use crate::layout::{Interleave, Movable, MoveKernel, StridedView, move_elements};
 use crate::registry::Registry;
 use crate::{
-    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail,
-    normalize_axis,
+    BuildContext, CopyPart, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result,
+    ShapedKernel, bail, normalize_axis,
 };
 use samebits_ir::{DType, Tensor, Value, ValueType, checked_numel};
 
@@ -385,12 +386,31 @@ impl Op for Transpose {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
-        let perm = match &self.0 {
-            Some(p) => permutation(p, x.rank())?,
-            None => (0..x.rank()).rev().collect(),
-        };
-        let view = StridedView::dense(x.shape()).permuted(&perm);
+        let view = self.view(x.shape())?;
         Ok(vec![move_elements(&[x], view.shape.clone(), &view)?.into()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], _inputs: &Inputs) -> Result<ShapedKernel> {
+        let view = self.view(input_shape(shapes, 0)?)?;
+        Ok(ShapedKernel::Copy {
+            outputs: vec![view.shape.clone()],
+            parts: vec![view.copy_part(0, 0)],
+        })
+    }
+}
+
+impl Transpose {
+    /// The transposed view of a dense tensor of `shape`.
+    fn view(&self, shape: &[usize]) -> Result<StridedView> {
+        let perm = match &self.0 {
+            Some(p) => permutation(p, shape.len())?,
+            None => (0..shape.len()).rev().collect(),
+        };
+        Ok(StridedView::dense(shape).permuted(&perm))
     }
 }
 
@@ -406,25 +426,8 @@ impl Op for Concat {
         let tensors = (0..inputs.len())
             .map(|i| inputs.tensor(i))
             .collect::<Result<Vec<_>>>()?;
-        let Some(first) = tensors.first() else {
-            bail!("Concat needs at least one input")
-        };
-        let axis = normalize_axis(self.0, first.rank())
-            .map_err(|e| OpError::Invalid(format!("attribute \"axis\": {e}")))?;
-        let mut shape = first.shape().to_vec();
-        shape[axis] = 0;
-        for (i, t) in tensors.iter().enumerate() {
-            let same_rest = t.rank() == shape.len()
-                && (0..shape.len()).all(|d| d == axis || t.shape()[d] == shape[d]);
-            if !same_rest {
-                bail!(
-                    "input {i} has shape {:?}, which does not match input 0's {:?} off axis {axis}",
-                    t.shape(),
-                    first.shape()
-                );
-            }
-            shape[axis] += t.shape()[axis];
-        }
+        let shapes: Vec<&[usize]> = tensors.iter().map(|t| t.shape()).collect();
+        let (shape, axis) = self.output_shape(&shapes)?;
         let outer = checked_numel(&shape[..axis])?;
         let kernel = Interleave {
             outer,
@@ -434,6 +437,68 @@ impl Op for Concat {
                 .collect::<samebits_ir::Result<_>>()?,
         };
         Ok(vec![move_elements(&tensors, shape, &kernel)?.into()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    /// Input `i` as rows of `[outer, row_i]` copied into columns `start_i ..` of the output's
+    /// `[outer, Σ row_i]` rows.
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], _inputs: &Inputs) -> Result<ShapedKernel> {
+        let shapes = (0..shapes.len())
+            .map(|i| input_shape(shapes, i))
+            .collect::<Result<Vec<_>>>()?;
+        let (shape, axis) = self.output_shape(&shapes)?;
+        let outer: usize = shape[..axis].iter().product();
+        let total: usize = shape[axis..].iter().product();
+        let mut start = 0;
+        let parts = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let row: usize = s[axis..].iter().product();
+                let part = CopyPart {
+                    input: i,
+                    output: 0,
+                    shape: vec![outer, row],
+                    src_offset: 0,
+                    src_strides: vec![row as isize, 1],
+                    dst_offset: start,
+                    dst_strides: vec![total as isize, 1],
+                };
+                start += row;
+                part
+            })
+            .collect();
+        Ok(ShapedKernel::Copy {
+            outputs: vec![shape],
+            parts,
+        })
+    }
+}
+
+impl Concat {
+    /// The output shape and the (normalized) axis, every input checked against input 0.
+    fn output_shape(&self, shapes: &[&[usize]]) -> Result<(Vec<usize>, usize)> {
+        let Some(first) = shapes.first() else {
+            bail!("Concat needs at least one input")
+        };
+        let axis = normalize_axis(self.0, first.len())
+            .map_err(|e| OpError::Invalid(format!("attribute \"axis\": {e}")))?;
+        let mut shape = first.to_vec();
+        shape[axis] = 0;
+        for (i, t) in shapes.iter().enumerate() {
+            let same_rest =
+                t.len() == shape.len() && (0..shape.len()).all(|d| d == axis || t[d] == shape[d]);
+            if !same_rest {
+                bail!(
+                    "input {i} has shape {t:?}, which does not match input 0's {first:?} off axis {axis}"
+                );
+            }
+            shape[axis] += t[axis];
+        }
+        Ok((shape, axis))
     }
 }
 
@@ -477,9 +542,36 @@ impl Op for Split {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
-        let axis = normalize_axis(self.axis, x.rank())
+        self.views(x.shape(), inputs)?
+            .into_iter()
+            .map(|view| Ok(move_elements(&[x], view.shape.clone(), &view)?.into()))
+            .collect()
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    /// The split sizes from the attribute or input 1 on the host.
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], inputs: &Inputs) -> Result<ShapedKernel> {
+        let views = self.views(input_shape(shapes, 0)?, inputs)?;
+        Ok(ShapedKernel::Copy {
+            outputs: views.iter().map(|v| v.shape.clone()).collect(),
+            parts: views
+                .iter()
+                .enumerate()
+                .map(|(o, v)| v.copy_part(0, o))
+                .collect(),
+        })
+    }
+}
+
+impl Split {
+    /// One view of a dense tensor of `shape` per output.
+    fn views(&self, shape: &[usize], inputs: &Inputs) -> Result<Vec<StridedView>> {
+        let axis = normalize_axis(self.axis, shape.len())
             .map_err(|e| OpError::Invalid(format!("attribute \"axis\": {e}")))?;
-        let dim = x.shape()[axis];
+        let dim = shape[axis];
         let sizes = match (inputs.opt_ints(1, "split")?, self.attribute_split.clone()) {
             (Some(s), _) | (None, Some(s)) => dims_from(&s, "split")?,
             (None, None) => {
@@ -502,18 +594,18 @@ impl Op for Split {
                 self.outputs
             );
         }
-        let base = StridedView::dense(x.shape());
+        let base = StridedView::dense(shape);
         let mut start = 0;
-        sizes
+        Ok(sizes
             .into_iter()
             .map(|len| {
                 let mut view = base.clone();
                 view.offset = start * base.strides[axis] as usize;
                 view.shape[axis] = len;
                 start += len;
-                Ok(move_elements(&[x], view.shape.clone(), &view)?.into())
+                view
             })
-            .collect()
+            .collect())
     }
 }
 

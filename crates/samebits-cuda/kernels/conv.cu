@@ -1,0 +1,152 @@
+// Convolution and transposed convolution (contract sections `conv` and `conv-transpose`,
+// docs/contract.md). Every output is the canonical dot product over (input channel within the
+// group, kernel taps row-major): tiles of 64 terms, each `p = fma(x, w, p)` from +0.0 with
+// x = 0.0 for a tap in the padding (executed, never skipped), partials folded left to right,
+// then `+ bias[m]` when there is a bias.
+// - sb_conv_direct / sb_conv_transpose_direct: one thread per output runs its whole chain
+//   (groups with few input channels: depthwise above all; transposed convolution).
+// - sb_im2col: the im2col matrix of one image, `[groups][cg * klen][out_len]`, padded taps
+//   written as 0.0; the reproducible GEMM (gemm.cu) then reduces each column against its filter
+//   row in the same order, so both paths give the same bits.
+// Spatial sizes are widened to 3 axes (leading unit axes, zero padding).
+
+struct SbConv {
+  int in[3], out[3], k[3], s[3], d[3], pb[3];
+  int groups, cg, mg;  // groups, input channels per group, output channels per group
+};
+
+// Output position `o` (row-major in the output plane) as per-axis coordinates.
+__device__ __forceinline__ void sb_conv_position(const SbConv& g, long long o, int* p)
+{
+  p[2] = (int)(o % g.out[2]);
+  p[1] = (int)((o / g.out[2]) % g.out[1]);
+  p[0] = (int)(o / ((long long)g.out[2] * g.out[1]));
+}
+
+// One step of a canonical chain: `p = fma(x, w, p)`; after 64 terms the tile is folded.
+__device__ __forceinline__ void sb_conv_term(float x, float w, float& p, float& s, int& terms, bool& first)
+{
+  p = __fmaf_rn(x, w, p);
+  if (++terms == SB_TILE) {
+    s = sb_fold_sum(s, p, first);
+    first = false;
+    p = 0.0f;
+    terms = 0;
+  }
+}
+
+// y[n, m, o] for every output of `total`; x `[N, groups * cg, in...]`, w `[M, cg, k...]`.
+extern "C" __global__ void sb_conv_direct(const float* __restrict__ x, const float* __restrict__ w,
+                                          const float* __restrict__ bias, int has_bias,
+                                          float* __restrict__ y, long long total, SbConv g)
+{
+  const long long out_len = (long long)g.out[0] * g.out[1] * g.out[2];
+  const long long in_len = (long long)g.in[0] * g.in[1] * g.in[2];
+  const int klen = g.k[0] * g.k[1] * g.k[2];
+  const int channels_out = g.groups * g.mg;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long o = e % out_len, nm = e / out_len;
+    const int m = (int)(nm % channels_out);
+    const long long n = nm / channels_out;
+    const int grp = m / g.mg;
+    int op[3];
+    sb_conv_position(g, o, op);
+    const float* wr = w + (long long)m * g.cg * klen;
+    const float* xg = x + (n * g.groups + grp) * g.cg * in_len;
+    float p = 0.0f, s = 0.0f;
+    int terms = 0;
+    bool first = true;
+    for (int c = 0; c < g.cg; ++c) {
+      const float* xc = xg + c * in_len;
+      for (int k0 = 0; k0 < g.k[0]; ++k0) {
+        const int i0 = op[0] * g.s[0] + k0 * g.d[0] - g.pb[0];
+        for (int k1 = 0; k1 < g.k[1]; ++k1) {
+          const int i1 = op[1] * g.s[1] + k1 * g.d[1] - g.pb[1];
+          for (int k2 = 0; k2 < g.k[2]; ++k2) {
+            const int i2 = op[2] * g.s[2] + k2 * g.d[2] - g.pb[2];
+            float xv = 0.0f;
+            if (i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2])
+              xv = xc[((long long)i0 * g.in[1] + i1) * g.in[2] + i2];
+            sb_conv_term(xv, *wr++, p, s, terms, first);
+          }
+        }
+      }
+    }
+    if (terms > 0) s = sb_fold_sum(s, p, first);
+    y[e] = has_bias ? s + bias[m] : s;
+  }
+}
+
+// The im2col matrix of the image at `x + x_offset`: cols[grp][c * klen + tap][o].
+extern "C" __global__ void sb_im2col(const float* __restrict__ x, long long x_offset,
+                                     float* __restrict__ cols, long long total, SbConv g)
+{
+  const long long out_len = (long long)g.out[0] * g.out[1] * g.out[2];
+  const long long in_len = (long long)g.in[0] * g.in[1] * g.in[2];
+  const int klen = g.k[0] * g.k[1] * g.k[2];
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long o = e % out_len, row = e / out_len;  // row = grp * cg * klen + c * klen + tap
+    const int tap = (int)(row % klen);
+    const long long plane = row / klen;  // grp * cg + c
+    int op[3];
+    sb_conv_position(g, o, op);
+    const int k2 = tap % g.k[2], k1 = (tap / g.k[2]) % g.k[1], k0 = tap / (g.k[2] * g.k[1]);
+    const int i0 = op[0] * g.s[0] + k0 * g.d[0] - g.pb[0];
+    const int i1 = op[1] * g.s[1] + k1 * g.d[1] - g.pb[1];
+    const int i2 = op[2] * g.s[2] + k2 * g.d[2] - g.pb[2];
+    float v = 0.0f;
+    if (i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2])
+      v = x[x_offset + plane * in_len + ((long long)i0 * g.in[1] + i1) * g.in[2] + i2];
+    cols[e] = v;
+  }
+}
+
+// Transposed convolution, gather form: y[n, m, o] over (c, tap) of w[grp * cg + c, mm, tap]
+// times x[n, grp * cg + c, i] with o + pad_begin = i * s + tap * d on every axis, else 0.0.
+// Here `in` / `out` are the input / output spatial sizes, x `[N, groups * cg, in...]`,
+// w `[groups * cg, mg, k...]`, y `[N, groups * mg, out...]`.
+extern "C" __global__ void sb_conv_transpose_direct(const float* __restrict__ x,
+                                                    const float* __restrict__ w,
+                                                    const float* __restrict__ bias, int has_bias,
+                                                    float* __restrict__ y, long long total, SbConv g)
+{
+  const long long out_len = (long long)g.out[0] * g.out[1] * g.out[2];
+  const long long in_len = (long long)g.in[0] * g.in[1] * g.in[2];
+  const int klen = g.k[0] * g.k[1] * g.k[2];
+  const int channels_out = g.groups * g.mg;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long o = e % out_len, nm = e / out_len;
+    const int m = (int)(nm % channels_out);
+    const long long n = nm / channels_out;
+    const int grp = m / g.mg, mm = m % g.mg;
+    int op[3];
+    sb_conv_position(g, o, op);
+    float p = 0.0f, s = 0.0f;
+    int terms = 0;
+    bool first = true;
+    for (int c = 0; c < g.cg; ++c) {
+      const int ci = grp * g.cg + c;
+      const float* xc = x + (n * g.groups * g.cg + ci) * in_len;
+      const float* wc = w + ((long long)ci * g.mg + mm) * klen;
+      for (int tap = 0; tap < klen; ++tap) {
+        const int t[3] = {tap / (g.k[2] * g.k[1]), (tap / g.k[2]) % g.k[1], tap % g.k[2]};
+        long long at = 0;
+        bool ok = true;
+#pragma unroll
+        for (int a = 0; a < 3; ++a) {
+          const int q = op[a] + g.pb[a] - t[a] * g.d[a];
+          ok = ok && q >= 0 && q % g.s[a] == 0 && q / g.s[a] < g.in[a];
+          at = at * g.in[a] + (ok ? q / g.s[a] : 0);
+        }
+        float xv = 0.0f;
+        if (ok) xv = xc[at];
+        sb_conv_term(xv, wc[tap], p, s, terms, first);
+      }
+    }
+    if (terms > 0) s = sb_fold_sum(s, p, first);
+    y[e] = has_bias ? s + bias[m] : s;
+  }
+}

@@ -1,0 +1,73 @@
+// Max and average pooling (contract section `pool`): one thread per output walks its window's
+// taps in row-major kernel order, exactly as samebits-kernels' pool_f32: taps in the input are
+// terms (max: sb_canonical_max from -inf; average: the canonical sum `p = p + x` in tiles of 64
+// from +0.0, folded left to right, then one division by the count), taps past the padded input
+// are skipped, and taps in the padding count only for `count_include_pad`. Spatial sizes are
+// widened to 3 axes (leading unit axes, zero padding).
+
+struct SbPool {
+  int in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+  int kind;  // 0 max, 1 average over taps in the input, 2 average with count_include_pad
+};
+
+extern "C" __global__ void sb_pool(const float* __restrict__ x, float* __restrict__ y,
+                                   long long total, SbPool g)
+{
+  const long long out_len = (long long)g.out[0] * g.out[1] * g.out[2];
+  const long long in_len = (long long)g.in[0] * g.in[1] * g.in[2];
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long o = e % out_len, plane = e / out_len;
+    const int op[3] = {(int)(o / ((long long)g.out[2] * g.out[1])), (int)((o / g.out[2]) % g.out[1]),
+                       (int)(o % g.out[2])};
+    const float* xp = x + plane * in_len;
+    float mx = -sb_inff(), p = 0.0f, s = 0.0f;
+    int terms = 0, inside = 0, inside_padded = 0;
+    bool first = true;
+    for (int k0 = 0; k0 < g.k[0]; ++k0)
+      for (int k1 = 0; k1 < g.k[1]; ++k1)
+        for (int k2 = 0; k2 < g.k[2]; ++k2) {
+          const int t[3] = {k0, k1, k2};
+          int pos[3];
+          bool beyond = false, in_input = true;
+#pragma unroll
+          for (int a = 0; a < 3; ++a) {
+            const int padded = op[a] * g.s[a] + t[a] * g.d[a];
+            beyond = beyond || padded >= g.pb[a] + g.in[a] + g.pe[a];
+            pos[a] = padded - g.pb[a];
+            in_input = in_input && pos[a] >= 0 && pos[a] < g.in[a];
+          }
+          if (beyond) continue;
+          ++inside_padded;
+          if (!in_input) continue;
+          ++inside;
+          const float v = xp[((long long)pos[0] * g.in[1] + pos[1]) * g.in[2] + pos[2]];
+          if (g.kind == 0) {
+            mx = sb_canonical_max(mx, v);
+          } else {
+            p = p + v;
+            if (++terms == SB_TILE) {
+              s = sb_fold_sum(s, p, first);
+              first = false;
+              p = 0.0f;
+              terms = 0;
+            }
+          }
+        }
+    if (g.kind == 0) {
+      y[e] = mx;
+    } else {
+      if (terms > 0) s = sb_fold_sum(s, p, first);
+      const int count = g.kind == 2 ? inside_padded : inside;
+      y[e] = inside == 0 ? 0.0f : s / (float)count;
+    }
+  }
+}
+
+// GlobalAveragePool's division of each plane's canonical sum by the plane size.
+extern "C" __global__ void sb_divide_by(float* y, long long n, float d)
+{
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    y[i] = y[i] / d;
+}

@@ -1,0 +1,107 @@
+//! Resize on device buffers (contract section `resize`, kernels/resize.cu). samebits-ops
+//! computes each axis' taps with the CPU's own code ([`ResizeTaps`]); they travel as four
+//! tables and the kernel combines them per output element in the CPU's order.
+
+use cudarc::driver::{DeviceRepr, PushKernelArg};
+use samebits_ops::ResizeTaps;
+
+use crate::backend::{CudaBackend, blocks_for, launch_1d};
+use crate::buffer::DeviceBuffer;
+use crate::elementwise::MAX_RANK;
+use crate::error::{CudaError, Result};
+
+/// `SbResize` of kernels/resize.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct SbResize {
+    out: [i64; MAX_RANK],
+    coord_base: [i32; MAX_RANK],
+    rank: i32,
+    extrapolation: f32,
+}
+
+// SAFETY: a #[repr(C)] struct of i64, i32 and f32, the layout of `SbResize` in resize.cu.
+unsafe impl DeviceRepr for SbResize {}
+
+/// Whether the device resizes with these taps (rank at most [`MAX_RANK`], 32-bit tables).
+pub(crate) fn resize_supported(taps: &ResizeTaps) -> bool {
+    let entries: usize = taps.axes.iter().map(Vec::len).sum();
+    let tap_count: usize = taps
+        .axes
+        .iter()
+        .flatten()
+        .map(|t| t.as_ref().map_or(0, Vec::len))
+        .sum();
+    (1..=MAX_RANK).contains(&taps.out_shape.len())
+        && taps.axes.len() == taps.out_shape.len()
+        && entries < i32::MAX as usize
+        && tap_count < i32::MAX as usize
+}
+
+impl CudaBackend {
+    /// Resize of `x` (of `taps.in_shape`) to `taps.out_shape`.
+    pub fn resize(&self, taps: &ResizeTaps, x: &DeviceBuffer) -> Result<DeviceBuffer> {
+        if !resize_supported(taps) || x.len() != taps.in_shape.iter().product::<usize>() {
+            return Err(CudaError::Invalid(
+                "resize: unsupported taps or input length".into(),
+            ));
+        }
+        let total: usize = taps.out_shape.iter().product();
+        let mut y = self.alloc(total)?;
+        if total == 0 {
+            return Ok(y);
+        }
+        let rank = taps.out_shape.len();
+        let mut params = SbResize {
+            out: [1; MAX_RANK],
+            coord_base: [0; MAX_RANK],
+            rank: rank as i32,
+            extrapolation: taps.extrapolation,
+        };
+        let (mut first, mut count) = (Vec::new(), Vec::new());
+        let (mut offsets, mut weights) = (Vec::<i64>::new(), Vec::<f32>::new());
+        for (a, axis) in taps.axes.iter().enumerate() {
+            params.out[a] = taps.out_shape[a] as i64;
+            params.coord_base[a] = first.len() as i32;
+            for coordinate in axis {
+                first.push(offsets.len() as i32);
+                match coordinate {
+                    Some(list) => {
+                        count.push(list.len() as i32);
+                        for &(offset, weight) in list {
+                            if offset >= x.len() {
+                                return Err(CudaError::Invalid("resize: tap outside X".into()));
+                            }
+                            offsets.push(offset as i64);
+                            weights.push(weight);
+                        }
+                    }
+                    None => count.push(-1),
+                }
+            }
+        }
+        let bytes = |v: Vec<[u8; 4]>| v.concat();
+        let first = self.upload_bytes(&bytes(first.iter().map(|v| v.to_le_bytes()).collect()))?;
+        let count = self.upload_bytes(&bytes(count.iter().map(|v| v.to_le_bytes()).collect()))?;
+        let weights =
+            self.upload_bytes(&bytes(weights.iter().map(|v| v.to_le_bytes()).collect()))?;
+        let offsets: Vec<u8> = offsets.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let offsets = self.upload_bytes(&offsets)?;
+        let f = self.function("sb_resize")?;
+        let total_i = total as i64;
+        let mut launch = self.stream().launch_builder(&f);
+        launch
+            .arg(x.slice())
+            .arg(y.slice_mut())
+            .arg(&total_i)
+            .arg(first.slice())
+            .arg(count.slice())
+            .arg(offsets.slice())
+            .arg(weights.slice())
+            .arg(&params);
+        // SAFETY: every coordinate of every axis has its entry, every tap offset lies in x
+        // (checked), y holds `total` outputs.
+        unsafe { launch.launch(launch_1d(blocks_for(total), 0))? };
+        Ok(y)
+    }
+}

@@ -1,0 +1,891 @@
+//! Shape-dependent ops on CPU and CUDA (Conv, ConvTranspose, pooling, Resize, Transpose, Slice,
+//! Split, Concat, BatchNormalization, `samebits::ElementwiseChain`): each case is a one-node
+//! graph run by the CPU interpreter (the oracle) and by the CUDA executor, which must run the
+//! node on the device (no fallback) and give the same bits; in the default operation set the
+//! products run on cuBLAS with TF32 and only come close. The CPU variants check that every
+//! case resolves its device kernel (`Op::shaped_kernel`) with the output shapes of the CPU op,
+//! so a GPU-less machine still tests the resolution; the CUDA variants skip loudly without a
+//! GPU.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use samebits_cuda::testing::{Device, Rng, assert_same_bits, shared_cuda_arc};
+use samebits_cuda::{CudaExecutor, test_device};
+use samebits_ir::{Attribute, DType, Graph, Node, Shape, Tensor, Value, ValueInfo, ValueType};
+use samebits_ops::{DeviceKernel, OperationSet, Plan, RunOptions};
+
+/// One graph: runtime inputs and constants by name, its nodes, its outputs.
+struct Case {
+    what: String,
+    nodes: Vec<Node>,
+    inputs: Vec<(String, Tensor)>,
+    constants: Vec<(String, Tensor)>,
+    outputs: Vec<String>,
+}
+
+fn node(op_type: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<(&str, Attribute)>) -> Node {
+    Node {
+        name: outputs[0].into(),
+        op_type: op_type.into(),
+        domain: String::new(),
+        inputs: inputs.iter().map(|s| s.to_string()).collect(),
+        outputs: outputs.iter().map(|s| s.to_string()).collect(),
+        attributes: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+    }
+}
+
+/// A node's attributes.
+type Attrs = Vec<(&'static str, Attribute)>;
+
+fn ints(v: &[i64]) -> Attribute {
+    Attribute::Ints(v.to_vec())
+}
+
+fn random(rng: &mut Rng, shape: &[usize], scale: f32) -> Tensor {
+    Tensor::from_vec(shape.to_vec(), rng.values(shape.iter().product(), scale)).unwrap()
+}
+
+fn i64s(v: &[i64]) -> Tensor {
+    Tensor::from_vec(vec![v.len()], v.to_vec()).unwrap()
+}
+
+fn f32s(v: &[f32]) -> Tensor {
+    Tensor::from_vec(vec![v.len()], v.to_vec()).unwrap()
+}
+
+impl Case {
+    fn new(what: impl Into<String>, node: Node) -> Case {
+        Case {
+            what: what.into(),
+            outputs: node.outputs.clone(),
+            nodes: vec![node],
+            inputs: Vec::new(),
+            constants: Vec::new(),
+        }
+    }
+
+    fn input(mut self, name: &str, t: Tensor) -> Case {
+        self.inputs.push((name.into(), t));
+        self
+    }
+
+    fn constant(mut self, name: &str, t: Tensor) -> Case {
+        self.constants.push((name.into(), t));
+        self
+    }
+
+    fn plan(&self, set: OperationSet) -> Plan {
+        let mut graph = Graph {
+            name: self.what.clone(),
+            nodes: self.nodes.clone(),
+            ..Graph::default()
+        };
+        for (name, t) in &self.inputs {
+            graph.inputs.push(ValueInfo {
+                name: name.clone(),
+                ty: Some(ValueType::tensor(t.dtype(), Some(Shape::known(t.shape())))),
+            });
+        }
+        for (name, t) in &self.constants {
+            graph.initializers.insert(name.clone(), t.clone());
+        }
+        for name in &self.outputs {
+            graph.outputs.push(ValueInfo {
+                name: name.clone(),
+                ty: None,
+            });
+        }
+        let opsets = [("".to_string(), 21), ("samebits".to_string(), 1)].into();
+        Plan::build(&graph, &opsets, set, &[]).unwrap()
+    }
+}
+
+/// Runs `case` on `device` against the CPU interpreter.
+fn check(device: &Device, case: &Case) {
+    let plan = Arc::new(case.plan(OperationSet::Reproducible));
+    let inputs: Vec<Value> = case.inputs.iter().map(|(_, t)| t.clone().into()).collect();
+    let want = plan.run(inputs.clone(), RunOptions::default()).unwrap();
+    let got = match device {
+        Device::Cpu => {
+            check_resolution(&plan, case, &want);
+            return;
+        }
+        Device::Cuda(_) => {
+            let backend = Arc::clone(shared_cuda_arc().expect("cuda backend"));
+            let executor = CudaExecutor::new(backend, Arc::clone(&plan));
+            let (got, stats) = executor
+                .run_with(inputs, RunOptions::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", case.what));
+            assert!(
+                stats.host_steps.is_empty(),
+                "{}: fell back to the CPU: {stats:?}",
+                case.what
+            );
+            got
+        }
+    };
+    for (g, w) in got.iter().zip(&want) {
+        let (g, w) = (g.as_tensor().unwrap(), w.as_tensor().unwrap());
+        assert_eq!(g.shape(), w.shape(), "{}", case.what);
+        assert_same_bits(
+            g.as_slice::<f32>().unwrap(),
+            w.as_slice::<f32>().unwrap(),
+            &case.what,
+        );
+    }
+}
+
+/// Every step resolves its shaped device kernel for the case's shapes, with the CPU's output
+/// shapes (one-node cases: the plan's outputs).
+fn check_resolution(plan: &Plan, case: &Case, want: &[Value]) {
+    let mut known: HashMap<usize, Value> = plan.constants().map(|(s, v)| (s, v.clone())).collect();
+    for (slot, (_, t)) in plan.input_slots().zip(&case.inputs) {
+        known.insert(slot, t.clone().into());
+    }
+    for step in plan.steps() {
+        assert_eq!(
+            step.op.device_kernel(),
+            Some(DeviceKernel::Shaped),
+            "{}: {}",
+            case.what,
+            step.node
+        );
+        let host: Vec<Option<&Value>> = step
+            .inputs
+            .iter()
+            .map(|s| s.and_then(|s| known.get(&s)))
+            .collect();
+        let shapes: Vec<Option<&[usize]>> = host
+            .iter()
+            .map(|v| v.and_then(|v| v.as_tensor().ok()).map(Tensor::shape))
+            .collect();
+        let kernel = step
+            .op
+            .shaped_kernel(&shapes, &host)
+            .unwrap_or_else(|e| panic!("{}: {e}", case.what));
+        let want_shapes: Vec<Vec<usize>> = want
+            .iter()
+            .map(|v| v.as_tensor().unwrap().shape().to_vec())
+            .collect();
+        assert_eq!(kernel.output_shapes(), want_shapes, "{}", case.what);
+    }
+}
+
+/// Conv attributes: kernel, strides, dilations, pads (begin then end), group.
+fn conv_node(k: &[i64], s: &[i64], d: &[i64], pads: &[i64], group: i64, bias: bool) -> Node {
+    let inputs: &[&str] = if bias { &["x", "w", "b"] } else { &["x", "w"] };
+    node(
+        "Conv",
+        inputs,
+        &["y"],
+        vec![
+            ("kernel_shape", ints(k)),
+            ("strides", ints(s)),
+            ("dilations", ints(d)),
+            ("pads", ints(pads)),
+            ("group", Attribute::Int(group)),
+        ],
+    )
+}
+
+fn conv_cases() -> Vec<Case> {
+    let mut rng = Rng::new(21);
+    // (x shape, out channels, kernel, strides, dilations, pads, group, bias)
+    type Spec = (
+        &'static [usize],
+        usize,
+        &'static [i64],
+        &'static [i64],
+        &'static [i64],
+        &'static [i64],
+        i64,
+        bool,
+    );
+    let specs: [Spec; 14] = [
+        // depthwise 3x3 and 5x5 (direct), odd sizes, stride 2
+        (
+            &[1, 6, 7, 9],
+            6,
+            &[3, 3],
+            &[1, 1],
+            &[1, 1],
+            &[1, 1, 1, 1],
+            6,
+            true,
+        ),
+        (
+            &[2, 4, 11, 8],
+            4,
+            &[5, 5],
+            &[2, 2],
+            &[1, 1],
+            &[2, 2, 2, 2],
+            4,
+            false,
+        ),
+        // few input channels per group (direct), 100 terms: two tiles
+        (
+            &[1, 4, 9, 10],
+            5,
+            &[5, 5],
+            &[1, 1],
+            &[1, 1],
+            &[2, 1, 2, 1],
+            1,
+            true,
+        ),
+        (
+            &[1, 3, 13, 12],
+            8,
+            &[3, 3],
+            &[2, 2],
+            &[1, 1],
+            &[1, 1, 1, 1],
+            1,
+            true,
+        ),
+        // pointwise (GEMM on the planes): one image, two images, groups, 70 terms
+        (
+            &[1, 16, 9, 7],
+            24,
+            &[1, 1],
+            &[1, 1],
+            &[1, 1],
+            &[0, 0, 0, 0],
+            1,
+            true,
+        ),
+        (
+            &[2, 70, 5, 6],
+            9,
+            &[1, 1],
+            &[1, 1],
+            &[1, 1],
+            &[0, 0, 0, 0],
+            1,
+            false,
+        ),
+        (
+            &[2, 24, 4, 5],
+            12,
+            &[1, 1],
+            &[1, 1],
+            &[1, 1],
+            &[0, 0, 0, 0],
+            3,
+            true,
+        ),
+        // im2col + GEMM: strides, dilations, asymmetric pads, groups, 72 and 54 terms
+        (
+            &[2, 8, 10, 9],
+            16,
+            &[3, 3],
+            &[2, 1],
+            &[1, 2],
+            &[1, 0, 2, 1],
+            1,
+            true,
+        ),
+        (
+            &[1, 12, 8, 8],
+            6,
+            &[3, 3],
+            &[1, 1],
+            &[1, 1],
+            &[1, 1, 1, 1],
+            2,
+            false,
+        ),
+        (
+            &[1, 10, 6, 7],
+            3,
+            &[1, 1],
+            &[2, 2],
+            &[1, 1],
+            &[0, 0, 0, 0],
+            1,
+            true,
+        ),
+        (
+            &[1, 5, 3, 4],
+            7,
+            &[2, 3],
+            &[1, 1],
+            &[1, 1],
+            &[3, 3, 3, 3],
+            1,
+            true,
+        ),
+        // 1-D and 3-D
+        (&[2, 6, 17], 5, &[3], &[2], &[2], &[2, 1], 1, true),
+        (
+            &[1, 5, 4, 5, 6],
+            4,
+            &[2, 3, 2],
+            &[1, 2, 1],
+            &[1, 1, 2],
+            &[1, 0, 1, 0, 1, 1],
+            1,
+            true,
+        ),
+        (
+            &[1, 8, 5, 4, 3],
+            8,
+            &[3, 1, 3],
+            &[1, 1, 1],
+            &[1, 1, 1],
+            &[1, 0, 1, 1, 0, 1],
+            8,
+            false,
+        ),
+    ];
+    let mut cases: Vec<Case> = specs
+        .iter()
+        .map(|&(x, m, k, s, d, pads, group, bias)| {
+            let cg = x[1] / group as usize;
+            let w_shape: Vec<usize> = [m, cg]
+                .into_iter()
+                .chain(k.iter().map(|&v| v as usize))
+                .collect();
+            let mut case = Case::new(
+                format!("Conv x {x:?} M {m} k {k:?} s {s:?} d {d:?} pads {pads:?} group {group}"),
+                conv_node(k, s, d, pads, group, bias),
+            )
+            .input("x", random(&mut rng, x, 2.0))
+            .constant("w", random(&mut rng, &w_shape, 1.0));
+            if bias {
+                case = case.constant("b", random(&mut rng, &[m], 1.0));
+            }
+            case
+        })
+        .collect();
+    for auto_pad in ["SAME_UPPER", "SAME_LOWER", "VALID"] {
+        cases.push(
+            Case::new(
+                format!("Conv auto_pad {auto_pad}"),
+                node(
+                    "Conv",
+                    &["x", "w"],
+                    &["y"],
+                    vec![
+                        ("kernel_shape", ints(&[4, 3])),
+                        ("strides", ints(&[2, 3])),
+                        ("auto_pad", Attribute::String(auto_pad.into())),
+                    ],
+                ),
+            )
+            .input("x", random(&mut rng, &[1, 6, 9, 10], 2.0))
+            .constant("w", random(&mut rng, &[5, 6, 4, 3], 1.0)),
+        );
+    }
+    cases
+}
+
+fn conv(device: &Device) {
+    for case in conv_cases() {
+        check(device, &case);
+    }
+}
+test_device!(conv, conv_cpu, conv_cuda);
+
+fn conv_transpose(device: &Device) {
+    let mut rng = Rng::new(22);
+    // (x shape, weight shape, attributes, bias)
+    let specs: Vec<(&[usize], &[usize], Attrs, bool)> = vec![
+        (
+            &[1, 8, 5, 6],
+            &[8, 3, 2, 2],
+            vec![("strides", ints(&[2, 2]))],
+            false,
+        ),
+        (
+            &[2, 6, 4, 5],
+            &[6, 2, 3, 3],
+            vec![
+                ("strides", ints(&[2, 2])),
+                ("pads", ints(&[1, 1, 1, 1])),
+                ("output_padding", ints(&[1, 0])),
+                ("group", Attribute::Int(2)),
+            ],
+            true,
+        ),
+        (
+            &[1, 5, 7],
+            &[5, 4, 3],
+            vec![("dilations", ints(&[2])), ("strides", ints(&[3]))],
+            true,
+        ),
+        (
+            &[1, 40, 3, 3],
+            &[40, 2, 3, 3],
+            vec![("strides", ints(&[2, 1])), ("output_shape", ints(&[8, 4]))],
+            true,
+        ),
+    ];
+    for (x, w, attrs, bias) in specs {
+        let m = w[1]
+            * attrs
+                .iter()
+                .find(|(k, _)| *k == "group")
+                .map_or(1, |(_, v)| match v {
+                    Attribute::Int(g) => *g as usize,
+                    _ => 1,
+                });
+        let inputs: &[&str] = if bias { &["x", "w", "b"] } else { &["x", "w"] };
+        let mut case = Case::new(
+            format!("ConvTranspose x {x:?} w {w:?} {attrs:?}"),
+            node("ConvTranspose", inputs, &["y"], attrs),
+        )
+        .input("x", random(&mut rng, x, 2.0))
+        .constant("w", random(&mut rng, w, 1.0));
+        if bias {
+            case = case.constant("b", random(&mut rng, &[m], 1.0));
+        }
+        check(device, &case);
+    }
+}
+test_device!(conv_transpose, conv_transpose_cpu, conv_transpose_cuda);
+
+fn pools(device: &Device) {
+    let mut rng = Rng::new(23);
+    let specs: Vec<(&str, &[usize], Attrs)> = vec![
+        (
+            "MaxPool",
+            &[1, 3, 9, 11],
+            vec![
+                ("kernel_shape", ints(&[3, 3])),
+                ("strides", ints(&[2, 2])),
+                ("pads", ints(&[1, 1, 1, 1])),
+            ],
+        ),
+        (
+            "MaxPool",
+            &[2, 2, 10, 7],
+            vec![
+                ("kernel_shape", ints(&[3, 2])),
+                ("strides", ints(&[2, 2])),
+                ("ceil_mode", Attribute::Int(1)),
+                ("dilations", ints(&[2, 1])),
+            ],
+        ),
+        (
+            "MaxPool",
+            &[1, 4, 13],
+            vec![
+                ("kernel_shape", ints(&[4])),
+                ("auto_pad", Attribute::String("SAME_UPPER".into())),
+            ],
+        ),
+        (
+            "AveragePool",
+            &[1, 3, 9, 11],
+            vec![
+                ("kernel_shape", ints(&[3, 3])),
+                ("pads", ints(&[1, 2, 1, 0])),
+            ],
+        ),
+        (
+            "AveragePool",
+            &[1, 3, 9, 11],
+            vec![
+                ("kernel_shape", ints(&[3, 3])),
+                ("pads", ints(&[1, 2, 1, 0])),
+                ("count_include_pad", Attribute::Int(1)),
+            ],
+        ),
+        (
+            "AveragePool",
+            &[2, 2, 12, 12],
+            vec![
+                ("kernel_shape", ints(&[9, 9])),
+                ("strides", ints(&[3, 3])),
+                ("ceil_mode", Attribute::Int(1)),
+                ("count_include_pad", Attribute::Int(1)),
+            ],
+        ),
+        (
+            "AveragePool",
+            &[1, 2, 5, 6, 7],
+            vec![
+                ("kernel_shape", ints(&[2, 3, 2])),
+                ("strides", ints(&[2, 1, 2])),
+                ("pads", ints(&[0, 1, 1, 1, 1, 0])),
+            ],
+        ),
+    ];
+    for (op, x, attrs) in specs {
+        let case = Case::new(
+            format!("{op} x {x:?} {attrs:?}"),
+            node(op, &["x"], &["y"], attrs),
+        )
+        .input("x", random(&mut rng, x, 3.0));
+        check(device, &case);
+    }
+    for op in ["GlobalAveragePool", "GlobalMaxPool"] {
+        for x in [&[2usize, 5, 33, 17][..], &[1, 3, 1, 1], &[1, 4, 7]] {
+            let case = Case::new(format!("{op} x {x:?}"), node(op, &["x"], &["y"], vec![]))
+                .input("x", random(&mut rng, x, 3.0));
+            check(device, &case);
+        }
+    }
+}
+test_device!(pools, pools_cpu, pools_cuda);
+
+fn resize(device: &Device) {
+    let mut rng = Rng::new(24);
+    let string = |s: &str| Attribute::String(s.into());
+    // (x shape, attributes, scales or sizes)
+    type ScalesOrSizes = Result<Vec<f32>, Vec<i64>>;
+    let specs: Vec<(&[usize], Attrs, ScalesOrSizes)> = vec![
+        // PP-OCR det: nearest, asymmetric, floor, scales 2
+        (
+            &[1, 4, 5, 7],
+            vec![
+                ("mode", string("nearest")),
+                ("coordinate_transformation_mode", string("asymmetric")),
+                ("nearest_mode", string("floor")),
+            ],
+            Ok(vec![1.0, 1.0, 2.0, 2.0]),
+        ),
+        (
+            &[1, 3, 6, 5],
+            vec![
+                ("mode", string("nearest")),
+                ("nearest_mode", string("round_prefer_ceil")),
+            ],
+            Ok(vec![1.0, 1.0, 0.6, 1.7]),
+        ),
+        (
+            &[2, 3, 4, 6],
+            vec![("mode", string("linear"))],
+            Err(vec![2, 3, 7, 5]),
+        ),
+        (
+            &[1, 2, 5, 5],
+            vec![
+                ("mode", string("linear")),
+                ("coordinate_transformation_mode", string("align_corners")),
+            ],
+            Ok(vec![1.0, 1.0, 1.5, 2.3]),
+        ),
+        (
+            &[1, 2, 6, 7],
+            vec![
+                ("mode", string("cubic")),
+                ("exclude_outside", Attribute::Int(1)),
+            ],
+            Ok(vec![1.0, 1.0, 1.4, 0.8]),
+        ),
+        (
+            &[3, 9, 4],
+            vec![
+                ("mode", string("linear")),
+                (
+                    "coordinate_transformation_mode",
+                    string("pytorch_half_pixel"),
+                ),
+            ],
+            Ok(vec![1.0, 1.5, 2.0]),
+        ),
+        (
+            &[2, 3, 4, 5, 3],
+            vec![("mode", string("linear"))],
+            Ok(vec![1.0, 1.0, 1.5, 1.5, 2.0]),
+        ),
+    ];
+    for (x, attrs, target) in specs {
+        let rank = x.len();
+        let (inputs, target_input): (&[&str], Tensor) = match &target {
+            Ok(scales) => (&["x", "", "scales"], f32s(scales)),
+            Err(sizes) => (&["x", "", "", "sizes"], i64s(sizes)),
+        };
+        assert_eq!(target_input.numel(), rank);
+        let name = if target.is_ok() { "scales" } else { "sizes" };
+        let case = Case::new(
+            format!("Resize x {x:?} {attrs:?} {target:?}"),
+            node("Resize", inputs, &["y"], attrs),
+        )
+        .input("x", random(&mut rng, x, 3.0))
+        .constant(name, target_input);
+        check(device, &case);
+    }
+    let crop = node(
+        "Resize",
+        &["x", "roi", "", "sizes"],
+        &["y"],
+        vec![
+            ("mode", Attribute::String("linear".into())),
+            (
+                "coordinate_transformation_mode",
+                Attribute::String("tf_crop_and_resize".into()),
+            ),
+            ("extrapolation_value", Attribute::Float(-7.5)),
+        ],
+    );
+    let case = Case::new("Resize tf_crop_and_resize", crop)
+        .input("x", random(&mut rng, &[1, 2, 6, 5], 3.0))
+        .constant("roi", f32s(&[0.0, 0.0, -0.2, 0.3, 1.0, 1.0, 1.1, 0.9]))
+        .constant("sizes", i64s(&[1, 2, 7, 4]));
+    check(device, &case);
+}
+test_device!(resize, resize_cpu, resize_cuda);
+
+fn data_movement(device: &Device) {
+    let mut rng = Rng::new(25);
+    for perm in [&[0i64, 2, 3, 1][..], &[3, 1, 0, 2], &[0, 1, 2, 3]] {
+        let case = Case::new(
+            format!("Transpose {perm:?}"),
+            node("Transpose", &["x"], &["y"], vec![("perm", ints(perm))]),
+        )
+        .input("x", random(&mut rng, &[2, 3, 5, 7], 1.0));
+        check(device, &case);
+    }
+    let case = Case::new(
+        "Transpose default",
+        node("Transpose", &["x"], &["y"], vec![]),
+    )
+    .input("x", random(&mut rng, &[3, 1, 4, 2, 5, 2, 3], 1.0));
+    check(device, &case);
+    // Slice: starts, ends, axes, steps (negative steps, clamping, unit dims)
+    for (starts, ends, axes, steps) in [
+        (
+            &[1i64, 0][..],
+            &[3i64, 100][..],
+            &[0i64, 2][..],
+            &[1i64, 2][..],
+        ),
+        (&[-1, 4], &[-100, 0], &[1, 3], &[-1, -2]),
+        (&[0], &[1], &[-1], &[1]),
+    ] {
+        let case = Case::new(
+            format!("Slice {starts:?} {ends:?} {axes:?} {steps:?}"),
+            node(
+                "Slice",
+                &["x", "starts", "ends", "axes", "steps"],
+                &["y"],
+                vec![],
+            ),
+        )
+        .input("x", random(&mut rng, &[4, 3, 6, 7], 1.0))
+        .constant("starts", i64s(starts))
+        .constant("ends", i64s(ends))
+        .constant("axes", i64s(axes))
+        .constant("steps", i64s(steps));
+        check(device, &case);
+    }
+    let split = node(
+        "Split",
+        &["x", "split"],
+        &["a", "b", "c"],
+        vec![("axis", Attribute::Int(2))],
+    );
+    let case = Case::new("Split sizes", split)
+        .input("x", random(&mut rng, &[2, 3, 9, 4], 1.0))
+        .constant("split", i64s(&[2, 0, 7]));
+    check(device, &case);
+    let split = node(
+        "Split",
+        &["x"],
+        &["a", "b", "c"],
+        vec![
+            ("axis", Attribute::Int(-1)),
+            ("num_outputs", Attribute::Int(3)),
+        ],
+    );
+    let case = Case::new("Split num_outputs", split).input("x", random(&mut rng, &[3, 2, 8], 1.0));
+    check(device, &case);
+    for (axis, shapes) in [
+        (1i64, [&[1usize, 3, 5, 4][..], &[1, 1, 5, 4], &[1, 6, 5, 4]]),
+        (-1, [&[2, 3, 1], &[2, 3, 4], &[2, 3, 2]]),
+        (0, [&[1, 7], &[3, 7], &[2, 7]]),
+    ] {
+        let case = Case::new(
+            format!("Concat axis {axis} {shapes:?}"),
+            node(
+                "Concat",
+                &["a", "b", "c"],
+                &["y"],
+                vec![("axis", Attribute::Int(axis))],
+            ),
+        )
+        .input("a", random(&mut rng, shapes[0], 1.0))
+        .input("b", random(&mut rng, shapes[1], 1.0))
+        .input("c", random(&mut rng, shapes[2], 1.0));
+        check(device, &case);
+    }
+}
+test_device!(data_movement, data_movement_cpu, data_movement_cuda);
+
+fn batch_norm(device: &Device) {
+    let mut rng = Rng::new(26);
+    for x in [&[2usize, 5, 7, 3][..], &[3, 4], &[1, 6, 9]] {
+        let c = x[1];
+        let var: Vec<f32> = rng.values(c, 1.0).iter().map(|v| v.abs()).collect();
+        let case = Case::new(
+            format!("BatchNormalization {x:?}"),
+            node(
+                "BatchNormalization",
+                &["x", "s", "b", "m", "v"],
+                &["y"],
+                vec![("epsilon", Attribute::Float(1e-3))],
+            ),
+        )
+        .input("x", random(&mut rng, x, 3.0))
+        .constant("s", random(&mut rng, &[c], 1.0))
+        .constant("b", random(&mut rng, &[c], 1.0))
+        .constant("m", random(&mut rng, &[c], 1.0))
+        .constant("v", f32s(&var));
+        check(device, &case);
+    }
+}
+test_device!(batch_norm, batch_norm_cpu, batch_norm_cuda);
+
+/// A `samebits::ElementwiseChain` node over `inputs` with `body` (the last node's output is
+/// the chain's output "y").
+fn chain_node(inputs: &[&str], body: Vec<Node>) -> Node {
+    let graph = Graph {
+        name: "chain".into(),
+        inputs: inputs
+            .iter()
+            .map(|n| ValueInfo {
+                name: n.to_string(),
+                ty: None,
+            })
+            .collect(),
+        outputs: vec![ValueInfo {
+            name: body.last().unwrap().outputs[0].clone(),
+            ty: Some(ValueType::tensor(DType::F32, None)),
+        }],
+        nodes: body,
+        ..Graph::default()
+    };
+    let mut n = node(
+        "ElementwiseChain",
+        inputs,
+        &["y"],
+        vec![("body", Attribute::Graph(Box::new(graph)))],
+    );
+    n.domain = "samebits".into();
+    n
+}
+
+fn elementwise_chain(device: &Device) {
+    let mut rng = Rng::new(27);
+    let x_shape = [1usize, 6, 5, 7];
+    // PP-OCR's hard-swish chain: Mul Add Add Clip Mul Div Mul Add, scalar operands.
+    let hswish = chain_node(
+        &["w0", "x", "w1", "three", "zero", "six", "d", "v0", "v1"],
+        vec![
+            node("Mul", &["w0", "x"], &["t0"], vec![]),
+            node("Add", &["t0", "w1"], &["t1"], vec![]),
+            node("Add", &["t1", "three"], &["t2"], vec![]),
+            node("Clip", &["t2", "zero", "six"], &["t3"], vec![]),
+            node("Mul", &["t1", "t3"], &["t4"], vec![]),
+            node("Div", &["t4", "d"], &["t5"], vec![]),
+            node("Mul", &["v0", "t5"], &["t6"], vec![]),
+            node("Add", &["t6", "v1"], &["y0"], vec![]),
+        ],
+    );
+    let scalar = |v: f32| Tensor::from_vec(vec![], vec![v]).unwrap();
+    let case = Case::new("ElementwiseChain hard swish", hswish)
+        .constant("w0", f32s(&[1.25]))
+        .input("x", random(&mut rng, &x_shape, 5.0))
+        .constant("w1", f32s(&[-0.5]))
+        .constant("three", scalar(3.0))
+        .constant("zero", scalar(0.0))
+        .constant("six", scalar(6.0))
+        .constant("d", scalar(6.0))
+        .constant("v0", f32s(&[0.75]))
+        .constant("v1", f32s(&[0.125]));
+    check(device, &case);
+    // Add BatchNormalization Relu, with a per-channel [1, C, 1, 1] operand and a clip bound
+    // omitted.
+    let c = x_shape[1];
+    let var: Vec<f32> = rng.values(c, 1.0).iter().map(|v| v.abs()).collect();
+    let bn = chain_node(
+        &["x", "r", "s", "b", "m", "v", "lo", "k"],
+        vec![
+            node("Add", &["x", "r"], &["t0"], vec![]),
+            node(
+                "BatchNormalization",
+                &["t0", "s", "b", "m", "v"],
+                &["t1"],
+                vec![("epsilon", Attribute::Float(1e-5))],
+            ),
+            node("Relu", &["t1"], &["t2"], vec![]),
+            node("Clip", &["t2", "lo"], &["t3"], vec![]),
+            node("Sub", &["k", "t3"], &["y0"], vec![]),
+        ],
+    );
+    let case = Case::new("ElementwiseChain batch norm", bn)
+        .input("x", random(&mut rng, &x_shape, 3.0))
+        .input("r", random(&mut rng, &x_shape, 3.0))
+        .constant("s", random(&mut rng, &[c], 1.0))
+        .constant("b", random(&mut rng, &[c], 1.0))
+        .constant("m", random(&mut rng, &[c], 1.0))
+        .constant("v", f32s(&var))
+        .constant("lo", scalar(0.25))
+        .constant("k", random(&mut rng, &[1, c, 1, 1], 1.0));
+    check(device, &case);
+}
+test_device!(
+    elementwise_chain,
+    elementwise_chain_cpu,
+    elementwise_chain_cuda
+);
+
+/// The default operation set: convolutions (pointwise and im2col) and Gemm on cuBLAS with TF32
+/// where it loads: no fallback, and within TF32's error of the reproducible result.
+fn default_set(device: &Device) {
+    let Device::Cuda(_) = device else {
+        return;
+    };
+    let mut rng = Rng::new(28);
+    let mut cases = conv_cases();
+    cases.push(
+        Case::new(
+            "Gemm transB alpha beta",
+            node(
+                "Gemm",
+                &["a", "b", "c"],
+                &["y"],
+                vec![
+                    ("transB", Attribute::Int(1)),
+                    ("alpha", Attribute::Float(0.5)),
+                    ("beta", Attribute::Float(2.0)),
+                ],
+            ),
+        )
+        .input("a", random(&mut rng, &[37, 300], 1.0))
+        .constant("b", random(&mut rng, &[45, 300], 1.0))
+        .constant("c", random(&mut rng, &[45], 1.0)),
+    );
+    for case in &cases {
+        let want = case
+            .plan(OperationSet::Reproducible)
+            .run(
+                case.inputs.iter().map(|(_, t)| t.clone().into()).collect(),
+                RunOptions::default(),
+            )
+            .unwrap();
+        let plan = Arc::new(case.plan(OperationSet::Default));
+        let backend = Arc::clone(shared_cuda_arc().expect("cuda backend"));
+        let inputs = case.inputs.iter().map(|(_, t)| t.clone().into()).collect();
+        let (got, stats) = CudaExecutor::new(backend, plan)
+            .run_with(inputs, RunOptions::default())
+            .unwrap();
+        assert!(stats.host_steps.is_empty(), "{}: {stats:?}", case.what);
+        let (g, w) = (got[0].as_tensor().unwrap(), want[0].as_tensor().unwrap());
+        let (g, w) = (g.as_slice::<f32>().unwrap(), w.as_slice::<f32>().unwrap());
+        let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+        let diff: Vec<f32> = g.iter().zip(w).map(|(a, b)| a - b).collect();
+        let relative = norm(&diff) / norm(w).max(1e-30);
+        assert!(
+            relative < 1e-2,
+            "{}: relative error {relative:e}",
+            case.what
+        );
+    }
+}
+test_device!(default_set, default_set_cpu, default_set_cuda);
