@@ -23,8 +23,6 @@ use crate::backend::{BLOCK, CudaBackend, blocks_for, launch_1d};
 use crate::buffer::{DeviceBuffer, DeviceBytes};
 use crate::error::{CudaError, Result};
 
-/// Keys per reduction tile (contract: canonical-sum).
-const TILE: usize = samebits_kernels::REDUCTION_TILE;
 /// Dynamic shared memory an attention block may take: 48 KiB without opting in to more, less
 /// the static shared memory of the block reductions (canonical.cu).
 const ATTENTION_SHARED_MAX: usize = 47 * 1024;
@@ -213,8 +211,14 @@ pub fn attention_rows(group: usize, stride: usize, d: usize, dv: usize) -> Optio
 
 fn attention_shared_bytes(rows: usize, stride: usize, d: usize, dv: usize) -> usize {
     let round_tiles = (BLOCK as usize / dv.max(1)).max(1);
-    4 * (rows * d + rows * stride + stride.div_ceil(TILE) + round_tiles * rows * dv + rows * dv)
+    4 * (rows * d + rows * stride + round_tiles * rows * dv + rows * dv)
 }
+
+/// The new keys and values of an attention step: buffers and their views.
+pub type NewKv<'a> = (
+    (&'a DeviceBuffer, HeadsLayout),
+    (&'a DeviceBuffer, HeadsLayout),
+);
 
 /// How one attention launch runs: causal or not, the scale, the step's new keys, query heads
 /// per block.
@@ -339,18 +343,16 @@ impl CudaBackend {
         Ok(out)
     }
 
-    /// Appends a step's new keys and values (`[batch, heads, seq, size]` views, equal batch,
-    /// heads and seq) to the past ones: in place when the past is the latest prefix of one
-    /// storage with room, else into a new storage (twice the length) holding a copy of the
-    /// past. Returns the storage and the past length; the step's attention launch must follow
-    /// (it advances the device counter).
+    /// Makes room for a step's new keys and values (`[batch, heads, seq, size]` views, equal
+    /// batch, heads and seq) after the past ones: in place when the past is the latest prefix
+    /// of one storage with room, else in a new storage (twice the length) holding a copy of
+    /// the past. Returns the storage and the past length; the step's attention launch must
+    /// follow, with the new keys and values: it stores them and advances the device counter.
     pub(crate) fn kv_extend(
         &self,
         past: (KvPast, KvPast),
-        new_keys: (&DeviceBuffer, HeadsLayout),
-        new_values: (&DeviceBuffer, HeadsLayout),
+        (kl, vl): (HeadsLayout, HeadsLayout),
     ) -> Result<(Arc<KvStorage>, usize)> {
-        let (kl, vl) = (new_keys.1, new_values.1);
         let past_len = past.0.len();
         let total = past_len + kl.seq;
         let shape_ok = (kl.batch, kl.heads, kl.seq) == (vl.batch, vl.heads, vl.seq)
@@ -377,9 +379,6 @@ impl CudaBackend {
             && Arc::ptr_eq(a, b)
             && a.advance(past_len, kl.seq)
         {
-            a.with_buffers(|keys, values, counter| {
-                self.kv_append(new_keys, new_values, (keys, values), a, counter)
-            })?;
             return Ok((Arc::clone(a), past_len));
         }
         crate::backend::not_recording("a new cache storage")?;
@@ -415,71 +414,25 @@ impl CudaBackend {
                     })?,
                 }
             }
-            self.kv_append(
-                new_keys,
-                new_values,
-                (&state.keys, &state.values),
-                &storage,
-                &state.counter,
-            )?;
         }
         Ok((storage, past_len))
     }
 
-    /// Launches `sb_kv_append`: the new keys and values at positions `counter[0] ..`.
-    fn kv_append(
-        &self,
-        new_keys: (&DeviceBuffer, HeadsLayout),
-        new_values: (&DeviceBuffer, HeadsLayout),
-        (keys, values): (&DeviceBuffer, &DeviceBuffer),
-        storage: &KvStorage,
-        counter: &DeviceBytes,
-    ) -> Result<()> {
-        let (kl, vl) = (new_keys.1, new_values.1);
-        if kl.is_empty() && vl.is_empty() {
-            return Ok(());
-        }
-        let f = self.function("sb_kv_append")?;
-        let (k_from, k_to) = (kl.device(), storage.layout(false, 0).device());
-        let (v_from, v_to) = (vl.device(), storage.layout(true, 0).device());
-        let dims = [kl.size, vl.size, kl.batch, kl.heads, kl.seq].map(|v| v as i32);
-        let mut launch = self.stream().launch_builder(&f);
-        launch
-            .arg(new_keys.0.slice())
-            .arg(&k_from)
-            .arg(keys.slice())
-            .arg(&k_to)
-            .arg(&dims[0])
-            .arg(new_values.0.slice())
-            .arg(&v_from)
-            .arg(values.slice())
-            .arg(&v_to)
-            .arg(&dims[1])
-            .arg(&dims[2])
-            .arg(&dims[3])
-            .arg(&dims[4])
-            .arg(counter.slice());
-        let config = LaunchConfig {
-            grid_dim: (blocks_for(kl.len().max(vl.len())), 2, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: grid-stride over the new keys / values; the caller checked that the filled
-        // length plus the new positions fit the storage (the storage's lock is held).
-        unsafe { launch.launch(config)? };
-        Ok(())
-    }
-
     /// Attention of the queries `q` over keys `k` and values `v`, whose view holds `stride`
     /// positions (`k.1.seq`), of which the first `past + shape.new_len` are used: `past` is
-    /// read from `counter` (then advanced by `new_len`) when given. Query `i` sees key `j` when
-    /// not causal or `j <= i + past` (contract: attention). Output dense in the `y` layout.
+    /// read from `counter` (then advanced by `new_len`) when given. With `new` (the step's
+    /// keys and values, `shape.new_len` positions each), positions `past ..` are read from
+    /// there, and the launch also stores them into `k` and `v` at those positions (the append
+    /// to a cache storage); without, every position is read from `k` and `v`. Query `i` sees
+    /// key `j` when not causal or `j <= i + past` (contract: attention). Output dense in the
+    /// `y` layout.
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
         q: (&DeviceBuffer, HeadsLayout),
         k: (&DeviceBuffer, HeadsLayout),
         v: (&DeviceBuffer, HeadsLayout),
+        new: Option<NewKv>,
         y: HeadsLayout,
         past: usize,
         counter: Option<&DeviceBytes>,
@@ -513,7 +466,12 @@ impl CudaBackend {
             && y.seq == ql.seq
             && y.size == vl.size
             && ql.seq <= i32::MAX as usize
-            && ql.batch <= 65_535;
+            && ql.batch <= 65_535
+            && new.is_none_or(|((_, nk), (_, nv))| {
+                (nk.batch, nk.heads, nk.seq, nk.size) == (kl.batch, kl.heads, new_len, kl.size)
+                    && (nv.batch, nv.heads, nv.seq, nv.size)
+                        == (vl.batch, vl.heads, new_len, vl.size)
+            });
         if !valid {
             return Err(CudaError::Invalid(format!(
                 "attention: q {ql:?}, k {kl:?}, v {vl:?}, y {y:?}, {past} + {new_len} keys, \
@@ -534,7 +492,17 @@ impl CudaBackend {
         let ints = [past, new_len, stride, ql.size, vl.size, group, rows].map(|v| v as i32);
         let causal = i32::from(causal);
         let (qs, ks, vs, ys) = (ql.device(), kl.device(), vl.device(), y.device());
-        let null: u64 = 0;
+        let (kns, vns) = match new {
+            Some(((_, nk), (_, nv))) => (nk.device(), nv.device()),
+            None => (ks, vs),
+        };
+        // Aligned float4 key reads: every key row starts at a multiple of 4 floats.
+        let vec4 = i32::from(
+            [ql.size as i64, ks.b, ks.h, ks.s, kns.b, kns.h, kns.s]
+                .iter()
+                .all(|v| v % 4 == 0),
+        );
+        let (kv_heads, null) = (kl.heads as i32, 0u64);
         let mut launch = self.stream().launch_builder(&f);
         launch
             .arg(q.0.slice())
@@ -542,7 +510,12 @@ impl CudaBackend {
             .arg(k.0.slice())
             .arg(&ks)
             .arg(v.0.slice())
-            .arg(&vs)
+            .arg(&vs);
+        match new {
+            Some(((nk, _), (nv, _))) => launch.arg(nk.slice()).arg(&kns).arg(nv.slice()).arg(&vns),
+            None => launch.arg(&null).arg(&kns).arg(&null).arg(&vns),
+        };
+        launch
             .arg(out.slice_mut())
             .arg(&ys)
             .arg(&ints[0])
@@ -558,10 +531,13 @@ impl CudaBackend {
             .arg(&ints[5])
             .arg(&ints[6])
             .arg(&causal)
-            .arg(&scale);
+            .arg(&scale)
+            .arg(&kv_heads)
+            .arg(&vec4);
         // SAFETY: the views lie inside their buffers (their shapes were checked by the caller);
         // one block per (query, head group, batch) with the shared memory computed above; the
-        // counter, when given, is the storage's (read, then advanced by the last block).
+        // counter, when given, is the storage's (read, then advanced by the last block); the
+        // new keys and values are stored at positions past .. of k and v, inside their views.
         unsafe { launch.launch(config)? };
         Ok(out)
     }

@@ -243,6 +243,7 @@ fn attention_launch_shapes_agree() {
                     (&q, layout(case.q_heads, case.q_seq, case.d)),
                     (&k, layout(case.kv_heads, total, case.d)),
                     (&v, layout(case.kv_heads, total, case.dv)),
+                    None,
                     layout(case.q_heads, case.q_seq, case.dv),
                     case.past,
                     None,

@@ -19,7 +19,9 @@ use crate::buffer::DeviceBuffer;
 use crate::elementwise::{BinaryOp, BroadcastLayout, UnaryOp};
 use crate::error::{CudaError, Result};
 use crate::gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape};
-use crate::gguf::{GGUF_GEMM_MIN_ROWS, gguf_supported};
+use crate::gguf::{
+    GGUF_GEMM_MIN_ROWS, GgufMatrix, GgufProducts, GgufRotary, gguf_products_fit, gguf_supported,
+};
 use crate::reduce::row_len_supported;
 
 use super::DeviceValue;
@@ -90,6 +92,20 @@ pub(crate) enum Launch {
         out_shape: Vec<usize>,
         add: bool,
     },
+    /// Up to three MatMulGguf of one activation row set in one launch (`executor/fusion.rs`):
+    /// input 0 the activations, 1 the RMSNorm scale (with `norm`, its epsilon), 2 to 4 the
+    /// weights, 6 and 7 the rotary cos / sin tables; one output per matrix, or the one output
+    /// `(g * sigmoid(g)) * u` of a gate and an up matrix with `gate`.
+    GgufProducts {
+        ggml_type: GgmlType,
+        cols: usize,
+        norm: Option<f32>,
+        /// Rows of each matrix and its interleaved rotary `(head size, rotary width, table
+        /// width)`, if any.
+        matrices: Vec<(usize, Option<(usize, usize, usize)>)>,
+        gate: bool,
+        out_shapes: Vec<Vec<usize>>,
+    },
     /// The fused SiLU gate `(g * sigmoid(g)) * u` of inputs g, u of one shape.
     SiluMul,
     /// GatherGguf: input 0 the weight bytes, input 1 the i64 indices (checked in range).
@@ -125,6 +141,7 @@ impl Launch {
     pub(crate) fn takes_bytes(&self, i: usize) -> bool {
         match self {
             Launch::Gguf { .. } => i == 1,
+            Launch::GgufProducts { .. } => (2..5).contains(&i),
             Launch::Gather { .. } => i <= 1,
             _ => false,
         }
@@ -671,7 +688,7 @@ pub(crate) fn run_launch(
                 ));
             };
             let m = x.len() / cols;
-            let y = if m < GGUF_GEMM_MIN_ROWS {
+            let y = if m < GGUF_GEMM_MIN_ROWS && gguf_products_fit(*cols) {
                 backend.gguf_matmul(*ggml_type, *rows, *cols, w, x, add)?
             } else if let Some(wt) = dequantized.get() {
                 backend.gguf_matmul_dequantized(*rows, *cols, wt, x, add)?
@@ -684,6 +701,65 @@ pub(crate) fn run_launch(
                 y
             };
             (y, out_shape.clone())
+        }
+        Launch::GgufProducts {
+            ggml_type,
+            cols,
+            norm,
+            matrices,
+            gate,
+            out_shapes,
+        } => {
+            let (x, _) = f32_input(inputs, 0)?;
+            let scale = match norm {
+                Some(eps) => Some((f32_input(inputs, 1)?.0, *eps)),
+                None => None,
+            };
+            let tables = match matrices.iter().any(|(_, r)| r.is_some()) {
+                true => Some((f32_input(inputs, 6)?.0, f32_input(inputs, 7)?.0)),
+                false => None,
+            };
+            let mut mats = Vec::with_capacity(matrices.len());
+            for (i, &(rows, rotary)) in matrices.iter().enumerate() {
+                let Some(DeviceValue::Bytes { bytes: w, .. }) =
+                    inputs.get(2 + i).copied().flatten()
+                else {
+                    return Err(CudaError::Invalid(format!(
+                        "input {} (quantized weight) is not on the device as bytes",
+                        2 + i
+                    )));
+                };
+                mats.push(GgufMatrix {
+                    w,
+                    rows,
+                    add: None,
+                    rotary: rotary
+                        .zip(tables)
+                        .map(|((head_size, rot, width), (cos, sin))| GgufRotary {
+                            cos,
+                            sin,
+                            width,
+                            head_size,
+                            rot,
+                        }),
+                });
+            }
+            let ys = backend.gguf_products(&GgufProducts {
+                ggml_type: *ggml_type,
+                cols: *cols,
+                x,
+                norm: scale,
+                matrices: &mats,
+                gate: *gate,
+            })?;
+            return Ok(ys
+                .into_iter()
+                .zip(out_shapes)
+                .map(|(y, shape)| DeviceValue::F32 {
+                    buffer: Arc::new(y),
+                    shape: shape.clone(),
+                })
+                .collect());
         }
         Launch::Gather {
             ggml_type,
@@ -721,11 +797,8 @@ pub(crate) fn run_launch(
             causal,
             scale,
         } => {
-            let (storage, past) = backend.kv_extend(
-                (kv_past(inputs, 4)?, kv_past(inputs, 5)?),
-                (f32_input(inputs, 1)?.0, *k),
-                (f32_input(inputs, 2)?.0, *v),
-            )?;
+            let (storage, past) =
+                backend.kv_extend((kv_past(inputs, 4)?, kv_past(inputs, 5)?), (*k, *v))?;
             let total = past + k.seq;
             // Score rows as long as the storage when they fit (a recorded step then replays
             // until the storage is full), else as long as this step needs.
@@ -764,6 +837,7 @@ pub(crate) fn run_launch(
                     (f32_input(inputs, 0)?.0, *q),
                     (keys, view(false)),
                     (values, view(true)),
+                    Some(((f32_input(inputs, 1)?.0, *k), (f32_input(inputs, 2)?.0, *v))),
                     *y,
                     past,
                     Some(counter),
