@@ -78,22 +78,143 @@ extern "C" __global__ void sb_heads_copy(const float* src, float* dst, long long
   dst[sb_heads_at(n, heads, seq, size, to, first)] = src[sb_heads_at(n, heads, seq, size, from, 0)];
 }
 
+// The append of an attention step: element n (row-major over [batch, kv_heads, new_len, size])
+// of the new keys, then of the new values, stored at positions past .. of k / v. The blocks of
+// a launch (`block` of `blocks`) share out the elements.
+__device__ __forceinline__ void sb_attention_append(float* k, SbStrides ks, float* v, SbStrides vs,
+                                                    const float* k_new, SbStrides kns,
+                                                    const float* v_new, SbStrides vns, int batch,
+                                                    int kv_heads, int new_len, int past, int d,
+                                                    int dv, long long block, long long blocks)
+{
+  const long long keys = (long long)batch * kv_heads * new_len * d;
+  const long long count = keys + (long long)batch * kv_heads * new_len * dv;
+  for (long long n = block * blockDim.x + threadIdx.x; n < count; n += blocks * blockDim.x) {
+    if (n < keys)
+      k[sb_heads_at(n, kv_heads, new_len, d, ks, past)] = k_new[sb_heads_at(n, kv_heads, new_len, d, kns, 0)];
+    else
+      v[sb_heads_at(n - keys, kv_heads, new_len, dv, vs, past)] =
+          v_new[sb_heads_at(n - keys, kv_heads, new_len, dv, vns, 0)];
+  }
+}
+
+// The block's query rows (rows x d) of query i into shared memory.
+__device__ __forceinline__ void sb_attention_load_queries(const float* q, SbStrides qs, long long b,
+                                                          int h0, int i, int rows, int d,
+                                                          float* q_rows)
+{
+  for (int n = threadIdx.x; n < rows * d; n += blockDim.x) {
+    const int r = n / d, e = n % d;
+    q_rows[n] = q[b * qs.b + (long long)(h0 + r) * qs.h + (long long)i * qs.s + e];
+  }
+}
+
+// Steps 1-3 for one key row kj: out[r * out_stride] = canonical_dot(q_r, kj) * scale for every
+// query row r of the block. The key's 64-feature tile sits in registers (aligned float4 reads
+// with `vec4`) while every row runs its chain against it.
+__device__ __forceinline__ void sb_attention_key_scores(const float* q_rows, const float* kj, int d,
+                                                        int rows, int vec4, float scale, float* out,
+                                                        long long out_stride)
+{
+  const int d_tiles = (d + SB_TILE - 1) / SB_TILE;
+  float kr[SB_TILE];
+  for (int r = 0; r < rows; ++r) {
+    const float* qr = q_rows + r * d;
+    float s = 0.0f;
+    for (int tt = 0; tt < d_tiles; ++tt) {
+      const int t0 = tt * SB_TILE, len = min(SB_TILE, d - t0);
+      if (r == 0 || d_tiles > 1) {
+        if (vec4) {
+#pragma unroll
+          for (int c = 0; c < SB_TILE / 4; ++c)
+            if (4 * c < len) {
+              const float4 f = reinterpret_cast<const float4*>(kj + t0)[c];
+              kr[4 * c] = f.x;
+              kr[4 * c + 1] = f.y;
+              kr[4 * c + 2] = f.z;
+              kr[4 * c + 3] = f.w;
+            }
+        } else {
+#pragma unroll
+          for (int e = 0; e < SB_TILE; ++e)
+            if (e < len) kr[e] = kj[t0 + e];
+        }
+      }
+      float p = 0.0f;
+#pragma unroll
+      for (int e = 0; e < SB_TILE; ++e)
+        if (e < len) p = __fmaf_rn(qr[t0 + e], kr[e], p);
+      s = sb_fold_sum(s, p, tt == 0);
+    }
+    out[r * out_stride] = s * scale;
+  }
+}
+
+// Step 5 for one (key tile, feature e): the tile's values v_j[e] (j = j0 .. j0 + len - 1) in
+// registers, and for every row r the chain p = fma(probs[r][j], v_j[e], p) from +0.0 in key
+// order into out[r * out_stride]. `value(j)` points at key j's value row.
+template <typename Value>
+__device__ __forceinline__ void sb_attention_tile_values(const float* probs, long long probs_stride,
+                                                         int j0, int len, int e, int rows,
+                                                         Value value, float* out,
+                                                         long long out_stride)
+{
+  float vr[SB_TILE];
+#pragma unroll
+  for (int jj = 0; jj < SB_TILE; ++jj)
+    if (jj < len) vr[jj] = value(j0 + jj)[e];
+  for (int r = 0; r < rows; ++r) {
+    const float* pr = probs + r * probs_stride + j0;
+    float p = 0.0f;
+#pragma unroll
+    for (int jj = 0; jj < SB_TILE; ++jj)
+      if (jj < len) p = __fmaf_rn(pr[jj], vr[jj], p);
+    out[r * out_stride] = p;
+  }
+}
+
+// A hint, no arithmetic: the block's key rows j_begin .. visible - 1 and value rows
+// j_begin .. j_end - 1 start their trip to L1 (each thread asks for the lines of every
+// blockDim-th row), so that their memory latency overlaps the work before their reads.
+template <typename Key, typename Value>
+__device__ __forceinline__ void sb_attention_prefetch(Key key, Value value, int j_begin, int j_end,
+                                                      int visible, int d, int dv)
+{
+  for (int j = j_begin + threadIdx.x; j < j_end; j += blockDim.x) {
+    if (j < visible)
+      for (int e = 0; e < d; e += 32) sb_prefetch_l1(key(j) + e);
+    for (int e = 0; e < dv; e += 32) sb_prefetch_l1(value(j) + e);
+  }
+}
+
+// The last block to finish a launch (a ticket in counter[1] decides WHO, never an order of
+// arithmetic) advances the cache's filled length counter[0] to `total`, after every block has
+// read it.
+__device__ __forceinline__ void sb_attention_advance(int* counter, int total)
+{
+  if (counter && threadIdx.x == 0) {
+    const unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
+    if (atomicAdd(reinterpret_cast<unsigned int*>(counter + 1), 1u) == blocks - 1) {
+      counter[0] = total;
+      counter[1] = 0;
+    }
+  }
+}
+
 // Grid (queries, q_heads / rows, batch). Keys and values j < past are read from k / v; those
 // of this step, j = past .. past + new_len - 1, from k_new / v_new at position j - past, or,
 // when k_new is null, from k / v as well (total = past + new_len <= stride). With k_new, the
 // kernel also appends: the blocks share out the stores of k_new / v_new into k / v at positions
 // past .. (a cache storage; no block of this launch reads them there). With a `counter` (a
-// cache storage's [filled length, ticket]) past is counter[0], and the last block to finish (a
-// ticket decides WHO, never an order of arithmetic) advances counter[0] by new_len, after every
-// block has read it. `vec4`: keys may be read as aligned float4 (d and every key stride are
-// multiples of 4). Dynamic shared memory, in floats:
+// cache storage's [filled length, ticket]) past is counter[0], and the last block to finish
+// advances counter[0] by new_len (sb_attention_advance). `vec4`: keys may be read as aligned
+// float4 (d and every key stride are multiples of 4). Dynamic shared memory, in floats:
 //   rows * d (queries) + rows * stride (scores, then probabilities) + round_tiles * rows * dv
 //   (output partials) + rows * dv (output sums), round_tiles = max(1, blockDim.x / dv).
-// Phases: scores, one thread per key (the key's 64-feature tile in registers, every row of the
-// block against it; masked keys are -inf without a dot); the softmax of each row by one warp
-// (max, exp, tile sums as lane chains folded in tile order through shuffles, division); the
-// outputs, one thread per (key tile, feature) with the tile's values in registers, every row
-// against them, the partials folded in tile order per (row, feature).
+// Phases: scores, one thread per key (masked keys are -inf without a dot); the softmax of each
+// row by one warp (max, exp, tile sums as lane chains folded in tile order through shuffles,
+// division); the outputs, one thread per (key tile, feature), the partials folded in tile order
+// per (row, feature).
 extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, SbStrides ks,
                                         float* v, SbStrides vs, const float* k_new,
                                         SbStrides kns, const float* v_new, SbStrides vns,
@@ -115,69 +236,33 @@ extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, 
   float* out_partials = scores + (long long)rows * stride;
   float* out_sums = out_partials + round_tiles * rows * dv;
 
+  const float* kb = k + b * ks.b + (long long)g * ks.h;
+  const float* knb = k_new ? k_new + b * kns.b + (long long)g * kns.h : nullptr;
+  const float* vb = v + b * vs.b + (long long)g * vs.h;
+  const float* vnb = v_new ? v_new + b * vns.b + (long long)g * vns.h : nullptr;
+  auto key = [&](int j) {
+    return (knb && j >= past) ? knb + (long long)(j - past) * kns.s : kb + (long long)j * ks.s;
+  };
+  auto value = [&](int j) {
+    return (vnb && j >= past) ? vnb + (long long)(j - past) * vns.s : vb + (long long)j * vs.s;
+  };
+  const int visible = causal ? min(total, i + past + 1) : total;
+  sb_attention_prefetch(key, value, 0, total, visible, d, dv);
   if (k_new) {
-    // The append: element n of the new keys, then of the new values, row-major over
-    // [batch, kv_heads, new_len, size].
-    const long long blocks = (long long)gridDim.x * gridDim.y * gridDim.z;
     const long long block = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
-    const long long keys = (long long)gridDim.z * kv_heads * new_len * d;
-    const long long count = keys + (long long)gridDim.z * kv_heads * new_len * dv;
-    for (long long n = block * blockDim.x + threadIdx.x; n < count; n += blocks * blockDim.x) {
-      if (n < keys)
-        k[sb_heads_at(n, kv_heads, new_len, d, ks, past)] = k_new[sb_heads_at(n, kv_heads, new_len, d, kns, 0)];
-      else
-        v[sb_heads_at(n - keys, kv_heads, new_len, dv, vs, past)] =
-            v_new[sb_heads_at(n - keys, kv_heads, new_len, dv, vns, 0)];
-    }
+    sb_attention_append(k, ks, v, vs, k_new, kns, v_new, vns, gridDim.z, kv_heads, new_len, past, d,
+                        dv, block, (long long)gridDim.x * gridDim.y * gridDim.z);
   }
-  for (int n = threadIdx.x; n < rows * d; n += blockDim.x) {
-    const int r = n / d, e = n % d;
-    q_rows[n] = q[b * qs.b + (long long)(h0 + r) * qs.h + (long long)i * qs.s + e];
-  }
+  sb_attention_load_queries(q, qs, b, h0, i, rows, d, q_rows);
   __syncthreads();
 
   // 1-3. Scores: canonical dots over the head dimension, scaled; causally masked keys -inf.
-  const float* kb = k + b * ks.b + (long long)g * ks.h;
-  const float* knb = k_new ? k_new + b * kns.b + (long long)g * kns.h : nullptr;
-  const int visible = causal ? min(total, i + past + 1) : total;
-  const int d_tiles = (d + SB_TILE - 1) / SB_TILE;
   for (int j = threadIdx.x; j < total; j += blockDim.x) {
     if (j >= visible) {
       for (int r = 0; r < rows; ++r) scores[(long long)r * stride + j] = -sb_inff();
       continue;
     }
-    const float* kj = (knb && j >= past) ? knb + (long long)(j - past) * kns.s : kb + (long long)j * ks.s;
-    float kr[SB_TILE];
-    for (int r = 0; r < rows; ++r) {
-      const float* qr = q_rows + r * d;
-      float s = 0.0f;
-      for (int tt = 0; tt < d_tiles; ++tt) {
-        const int t0 = tt * SB_TILE, len = min(SB_TILE, d - t0);
-        if (r == 0 || d_tiles > 1) {
-          if (vec4) {
-#pragma unroll
-            for (int c = 0; c < SB_TILE / 4; ++c)
-              if (4 * c < len) {
-                const float4 f = reinterpret_cast<const float4*>(kj + t0)[c];
-                kr[4 * c] = f.x;
-                kr[4 * c + 1] = f.y;
-                kr[4 * c + 2] = f.z;
-                kr[4 * c + 3] = f.w;
-              }
-          } else {
-#pragma unroll
-            for (int e = 0; e < SB_TILE; ++e)
-              if (e < len) kr[e] = kj[t0 + e];
-          }
-        }
-        float p = 0.0f;
-#pragma unroll
-        for (int e = 0; e < SB_TILE; ++e)
-          if (e < len) p = __fmaf_rn(qr[t0 + e], kr[e], p);
-        s = sb_fold_sum(s, p, tt == 0);
-      }
-      scores[(long long)r * stride + j] = s * scale;
-    }
+    sb_attention_key_scores(q_rows, key(j), d, rows, vec4, scale, scores + j, stride);
   }
   __syncthreads();
 
@@ -202,6 +287,7 @@ extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, 
       const int count = min(32, tiles - t0);
       for (int jj = 0; jj < count; ++jj) sum = sb_fold_sum(sum, __shfl_sync(0xffffffffu, p, jj), t0 + jj == 0);
     }
+    __syncwarp();
     for (int j = lane; j < total; j += 32) row[j] = row[j] / sum;
   }
   __syncthreads();
@@ -209,29 +295,13 @@ extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, 
   // 5. Outputs: canonical dots of the probabilities with V over key positions. Rounds of
   // round_tiles key tiles: each (tile, feature) item runs the chains of every row, then the
   // (row, feature) sums fold the round's partials in tile order.
-  const float* vb = v + b * vs.b + (long long)g * vs.h;
-  const float* vnb = v_new ? v_new + b * vns.b + (long long)g * vns.h : nullptr;
   for (int base = 0; base < tiles; base += round_tiles) {
     for (int item = threadIdx.x; item < round_tiles * dv; item += blockDim.x) {
       const int tt = item / dv, e = item % dv;
       const int t = base + tt;
       if (t >= tiles) continue;
-      const int j0 = t * SB_TILE, len = min(SB_TILE, total - j0);
-      float vr[SB_TILE];
-#pragma unroll
-      for (int jj = 0; jj < SB_TILE; ++jj) {
-        const int j = j0 + jj;
-        if (jj < len)
-          vr[jj] = (vnb && j >= past) ? vnb[(long long)(j - past) * vns.s + e] : vb[(long long)j * vs.s + e];
-      }
-      for (int r = 0; r < rows; ++r) {
-        const float* pr = scores + (long long)r * stride + j0;
-        float p = 0.0f;
-#pragma unroll
-        for (int jj = 0; jj < SB_TILE; ++jj)
-          if (jj < len) p = __fmaf_rn(pr[jj], vr[jj], p);
-        out_partials[(tt * rows + r) * dv + e] = p;
-      }
+      sb_attention_tile_values(scores, stride, t * SB_TILE, min(SB_TILE, total - t * SB_TILE), e,
+                               rows, value, out_partials + tt * rows * dv + e, dv);
     }
     __syncthreads();
     for (int f = threadIdx.x; f < rows * dv; f += blockDim.x) {
@@ -246,11 +316,173 @@ extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, 
     const int r = f / dv, e = f % dv;
     y[b * ys.b + (long long)(h0 + r) * ys.h + (long long)i * ys.s + e] = out_sums[f];
   }
-  if (counter && threadIdx.x == 0) {
-    const unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
-    if (atomicAdd(reinterpret_cast<unsigned int*>(counter + 1), 1u) == blocks - 1) {
-      counter[0] = total;
-      counter[1] = 0;
+  sb_attention_advance(counter, total);
+}
+
+// Attention split over key chunks (few queries, long caches): the same arithmetic in two
+// launches of grid (queries * chunks, q_heads / rows, batch), block (i, c) owning the key tiles
+// c * chunk_tiles .. (c + 1) * chunk_tiles - 1 of query i. Workspaces, per query row
+// R = (b * q_heads + h) * queries + i: scores[R * stride + j], chunk maxima
+// maxima[R * chunks + c], value partials partials[(R * tiles(stride) + t) * dv + e].
+//
+// sb_attention_split_scores: the append (as sb_attention), then the scores of the chunk's keys
+// (steps 1-3) and the chunk's maximum per row (-inf for a chunk past the keys). Dynamic shared
+// memory, in floats: rows * d + rows * chunk_tiles * 64.
+extern "C" __global__ void sb_attention_split_scores(
+    const float* q, SbStrides qs, float* k, SbStrides ks, float* v, SbStrides vs,
+    const float* k_new, SbStrides kns, const float* v_new, SbStrides vns, int past, int new_len,
+    int stride, const int* counter, int d, int dv, int group, int rows, int causal, float scale,
+    int kv_heads, int vec4, int chunk_tiles, float* scores_ws, float* maxima)
+{
+  extern __shared__ float smem[];
+  const int chunks = (stride + SB_TILE * chunk_tiles - 1) / (SB_TILE * chunk_tiles);
+  const int i = blockIdx.x / chunks, c = blockIdx.x % chunks;
+  const int queries = gridDim.x / chunks, q_heads = gridDim.y * rows;
+  const int h0 = blockIdx.y * rows;
+  const long long b = blockIdx.z;
+  const int g = h0 / group;
+  if (counter) past = *(volatile const int*)counter;
+  const int total = past + new_len;
+  const int j_begin = c * chunk_tiles * SB_TILE, j_end = min(total, j_begin + chunk_tiles * SB_TILE);
+  const int keys = max(0, j_end - j_begin);
+  float* q_rows = smem;
+  float* chunk_scores = q_rows + rows * d;
+  const float* kb = k + b * ks.b + (long long)g * ks.h;
+  const float* knb = k_new ? k_new + b * kns.b + (long long)g * kns.h : nullptr;
+  auto key = [&](int j) {
+    return (knb && j >= past) ? knb + (long long)(j - past) * kns.s : kb + (long long)j * ks.s;
+  };
+  const int visible = causal ? min(total, i + past + 1) : total;
+  sb_attention_prefetch(key, key, j_begin, j_end, visible, d, 0);
+
+  if (k_new) {
+    const long long block = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+    sb_attention_append(k, ks, v, vs, k_new, kns, v_new, vns, gridDim.z, kv_heads, new_len, past, d,
+                        dv, block, (long long)gridDim.x * gridDim.y * gridDim.z);
+  }
+  sb_attention_load_queries(q, qs, b, h0, i, rows, d, q_rows);
+  __syncthreads();
+  const int width = chunk_tiles * SB_TILE;
+  for (int jj = threadIdx.x; jj < keys; jj += blockDim.x) {
+    const int j = j_begin + jj;
+    if (j >= visible) {
+      for (int r = 0; r < rows; ++r) chunk_scores[r * width + jj] = -sb_inff();
+      continue;
+    }
+    sb_attention_key_scores(q_rows, key(j), d, rows, vec4, scale, chunk_scores + jj, width);
+  }
+  __syncthreads();
+  // Per row: the scores out, the chunk's maximum by one warp.
+  const int lane = threadIdx.x & 31;
+  for (int r = threadIdx.x >> 5; r < rows; r += blockDim.x >> 5) {
+    const long long row = ((b * q_heads + h0 + r) * queries + i);
+    float m = -sb_inff();
+    for (int jj = lane; jj < keys; jj += 32) {
+      const float s = chunk_scores[r * width + jj];
+      scores_ws[row * stride + j_begin + jj] = s;
+      m = sb_canonical_max(m, s);
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+      m = sb_canonical_max(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    if (lane == 0) maxima[row * chunks + c] = m;
+  }
+}
+
+// sb_attention_split_values: per row, m = max of the chunk maxima; every block computes all
+// e_j = exp(s_j - m), the tile sums and their fold (the same sum in every block), then the
+// probabilities p_j = e_j / sum of its own keys and the value partials of its own tiles. The
+// last block of a query row group to finish (a ticket per group decides WHO) folds the
+// partials of every tile in order into y, and the last of all advances the cache counter.
+// Dynamic shared memory, in floats: rows * stride (scores, exps, probabilities) +
+// rows * tiles(stride) (tile sums) + 2 * rows (maxima, sums).
+extern "C" __global__ void sb_attention_split_values(
+    float* v, SbStrides vs, const float* v_new, SbStrides vns, float* y, SbStrides ys, int past,
+    int new_len, int stride, int* counter, int dv, int group, int rows, int chunk_tiles,
+    const float* scores_ws, const float* maxima, float* partials, unsigned* tickets)
+{
+  extern __shared__ float smem[];
+  const int chunks = (stride + SB_TILE * chunk_tiles - 1) / (SB_TILE * chunk_tiles);
+  const int i = blockIdx.x / chunks, c = blockIdx.x % chunks;
+  const int queries = gridDim.x / chunks, q_heads = gridDim.y * rows;
+  const int h0 = blockIdx.y * rows;
+  const long long b = blockIdx.z;
+  const int g = h0 / group;
+  if (counter) past = *(volatile const int*)counter;
+  const int total = past + new_len;
+  const int tiles = (total + SB_TILE - 1) / SB_TILE;
+  const int tiles_cap = (stride + SB_TILE - 1) / SB_TILE;
+  const int t_begin = c * chunk_tiles, t_end = min(tiles, t_begin + chunk_tiles);
+  float* probs = smem;
+  float* tile_sums = probs + (long long)rows * stride;
+  float* row_max = tile_sums + rows * tiles_cap;
+  float* row_sum = row_max + rows;
+  auto row_index = [&](int r) { return (b * q_heads + h0 + r) * queries + i; };
+  const float* vb = v + b * vs.b + (long long)g * vs.h;
+  const float* vnb = v_new ? v_new + b * vns.b + (long long)g * vns.h : nullptr;
+  auto value = [&](int j) {
+    return (vnb && j >= past) ? vnb + (long long)(j - past) * vns.s : vb + (long long)j * vs.s;
+  };
+  sb_attention_prefetch(value, value, t_begin * SB_TILE, min(total, t_end * SB_TILE), 0, 0, dv);
+
+  if (t_begin < t_end) {
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+      float m = -sb_inff();
+      for (int cc = 0; cc < chunks; ++cc) m = sb_canonical_max(m, maxima[row_index(r) * chunks + cc]);
+      row_max[r] = m;
+    }
+    __syncthreads();
+    for (int n = threadIdx.x; n < rows * total; n += blockDim.x) {
+      const int r = n / total, j = n % total;
+      probs[(long long)r * stride + j] = sb_expf(scores_ws[row_index(r) * stride + j] - row_max[r]);
+    }
+    __syncthreads();
+    for (int n = threadIdx.x; n < rows * tiles; n += blockDim.x) {
+      const int r = n / tiles, t = n % tiles;
+      const float* e = probs + (long long)r * stride;
+      const int j_end = min(t * SB_TILE + SB_TILE, total);
+      float p = 0.0f;
+      for (int j = t * SB_TILE; j < j_end; ++j) p = p + e[j];
+      tile_sums[r * tiles_cap + t] = p;
+    }
+    __syncthreads();
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+      float s = 0.0f;
+      for (int t = 0; t < tiles; ++t) s = sb_fold_sum(s, tile_sums[r * tiles_cap + t], t == 0);
+      row_sum[r] = s;
+    }
+    __syncthreads();
+    const int j_begin = t_begin * SB_TILE, j_end = min(total, t_end * SB_TILE);
+    for (int n = threadIdx.x; n < rows * (j_end - j_begin); n += blockDim.x) {
+      const int r = n / (j_end - j_begin), j = j_begin + n % (j_end - j_begin);
+      probs[(long long)r * stride + j] = probs[(long long)r * stride + j] / row_sum[r];
+    }
+    __syncthreads();
+    for (int item = threadIdx.x; item < (t_end - t_begin) * dv; item += blockDim.x) {
+      const int t = t_begin + item / dv, e = item % dv;
+      sb_attention_tile_values(probs, stride, t * SB_TILE, min(SB_TILE, total - t * SB_TILE), e,
+                               rows, value, partials + (row_index(0) * tiles_cap + t) * dv + e,
+                               (long long)queries * tiles_cap * dv);
     }
   }
+  // The last block of this (batch, head group, query) folds every tile's partials in order.
+  __threadfence();
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    unsigned* ticket = tickets + (b * gridDim.y + blockIdx.y) * queries + i;
+    last = atomicAdd(ticket, 1u) == (unsigned)chunks - 1;
+    if (last) *ticket = 0u;  // ready for the next launch
+  }
+  __syncthreads();
+  if (last) {
+    __threadfence();
+    for (int f = threadIdx.x; f < rows * dv; f += blockDim.x) {
+      const int r = f / dv, e = f % dv;
+      const float* pr = partials + row_index(r) * tiles_cap * dv + e;
+      float s = 0.0f;
+      for (int t = 0; t < tiles; ++t) s = sb_fold_sum(s, __ldcg(pr + (long long)t * dv), t == 0);
+      y[b * ys.b + (long long)(h0 + r) * ys.h + (long long)i * ys.s + e] = s;
+    }
+  }
+  sb_attention_advance(counter, total);
 }

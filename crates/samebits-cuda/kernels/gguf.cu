@@ -105,6 +105,17 @@ __device__ __forceinline__ float sb_gguf_tile(const unsigned char* row, const fl
   return p;
 }
 
+// Bytes of the first k weights of a row (k a multiple of the block size).
+template <int TYPE>
+__device__ __forceinline__ long long sb_gguf_bytes(int k)
+{
+  if constexpr (TYPE == SB_GGML_F32) return 4ll * k;
+  else if constexpr (TYPE == SB_GGML_F16) return 2ll * k;
+  else if constexpr (TYPE == SB_GGML_Q4_0) return 18ll * (k / 32);
+  else if constexpr (TYPE == SB_GGML_Q4_1) return 20ll * (k / 32);
+  else return 34ll * (k / 32);
+}
+
 // One matrix of a products launch: weights [rows, cols], output y [M, rows]; `add` ([M, rows]
 // or null) is added to each finished dot; with rot > 0 the first rot features of each head of
 // head_size outputs are rotated as interleaved pairs by the cos / sin rows (one row of `width`
@@ -147,6 +158,49 @@ __device__ __forceinline__ void sb_gguf_products(SbGgufMatrices mats, int count,
   __shared__ float rrms;
   const long long mi = blockIdx.y;
   const float* xr = x + mi * cols;
+  const int total = mats.m[0].rows + (count > 1 ? mats.m[1].rows : 0) + (count > 2 ? mats.m[2].rows : 0);
+  // The matrix (selected by comparisons: the parameter struct is not indexed at run time)
+  // and the row of block row `g`.
+  auto locate = [&](int g, int& n) -> const SbGgufMatrix& {
+    if (gate) {
+      n = g >> 1;
+      return (g & 1) ? mats.m[1] : mats.m[0];
+    }
+    n = g;
+    if (count < 2 || n < mats.m[0].rows) return mats.m[0];
+    n -= mats.m[0].rows;
+    if (count < 3 || n < mats.m[1].rows) return mats.m[1];
+    n -= mats.m[1].rows;
+    return mats.m[2];
+  };
+  const int row0 = blockIdx.x * rows_per_block;
+  const int items = rows_per_block * tiles;
+  // A hint, no arithmetic: the weight tiles (which do not depend on the activations), the
+  // norm scale, the added terms and the rotary rows start their trip to L1 now, so their
+  // memory latency overlaps the row's load and statistic.
+  for (int item = threadIdx.x; item < items; item += blockDim.x) {
+    const int local = item / tiles, t = item - local * tiles;
+    const int g = row0 + local;
+    if (g >= total) continue;
+    int n;
+    const unsigned char* row = locate(g, n).w + n * row_bytes;
+    const unsigned char* from = row + sb_gguf_bytes<TYPE>(t * SB_TILE);
+    sb_prefetch_l1(from);
+    sb_prefetch_l1(row + sb_gguf_bytes<TYPE>(min(t * SB_TILE + SB_TILE, cols)) - 1);
+  }
+  if (norm_scale)
+    for (int k = 32 * threadIdx.x; k < cols; k += 32 * blockDim.x) sb_prefetch_l1(norm_scale + k);
+  for (int local = threadIdx.x; local < rows_per_block; local += blockDim.x) {
+    const int g = row0 + local;
+    if (g >= total) continue;
+    int n;
+    const SbGgufMatrix& mat = locate(g, n);
+    if (mat.add) sb_prefetch_l1(mat.add + mi * mat.rows + n);
+    if (mat.rot > 0) {
+      sb_prefetch_l1(cos_rows + mi * width);
+      sb_prefetch_l1(sin_rows + mi * width);
+    }
+  }
   for (int k = threadIdx.x; k < cols; k += blockDim.x) xs[k + 4 * (k / SB_TILE)] = xr[k];
   __syncthreads();
   if (norm_scale) {
@@ -172,25 +226,6 @@ __device__ __forceinline__ void sb_gguf_products(SbGgufMatrices mats, int count,
     __syncthreads();
   }
 
-  // Matrix and row of block row `g`.
-  int total = 0;
-  for (int i = 0; i < count; ++i) total += mats.m[i].rows;
-  // The matrix (selected by comparisons: the parameter struct is not indexed at run time)
-  // and the row of block row `g`.
-  auto locate = [&](int g, int& n) -> const SbGgufMatrix& {
-    if (gate) {
-      n = g >> 1;
-      return (g & 1) ? mats.m[1] : mats.m[0];
-    }
-    n = g;
-    if (count < 2 || n < mats.m[0].rows) return mats.m[0];
-    n -= mats.m[0].rows;
-    if (count < 3 || n < mats.m[1].rows) return mats.m[1];
-    n -= mats.m[1].rows;
-    return mats.m[2];
-  };
-  const int row0 = blockIdx.x * rows_per_block;
-  const int items = rows_per_block * tiles;
   for (int item = threadIdx.x; item < items; item += blockDim.x) {
     const int local = item / tiles, t = item - local * tiles;
     const int g = row0 + local;

@@ -26,6 +26,8 @@ use crate::error::{CudaError, Result};
 /// Dynamic shared memory an attention block may take: 48 KiB without opting in to more, less
 /// the static shared memory of the block reductions (canonical.cu).
 const ATTENTION_SHARED_MAX: usize = 47 * 1024;
+/// Keys per reduction tile (contract: canonical-sum).
+const TILE: usize = samebits_kernels::REDUCTION_TILE;
 /// Positions a new cache storage holds at least.
 const KV_MIN_CAPACITY: usize = 256;
 
@@ -221,7 +223,7 @@ pub type NewKv<'a> = (
 );
 
 /// How one attention launch runs: causal or not, the scale, the step's new keys, query heads
-/// per block.
+/// per block, and whether the keys are split over blocks.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttentionShape {
     pub causal: bool,
@@ -230,6 +232,17 @@ pub struct AttentionShape {
     pub new_len: usize,
     /// Query heads per block, a divisor of the group size ([`attention_rows`]).
     pub rows: usize,
+    /// 0: one block computes all keys of its rows; else 64-key tiles per block of the split
+    /// launches (a chunk of the keys each; [`attention_split_fits`]).
+    pub split: usize,
+}
+
+/// Whether the split launches take score rows of `stride` keys for `rows` query heads per
+/// block, `split` key tiles per block.
+pub fn attention_split_fits(rows: usize, stride: usize, d: usize, split: usize) -> bool {
+    let scores = 4 * rows * (d + split * TILE);
+    let values = 4 * rows * (stride + stride.div_ceil(TILE) + 2);
+    split > 0 && scores <= ATTENTION_SHARED_MAX && values <= ATTENTION_SHARED_MAX
 }
 
 impl CudaBackend {
@@ -444,6 +457,7 @@ impl CudaBackend {
             scale,
             new_len,
             rows,
+            split,
         } = shape;
         let stride = kl.seq;
         let group = ql.heads.checked_div(kl.heads).unwrap_or(0);
@@ -460,7 +474,9 @@ impl CudaBackend {
             && vl.size > 0
             && rows > 0
             && group.is_multiple_of(rows)
-            && attention_shared_bytes(rows, stride, ql.size, vl.size) <= ATTENTION_SHARED_MAX
+            && (attention_shared_bytes(rows, stride, ql.size, vl.size) <= ATTENTION_SHARED_MAX
+                || split > 0)
+            && (split == 0 || attention_split_fits(rows, stride, ql.size, split))
             && y.batch == ql.batch
             && y.heads == ql.heads
             && y.seq == ql.seq
@@ -482,13 +498,6 @@ impl CudaBackend {
         if out.is_empty() {
             return Ok(out);
         }
-        let f = self.function("sb_attention")?;
-        let shared = attention_shared_bytes(rows, stride, ql.size, vl.size) as u32;
-        let config = LaunchConfig {
-            grid_dim: (ql.seq as u32, (ql.heads / rows) as u32, ql.batch as u32),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: shared,
-        };
         let ints = [past, new_len, stride, ql.size, vl.size, group, rows].map(|v| v as i32);
         let causal = i32::from(causal);
         let (qs, ks, vs, ys) = (ql.device(), kl.device(), vl.device(), y.device());
@@ -503,28 +512,77 @@ impl CudaBackend {
                 .all(|v| v % 4 == 0),
         );
         let (kv_heads, null) = (kl.heads as i32, 0u64);
+        // Arguments common to sb_attention and sb_attention_split_scores, up to `vns`; the
+        // counter.
+        macro_rules! head_args {
+            ($launch:ident) => {
+                $launch
+                    .arg(q.0.slice())
+                    .arg(&qs)
+                    .arg(k.0.slice())
+                    .arg(&ks)
+                    .arg(v.0.slice())
+                    .arg(&vs);
+                match new {
+                    Some(((nk, _), (nv, _))) => {
+                        $launch.arg(nk.slice()).arg(&kns).arg(nv.slice()).arg(&vns)
+                    }
+                    None => $launch.arg(&null).arg(&kns).arg(&null).arg(&vns),
+                };
+            };
+        }
+        macro_rules! counter_arg {
+            ($launch:ident) => {
+                match counter {
+                    Some(c) => $launch.arg(c.slice()),
+                    None => $launch.arg(&null),
+                };
+            };
+        }
+        let groups = (ql.heads / rows) as u32;
+        if split == 0 {
+            let f = self.function("sb_attention")?;
+            let config = LaunchConfig {
+                grid_dim: (ql.seq as u32, groups, ql.batch as u32),
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: attention_shared_bytes(rows, stride, ql.size, vl.size) as u32,
+            };
+            let mut launch = self.stream().launch_builder(&f);
+            head_args!(launch);
+            launch.arg(out.slice_mut()).arg(&ys);
+            launch.arg(&ints[0]).arg(&ints[1]).arg(&ints[2]);
+            counter_arg!(launch);
+            launch
+                .arg(&ints[3])
+                .arg(&ints[4])
+                .arg(&ints[5])
+                .arg(&ints[6])
+                .arg(&causal)
+                .arg(&scale)
+                .arg(&kv_heads)
+                .arg(&vec4);
+            // SAFETY: the views lie inside their buffers (their shapes were checked by the
+            // caller); one block per (query, head group, batch) with the shared memory computed
+            // above; the counter, when given, is the storage's (read, then advanced by the last
+            // block); the new keys and values are stored at positions past .. of k and v,
+            // inside their views.
+            unsafe { launch.launch(config)? };
+            return Ok(out);
+        }
+        // Split over key chunks: workspaces per query row (batch, head, query).
+        let query_rows = ql.batch * ql.heads * ql.seq;
+        let chunks = stride.div_ceil(split * TILE);
+        let tiles_cap = stride.div_ceil(TILE);
+        let mut scores = self.alloc(query_rows * stride)?;
+        let mut maxima = self.alloc(query_rows * chunks)?;
+        let mut partials = self.alloc(query_rows * tiles_cap * vl.size)?;
+        let grid = ((ql.seq * chunks) as u32, groups, ql.batch as u32);
+        let split_i = split as i32;
+        let f = self.function("sb_attention_split_scores")?;
         let mut launch = self.stream().launch_builder(&f);
-        launch
-            .arg(q.0.slice())
-            .arg(&qs)
-            .arg(k.0.slice())
-            .arg(&ks)
-            .arg(v.0.slice())
-            .arg(&vs);
-        match new {
-            Some(((nk, _), (nv, _))) => launch.arg(nk.slice()).arg(&kns).arg(nv.slice()).arg(&vns),
-            None => launch.arg(&null).arg(&kns).arg(&null).arg(&vns),
-        };
-        launch
-            .arg(out.slice_mut())
-            .arg(&ys)
-            .arg(&ints[0])
-            .arg(&ints[1])
-            .arg(&ints[2]);
-        match counter {
-            Some(c) => launch.arg(c.slice()),
-            None => launch.arg(&null),
-        };
+        head_args!(launch);
+        launch.arg(&ints[0]).arg(&ints[1]).arg(&ints[2]);
+        counter_arg!(launch);
         launch
             .arg(&ints[3])
             .arg(&ints[4])
@@ -533,12 +591,54 @@ impl CudaBackend {
             .arg(&causal)
             .arg(&scale)
             .arg(&kv_heads)
-            .arg(&vec4);
-        // SAFETY: the views lie inside their buffers (their shapes were checked by the caller);
-        // one block per (query, head group, batch) with the shared memory computed above; the
-        // counter, when given, is the storage's (read, then advanced by the last block); the
-        // new keys and values are stored at positions past .. of k and v, inside their views.
+            .arg(&vec4)
+            .arg(&split_i)
+            .arg(scores.slice_mut())
+            .arg(maxima.slice_mut());
+        let config = LaunchConfig {
+            grid_dim: grid,
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: (4 * rows * (ql.size + split * TILE)) as u32,
+        };
+        // SAFETY: as for sb_attention; the workspaces hold a score row of `stride` keys and
+        // a maximum per chunk for every query row.
         unsafe { launch.launch(config)? };
+        let groups_total = ql.batch * (ql.heads / rows) * ql.seq;
+        self.with_tickets(groups_total, |tickets| {
+            let f = self.function("sb_attention_split_values")?;
+            let mut launch = self.stream().launch_builder(&f);
+            launch.arg(v.0.slice()).arg(&vs);
+            match new {
+                Some((_, (nv, _))) => launch.arg(nv.slice()),
+                None => launch.arg(&null),
+            };
+            launch
+                .arg(&vns)
+                .arg(out.slice_mut())
+                .arg(&ys)
+                .arg(&ints[0])
+                .arg(&ints[1])
+                .arg(&ints[2]);
+            counter_arg!(launch);
+            launch
+                .arg(&ints[4])
+                .arg(&ints[5])
+                .arg(&ints[6])
+                .arg(&split_i)
+                .arg(scores.slice())
+                .arg(maxima.slice())
+                .arg(partials.slice_mut())
+                .arg(tickets);
+            let config = LaunchConfig {
+                grid_dim: grid,
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: (4 * rows * (stride + tiles_cap + 2)) as u32,
+            };
+            // SAFETY: the grid of the scores launch over the workspaces it wrote; one zeroed
+            // ticket per (batch, head group, query), each left zero by its last block.
+            unsafe { launch.launch(config)? };
+            Ok(())
+        })?;
         Ok(out)
     }
 }

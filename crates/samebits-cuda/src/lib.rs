@@ -35,7 +35,9 @@ mod program;
 mod reduce;
 pub mod testing;
 
-pub use attention::{AttentionShape, HeadsLayout, KvStorage, NewKv, attention_rows};
+pub use attention::{
+    AttentionShape, HeadsLayout, KvStorage, NewKv, attention_rows, attention_split_fits,
+};
 pub use backend::CudaBackend;
 pub use buffer::{DeviceBuffer, DeviceBytes};
 pub use elementwise::{BinaryOp, BroadcastLayout, MAX_RANK, UnaryOp, binary_cpu};

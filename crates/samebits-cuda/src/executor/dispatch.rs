@@ -7,13 +7,14 @@
 
 use samebits_gguf::GgmlType;
 use samebits_ir::{DType, Tensor};
+use samebits_kernels::REDUCTION_TILE;
 use samebits_ops::broadcast::broadcast_shapes;
 use samebits_ops::{BinaryKernel, DeviceKernel, UnaryKernel, gemm_c_strides, normalize_axis};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::attention::{AttentionShape, HeadsLayout, KvPast, attention_rows};
+use crate::attention::{AttentionShape, HeadsLayout, KvPast, attention_rows, attention_split_fits};
 use crate::backend::CudaBackend;
 use crate::buffer::DeviceBuffer;
 use crate::elementwise::{BinaryOp, BroadcastLayout, UnaryOp};
@@ -546,6 +547,10 @@ fn gemm(
 /// Queries from which an attention block takes every query head of a KV group.
 const GROUPED_ATTENTION_MIN_QUERIES: usize = 16;
 
+/// Score rows longer than this (the cache storage's capacity) split the keys of few queries
+/// over blocks.
+const SPLIT_MIN_KEYS: usize = 256;
+
 /// Bytes of dequantized weight copies a process keeps (prefill speed for device memory).
 const DEQUANTIZED_BUDGET: usize = 4 << 30;
 
@@ -820,12 +825,28 @@ pub(crate) fn run_launch(
             } else {
                 1
             };
+            // Few queries over long score rows: the keys split over blocks in chunks of whole
+            // 64-key tiles, about one block per multiprocessor (a launch shape too).
+            let blocks = q.batch * (q.heads / rows) * q.seq;
+            let split = match q.seq < GROUPED_ATTENTION_MIN_QUERIES && stride > SPLIT_MIN_KEYS {
+                true => {
+                    let chunks = (backend.sm_count() / blocks).max(1);
+                    let split = stride.div_ceil(REDUCTION_TILE).div_ceil(chunks);
+                    if attention_split_fits(rows, stride, q.size, split) {
+                        split
+                    } else {
+                        0
+                    }
+                }
+                false => 0,
+            };
             super::graph::note_attention(&storage, k.seq, stride);
             let shape = AttentionShape {
                 causal: *causal,
                 scale: *scale,
                 new_len: k.seq,
                 rows,
+                split,
             };
             let out = storage.with_buffers(|keys, values, counter| {
                 let view = |values: bool| {

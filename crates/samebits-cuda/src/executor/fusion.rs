@@ -131,45 +131,55 @@ impl CudaExecutor {
             norm = Some((*x, *scale, *normed, epsilon));
             i = 1;
         }
+        // The activations of the products (the norm's input, of the normalized row's shape).
+        let x_in = match norm {
+            Some((x_in, ..)) => x_in,
+            None => (*steps.first()?.inputs.first()?)?,
+        };
+        let shape = dense_f32(slots, x_in)?;
         // The products: (weight slot, rows, output slot, output shape).
         let mut products: Vec<(usize, usize, usize, Vec<usize>)> = Vec::new();
         let mut kind = None;
         while products.len() < 3 && i < steps.len() {
-            let Some(Some(DeviceKernel::MatMulGguf { .. })) = kernels.get(i) else {
+            let Some(Some(kernel @ DeviceKernel::MatMulGguf { .. })) = kernels.get(i).copied()
+            else {
                 break;
             };
             let step = &steps[i];
+            let ([Some(x), Some(w)], [y]) = (step.inputs, step.outputs) else {
+                break;
+            };
+            if *x != norm.map_or(x_in, |(_, _, normed, _)| normed) {
+                break;
+            }
+            let args = [
+                Some(ArgInfo {
+                    dtype: DType::F32,
+                    shape: &shape,
+                    host: None,
+                }),
+                arg_info(&slots[*w]),
+            ];
             let Some(Launch::Gguf {
                 ggml_type,
                 rows,
                 cols,
                 out_shape,
                 add: false,
-            }) = self.launch_for(step, kernels[i], slots)
+            }) = plan_launch(kernel, &args, 1)
             else {
                 break;
             };
-            let ([Some(x), Some(w)], [y]) = (step.inputs, step.outputs) else {
-                break;
-            };
-            let source = norm.map_or(*x, |(_, _, normed, _)| normed);
-            if *x != source
-                || kind.is_some_and(|k| k != (ggml_type, cols, *x))
-                || products
-                    .first()
-                    .is_some_and(|p| p.3.len() != out_shape.len())
-            {
+            if kind.is_some_and(|k| k != (ggml_type, cols)) {
                 break;
             }
-            kind = Some((ggml_type, cols, *x));
+            kind = Some((ggml_type, cols));
             products.push((*w, rows, *y, out_shape));
             i += 1;
         }
-        let (ggml_type, cols, x) = kind?;
+        let (ggml_type, cols) = kind?;
         let last_product = &steps[i - 1];
         // The normalized row is read by these products alone; the activations are few rows.
-        let x_in = norm.map_or(x, |(x_in, ..)| x_in);
-        let shape = dense_f32(slots, x_in)?;
         let m = shape.iter().product::<usize>() / cols.max(1);
         let fits = shape.last() == Some(&cols)
             && m < GGUF_GEMM_MIN_ROWS
