@@ -187,6 +187,62 @@ __device__ __forceinline__ void sb_attention_prefetch(Key key, Value value, int 
   }
 }
 
+// A GGUF product fused after a decode attention (executor/fusion.rs: Attention, MatMulGguf of
+// its output, residual Add): out[qi, n] = canonical_dot(W[n, :], y[qi, :]) + add[qi, n] for
+// query row qi (batch * queries + query), where y[qi] holds the `heads` heads' outputs of 64
+// features one after another, so head h's outputs are exactly the 64-term tile h of every dot
+// (contract: canonical-sum). w == null: no product.
+struct SbAttentionProduct {
+  const unsigned char* w;
+  const float* add;
+  float* out;
+  float* partials;  // [query rows, heads, rows]
+  unsigned* tickets;  // one per query row, zero
+  long long row_bytes;
+  int rows, type;
+};
+
+// The block of head `head` of query row qi, its 64 outputs y_head in shared memory: the tile
+// chains of every weight row (p = fma(w_k, y_k, p) from +0.0, k in the head's tile) to the
+// workspace; the last head block of the query row to finish (a ticket decides WHO) folds the
+// tiles of each row in order, then adds the residual term. Every thread of the block calls it.
+__device__ __forceinline__ void sb_attention_product(const SbAttentionProduct& o, const float* y_head,
+                                                     int head, int heads, long long qi)
+{
+  // y_head - 64 * head: sb_gguf_tile indexes its activations by k.
+  const float* x = y_head - SB_TILE * head;
+  float* part = o.partials + (qi * heads + head) * o.rows;
+  for (int n = threadIdx.x; n < o.rows; n += blockDim.x)
+    part[n] = sb_gguf_tile_of(o.type, o.w + n * o.row_bytes, x, SB_TILE * head, SB_TILE * head + SB_TILE);
+  __threadfence();
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    last = atomicAdd(o.tickets + qi, 1u) == (unsigned)heads - 1;
+    if (last) o.tickets[qi] = 0u;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float* all = o.partials + qi * heads * o.rows;
+  for (int n = threadIdx.x; n < o.rows; n += blockDim.x) {
+    float s = 0.0f;
+    for (int h = 0; h < heads; ++h) s = sb_fold_sum(s, __ldcg(all + (long long)h * o.rows + n), h == 0);
+    o.out[qi * o.rows + n] = o.add ? s + o.add[qi * o.rows + n] : s;
+  }
+}
+
+// Prefetch (a hint) of the product's weights of head tile `head`.
+__device__ __forceinline__ void sb_attention_product_prefetch(const SbAttentionProduct& o, int head,
+                                                              int tile_bytes)
+{
+  for (int n = threadIdx.x; n < o.rows; n += blockDim.x) {
+    const unsigned char* p = o.w + n * o.row_bytes + (long long)head * tile_bytes;
+    sb_prefetch_l1(p);
+    sb_prefetch_l1(p + tile_bytes - 1);
+  }
+}
+
 // The last block to finish a launch (a ticket in counter[1] decides WHO, never an order of
 // arithmetic) advances the cache's filled length counter[0] to `total`, after every block has
 // read it.
@@ -220,7 +276,8 @@ extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, 
                                         SbStrides kns, const float* v_new, SbStrides vns,
                                         float* y, SbStrides ys, int past, int new_len,
                                         int stride, int* counter, int d, int dv, int group,
-                                        int rows, int causal, float scale, int kv_heads, int vec4)
+                                        int rows, int causal, float scale, int kv_heads, int vec4,
+                                        SbAttentionProduct product, int tile_bytes)
 {
   extern __shared__ float smem[];
   const int i = blockIdx.x;
@@ -248,6 +305,7 @@ extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, 
   };
   const int visible = causal ? min(total, i + past + 1) : total;
   sb_attention_prefetch(key, value, 0, total, visible, d, dv);
+  if (product.w) sb_attention_product_prefetch(product, h0, tile_bytes);
   if (k_new) {
     const long long block = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
     sb_attention_append(k, ks, v, vs, k_new, kns, v_new, vns, gridDim.z, kv_heads, new_len, past, d,
@@ -316,6 +374,7 @@ extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, 
     const int r = f / dv, e = f % dv;
     y[b * ys.b + (long long)(h0 + r) * ys.h + (long long)i * ys.s + e] = out_sums[f];
   }
+  if (product.w) sb_attention_product(product, out_sums, h0, gridDim.y, b * gridDim.x + i);
   sb_attention_advance(counter, total);
 }
 
@@ -398,7 +457,8 @@ extern "C" __global__ void sb_attention_split_scores(
 extern "C" __global__ void sb_attention_split_values(
     float* v, SbStrides vs, const float* v_new, SbStrides vns, float* y, SbStrides ys, int past,
     int new_len, int stride, int* counter, int dv, int group, int rows, int chunk_tiles,
-    const float* scores_ws, const float* maxima, float* partials, unsigned* tickets)
+    const float* scores_ws, const float* maxima, float* partials, unsigned* tickets,
+    SbAttentionProduct product, int tile_bytes)
 {
   extern __shared__ float smem[];
   const int chunks = (stride + SB_TILE * chunk_tiles - 1) / (SB_TILE * chunk_tiles);
@@ -423,6 +483,7 @@ extern "C" __global__ void sb_attention_split_values(
     return (vnb && j >= past) ? vnb + (long long)(j - past) * vns.s : vb + (long long)j * vs.s;
   };
   sb_attention_prefetch(value, value, t_begin * SB_TILE, min(total, t_end * SB_TILE), 0, 0, dv);
+  if (product.w) sb_attention_product_prefetch(product, h0, tile_bytes);
 
   if (t_begin < t_end) {
     for (int r = threadIdx.x; r < rows; r += blockDim.x) {
@@ -482,6 +543,11 @@ extern "C" __global__ void sb_attention_split_values(
       float s = 0.0f;
       for (int t = 0; t < tiles; ++t) s = sb_fold_sum(s, __ldcg(pr + (long long)t * dv), t == 0);
       y[b * ys.b + (long long)(h0 + r) * ys.h + (long long)i * ys.s + e] = s;
+      probs[f] = s;
+    }
+    if (product.w) {
+      __syncthreads();
+      sb_attention_product(product, probs, h0, gridDim.y, b * queries + i);
     }
   }
   sb_attention_advance(counter, total);

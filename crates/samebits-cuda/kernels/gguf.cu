@@ -105,6 +105,19 @@ __device__ __forceinline__ float sb_gguf_tile(const unsigned char* row, const fl
   return p;
 }
 
+// sb_gguf_tile for a weight type known at run time (its ggml id, SB_GGML_*), from p = +0.0.
+__device__ __forceinline__ float sb_gguf_tile_of(int type, const unsigned char* row, const float* x,
+                                                 int k0, int k_end)
+{
+  switch (type) {
+    case SB_GGML_F32: return sb_gguf_tile<SB_GGML_F32>(row, x, k0, k_end, 0.0f);
+    case SB_GGML_F16: return sb_gguf_tile<SB_GGML_F16>(row, x, k0, k_end, 0.0f);
+    case SB_GGML_Q4_0: return sb_gguf_tile<SB_GGML_Q4_0>(row, x, k0, k_end, 0.0f);
+    case SB_GGML_Q4_1: return sb_gguf_tile<SB_GGML_Q4_1>(row, x, k0, k_end, 0.0f);
+    default: return sb_gguf_tile<SB_GGML_Q8_0>(row, x, k0, k_end, 0.0f);
+  }
+}
+
 // Bytes of the first k weights of a row (k a multiple of the block size).
 template <int TYPE>
 __device__ __forceinline__ long long sb_gguf_bytes(int k)

@@ -17,11 +17,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use samebits_gguf::GgmlType;
 
 use crate::backend::{BLOCK, CudaBackend, blocks_for, launch_1d};
 use crate::buffer::{DeviceBuffer, DeviceBytes};
 use crate::error::{CudaError, Result};
+use crate::gguf::gguf_supported;
 
 /// Dynamic shared memory an attention block may take: 48 KiB without opting in to more, less
 /// the static shared memory of the block reductions (canonical.cu).
@@ -237,6 +239,36 @@ pub struct AttentionShape {
     pub split: usize,
 }
 
+/// A GGUF product fused after a decode attention (one query head per block, heads of 64
+/// values, the output `y` 3-D `[batch, queries, heads * 64]`): `out = y · Wᵀ`, plus `add`
+/// (`[batch * queries, rows]`) when given, returned instead of `y` (kernels/attention.cu,
+/// `sb_attention_product`: head h's outputs are the 64-term tile h of every dot).
+#[derive(Clone, Copy)]
+pub struct AttentionProduct<'a> {
+    pub ggml_type: GgmlType,
+    pub w: &'a DeviceBytes,
+    pub rows: usize,
+    pub add: Option<&'a DeviceBuffer>,
+}
+
+/// `SbAttentionProduct` of kernels/attention.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct SbAttentionProduct {
+    w: u64,
+    add: u64,
+    out: u64,
+    partials: u64,
+    tickets: u64,
+    row_bytes: i64,
+    rows: i32,
+    ty: i32,
+}
+
+// SAFETY: a #[repr(C)] struct of plain numbers (device addresses as u64), the layout of
+// `SbAttentionProduct` in attention.cu.
+unsafe impl DeviceRepr for SbAttentionProduct {}
+
 /// Whether the split launches take score rows of `stride` keys for `rows` query heads per
 /// block, `split` key tiles per block.
 pub fn attention_split_fits(rows: usize, stride: usize, d: usize, split: usize) -> bool {
@@ -450,6 +482,7 @@ impl CudaBackend {
         past: usize,
         counter: Option<&DeviceBytes>,
         shape: AttentionShape,
+        product: Option<AttentionProduct>,
     ) -> Result<DeviceBuffer> {
         let (ql, kl, vl) = (q.1, k.1, v.1);
         let AttentionShape {
@@ -488,16 +521,46 @@ impl CudaBackend {
                     && (nv.batch, nv.heads, nv.seq, nv.size)
                         == (vl.batch, vl.heads, new_len, vl.size)
             });
-        if !valid {
+        let query_rows = ql.batch * ql.seq;
+        let product_fits = |p: &AttentionProduct| {
+            let cols = ql.heads * TILE;
+            rows == 1
+                && vl.size == TILE
+                && y == HeadsLayout::split(ql.batch, ql.seq, ql.heads, TILE)
+                && gguf_supported(p.ggml_type)
+                && p.ggml_type
+                    .row_bytes(cols)
+                    .is_some_and(|rb| p.w.len() == p.rows * rb)
+                && p.add.is_none_or(|a| a.len() == query_rows * p.rows)
+                && p.rows <= i32::MAX as usize
+        };
+        if !valid || product.as_ref().is_some_and(|p| !product_fits(p)) {
             return Err(CudaError::Invalid(format!(
                 "attention: q {ql:?}, k {kl:?}, v {vl:?}, y {y:?}, {past} + {new_len} keys, \
-                 {rows} rows per block"
+                 {rows} rows per block{}",
+                if product.is_some() {
+                    ", a fused product"
+                } else {
+                    ""
+                }
             )));
         }
         let mut out = self.alloc(y.len())?;
         if out.is_empty() {
             return Ok(out);
         }
+        // The fused product's output and workspace, and the tickets: the split launch's per
+        // (batch, head group, query), then the product's per query row.
+        let mut product_out = match &product {
+            Some(p) => Some(self.alloc(query_rows * p.rows)?),
+            None => None,
+        };
+        let product_partials = match &product {
+            Some(p) => Some(self.alloc(query_rows * ql.heads * p.rows)?),
+            None => None,
+        };
+        let groups_total = ql.batch * (ql.heads / rows) * ql.seq;
+        let ticket_count = if split > 0 { groups_total } else { 0 } + query_rows;
         let ints = [past, new_len, stride, ql.size, vl.size, group, rows].map(|v| v as i32);
         let causal = i32::from(causal);
         let (qs, ks, vs, ys) = (ql.device(), kl.device(), vl.device(), y.device());
@@ -540,16 +603,74 @@ impl CudaBackend {
             };
         }
         let groups = (ql.heads / rows) as u32;
-        if split == 0 {
-            let f = self.function("sb_attention")?;
-            let config = LaunchConfig {
-                grid_dim: (ql.seq as u32, groups, ql.batch as u32),
-                block_dim: (BLOCK, 1, 1),
-                shared_mem_bytes: attention_shared_bytes(rows, stride, ql.size, vl.size) as u32,
-            };
-            let mut launch = self.stream().launch_builder(&f);
+        let tile_bytes = product.map_or(0, |p| {
+            p.ggml_type.row_bytes(TILE).expect("checked above") as i32
+        });
+        self.with_tickets(ticket_count, |tickets| {
+            let stream = self.stream();
+            let mut raw_product = SbAttentionProduct::default();
+            if let (Some(p), Some(o), Some(w)) =
+                (&product, product_out.as_mut(), product_partials.as_ref())
+            {
+                let cols = ql.heads * TILE;
+                raw_product = SbAttentionProduct {
+                    w: p.w.slice().device_ptr(stream).0,
+                    add: p.add.map_or(0, |a| a.slice().device_ptr(stream).0),
+                    out: o.slice_mut().device_ptr_mut(stream).0,
+                    partials: w.slice().device_ptr(stream).0,
+                    tickets: tickets
+                        .slice(ticket_count - query_rows..)
+                        .device_ptr(stream)
+                        .0,
+                    row_bytes: p.ggml_type.row_bytes(cols).expect("checked above") as i64,
+                    rows: p.rows as i32,
+                    ty: p.ggml_type.id() as i32,
+                };
+            }
+            if split == 0 {
+                let f = self.function("sb_attention")?;
+                let config = LaunchConfig {
+                    grid_dim: (ql.seq as u32, groups, ql.batch as u32),
+                    block_dim: (BLOCK, 1, 1),
+                    shared_mem_bytes: attention_shared_bytes(rows, stride, ql.size, vl.size) as u32,
+                };
+                let mut launch = stream.launch_builder(&f);
+                head_args!(launch);
+                launch.arg(out.slice_mut()).arg(&ys);
+                launch.arg(&ints[0]).arg(&ints[1]).arg(&ints[2]);
+                counter_arg!(launch);
+                launch
+                    .arg(&ints[3])
+                    .arg(&ints[4])
+                    .arg(&ints[5])
+                    .arg(&ints[6])
+                    .arg(&causal)
+                    .arg(&scale)
+                    .arg(&kv_heads)
+                    .arg(&vec4)
+                    .arg(&raw_product)
+                    .arg(&tile_bytes);
+                // SAFETY: the views lie inside their buffers (their shapes were checked by the
+                // caller); one block per (query, head group, batch) with the shared memory
+                // computed above; the counter, when given, is the storage's (read, then
+                // advanced by the last block); the new keys and values are stored at positions
+                // past .. of k and v, inside their views; the fused product's weights, output,
+                // workspace and zeroed tickets were checked and sized above.
+                unsafe { launch.launch(config)? };
+                return Ok(());
+            }
+            // Split over key chunks: workspaces per (batch, head, query).
+            let head_rows = ql.batch * ql.heads * ql.seq;
+            let chunks = stride.div_ceil(split * TILE);
+            let tiles_cap = stride.div_ceil(TILE);
+            let mut scores = self.alloc(head_rows * stride)?;
+            let mut maxima = self.alloc(head_rows * chunks)?;
+            let mut partials = self.alloc(head_rows * tiles_cap * vl.size)?;
+            let grid = ((ql.seq * chunks) as u32, groups, ql.batch as u32);
+            let split_i = split as i32;
+            let f = self.function("sb_attention_split_scores")?;
+            let mut launch = stream.launch_builder(&f);
             head_args!(launch);
-            launch.arg(out.slice_mut()).arg(&ys);
             launch.arg(&ints[0]).arg(&ints[1]).arg(&ints[2]);
             counter_arg!(launch);
             launch
@@ -560,53 +681,20 @@ impl CudaBackend {
                 .arg(&causal)
                 .arg(&scale)
                 .arg(&kv_heads)
-                .arg(&vec4);
-            // SAFETY: the views lie inside their buffers (their shapes were checked by the
-            // caller); one block per (query, head group, batch) with the shared memory computed
-            // above; the counter, when given, is the storage's (read, then advanced by the last
-            // block); the new keys and values are stored at positions past .. of k and v,
-            // inside their views.
+                .arg(&vec4)
+                .arg(&split_i)
+                .arg(scores.slice_mut())
+                .arg(maxima.slice_mut());
+            let config = LaunchConfig {
+                grid_dim: grid,
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: (4 * rows * (ql.size + split * TILE)) as u32,
+            };
+            // SAFETY: as for sb_attention; the workspaces hold a score row of `stride` keys
+            // and a maximum per chunk for every (batch, head, query).
             unsafe { launch.launch(config)? };
-            return Ok(out);
-        }
-        // Split over key chunks: workspaces per query row (batch, head, query).
-        let query_rows = ql.batch * ql.heads * ql.seq;
-        let chunks = stride.div_ceil(split * TILE);
-        let tiles_cap = stride.div_ceil(TILE);
-        let mut scores = self.alloc(query_rows * stride)?;
-        let mut maxima = self.alloc(query_rows * chunks)?;
-        let mut partials = self.alloc(query_rows * tiles_cap * vl.size)?;
-        let grid = ((ql.seq * chunks) as u32, groups, ql.batch as u32);
-        let split_i = split as i32;
-        let f = self.function("sb_attention_split_scores")?;
-        let mut launch = self.stream().launch_builder(&f);
-        head_args!(launch);
-        launch.arg(&ints[0]).arg(&ints[1]).arg(&ints[2]);
-        counter_arg!(launch);
-        launch
-            .arg(&ints[3])
-            .arg(&ints[4])
-            .arg(&ints[5])
-            .arg(&ints[6])
-            .arg(&causal)
-            .arg(&scale)
-            .arg(&kv_heads)
-            .arg(&vec4)
-            .arg(&split_i)
-            .arg(scores.slice_mut())
-            .arg(maxima.slice_mut());
-        let config = LaunchConfig {
-            grid_dim: grid,
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: (4 * rows * (ql.size + split * TILE)) as u32,
-        };
-        // SAFETY: as for sb_attention; the workspaces hold a score row of `stride` keys and
-        // a maximum per chunk for every query row.
-        unsafe { launch.launch(config)? };
-        let groups_total = ql.batch * (ql.heads / rows) * ql.seq;
-        self.with_tickets(groups_total, |tickets| {
             let f = self.function("sb_attention_split_values")?;
-            let mut launch = self.stream().launch_builder(&f);
+            let mut launch = stream.launch_builder(&f);
             launch.arg(v.0.slice()).arg(&vs);
             match new {
                 Some((_, (nv, _))) => launch.arg(nv.slice()),
@@ -628,17 +716,20 @@ impl CudaBackend {
                 .arg(scores.slice())
                 .arg(maxima.slice())
                 .arg(partials.slice_mut())
-                .arg(tickets);
+                .arg(tickets)
+                .arg(&raw_product)
+                .arg(&tile_bytes);
             let config = LaunchConfig {
                 grid_dim: grid,
                 block_dim: (BLOCK, 1, 1),
                 shared_mem_bytes: (4 * rows * (stride + tiles_cap + 2)) as u32,
             };
             // SAFETY: the grid of the scores launch over the workspaces it wrote; one zeroed
-            // ticket per (batch, head group, query), each left zero by its last block.
+            // ticket per (batch, head group, query), each left zero by its last block; the
+            // fused product as for sb_attention.
             unsafe { launch.launch(config)? };
             Ok(())
         })?;
-        Ok(out)
+        Ok(product_out.unwrap_or(out))
     }
 }

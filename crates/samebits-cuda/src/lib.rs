@@ -36,7 +36,8 @@ mod reduce;
 pub mod testing;
 
 pub use attention::{
-    AttentionShape, HeadsLayout, KvStorage, NewKv, attention_rows, attention_split_fits,
+    AttentionProduct, AttentionShape, HeadsLayout, KvStorage, NewKv, attention_rows,
+    attention_split_fits,
 };
 pub use backend::CudaBackend;
 pub use buffer::{DeviceBuffer, DeviceBytes};

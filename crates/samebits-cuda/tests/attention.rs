@@ -257,6 +257,7 @@ fn attention_launch_shapes_agree() {
                     case.past,
                     None,
                     shape,
+                    None,
                 )
                 .unwrap();
             let got = backend.download(&y).unwrap();

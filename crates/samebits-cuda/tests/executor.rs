@@ -320,6 +320,100 @@ fn fused_products_match_the_cpu() {
     }
 }
 
+/// Attention of few queries, the GGUF product of its output and a residual Add run as one
+/// attention launch (executor/fusion.rs) and give the CPU's bits, for every weight type, one
+/// and three queries, pasts from none to one that splits the keys over blocks.
+#[test]
+fn fused_attention_product_matches_the_cpu() {
+    let Some(backend) = cuda("executor::fused_attention_product_matches_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng::new(23);
+    let (heads, kv_heads, d, rows) = (4, 2, 64, 90);
+    let cols = heads * d;
+    for ty in [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+    ] {
+        let mut graph = Graph {
+            name: "attention_product".into(),
+            ..Graph::default()
+        };
+        for name in ["q", "k", "v", "past_key", "past_value", "x"] {
+            graph.inputs.push(ValueInfo {
+                name: name.into(),
+                ty: Some(ValueType::tensor(DType::F32, None)),
+            });
+        }
+        for name in ["out", "present_key", "present_value"] {
+            graph.outputs.push(ValueInfo {
+                name: name.into(),
+                ty: None,
+            });
+        }
+        let blocks = random_blocks(ty, rows, cols, &mut rng);
+        graph.initializers.insert(
+            "wo".into(),
+            Tensor::from_vec(vec![blocks.len()], blocks).unwrap(),
+        );
+        graph.nodes = vec![
+            Node {
+                outputs: vec!["y".into(), "present_key".into(), "present_value".into()],
+                ..node(
+                    "Attention",
+                    &["q", "k", "v", "", "past_key", "past_value"],
+                    "y",
+                    &[
+                        ("is_causal", Attribute::Int(1)),
+                        ("q_num_heads", Attribute::Int(heads as i64)),
+                        ("kv_num_heads", Attribute::Int(kv_heads as i64)),
+                    ],
+                )
+            },
+            gguf_node("wo", "y", "o", rows, cols, ty),
+            node("Add", &["x", "o"], "out", &[]),
+        ];
+        let opsets = [("".to_string(), 23), ("samebits".to_string(), 1)].into();
+        let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+        let executor = CudaExecutor::new(Arc::clone(&backend), Arc::clone(&plan));
+        for (s, past) in [(1, 0), (3, 70), (1, 300)] {
+            let mut x = |shape: Vec<usize>, scale: f32| -> Value {
+                let n = shape.iter().product();
+                Tensor::from_vec(shape, rng.values(n, scale))
+                    .unwrap()
+                    .into()
+            };
+            let inputs = vec![
+                x(vec![1, s, cols], 2.0),
+                x(vec![1, s, kv_heads * d], 2.0),
+                x(vec![1, s, kv_heads * d], 1.0),
+                x(vec![1, kv_heads, past, d], 2.0),
+                x(vec![1, kv_heads, past, d], 1.0),
+                x(vec![1, s, rows], 1.0),
+            ];
+            let want = plan.run(inputs.clone(), RunOptions::default()).unwrap();
+            let (got, stats) = executor.run_with(inputs, RunOptions::default()).unwrap();
+            assert_eq!(
+                (stats.device_steps, stats.device_launches),
+                (3, 1),
+                "{ty}, {s} queries after {past}: {stats:?}"
+            );
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let (g, w) = (g.as_tensor().unwrap(), w.as_tensor().unwrap());
+                assert_eq!(g.shape(), w.shape());
+                samebits_cuda::testing::assert_same_bits(
+                    g.as_slice::<f32>().unwrap(),
+                    w.as_slice::<f32>().unwrap(),
+                    &format!("{ty}, {s} queries after {past}, output {i}"),
+                );
+            }
+        }
+    }
+}
+
 /// GatherGguf on the device picks and dequantizes the CPU's rows (negative indices count from
 /// the end), for every weight type; an index out of range falls back to the CPU, which names
 /// it.

@@ -193,7 +193,9 @@ fn main() {
         .map(<[f32]>::to_vec)
         .collect();
     let gpu_vs_cpu_prefill = differing_rows(&prefill_rows, &cpu_prefill_rows);
-    let last_row = gpu.forward_last(all, &mut gpu.new_cache()).expect("GPU prefill");
+    let last_row = gpu
+        .forward_last(all, &mut gpu.new_cache())
+        .expect("GPU prefill");
     let last_vs_all = differing_rows(&[last_row], &prefill_rows[prefill_rows.len() - 1..]);
     table.push((
         "greedy logits rows (8-token prompt + 16 steps), GPU vs CPU".to_string(),
@@ -255,7 +257,11 @@ fn main() {
             def.push(n as f64 / prefill_seconds(&default, &ids[..n], false));
             last.push(n as f64 / prefill_seconds(&gpu, &ids[..n], true));
         }
-        let (r, d, l) = (median(rep.clone()), median(def.clone()), median(last.clone()));
+        let (r, d, l) = (
+            median(rep.clone()),
+            median(def.clone()),
+            median(last.clone()),
+        );
         println!("pp{n} reproducible {rep:.1?} default {def:.1?} last row {last:.1?}");
         table.push((
             format!("prefill pp{n} tok/s, GPU reproducible vs default (every logits row)"),

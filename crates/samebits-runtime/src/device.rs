@@ -163,7 +163,11 @@ impl Executor {
         match (value, &self.cuda) {
             (IoValue::Host(v), _) => {
                 let usage = |e: samebits_ir::Error| RuntimeError::Usage(e.to_string());
-                let data = v.as_tensor().map_err(usage)?.as_slice::<f32>().map_err(usage)?;
+                let data = v
+                    .as_tensor()
+                    .map_err(usage)?
+                    .as_slice::<f32>()
+                    .map_err(usage)?;
                 let start = data.len().checked_sub(len).ok_or_else(|| {
                     RuntimeError::Usage(format!("a tail of {len} of {} values", data.len()))
                 })?;

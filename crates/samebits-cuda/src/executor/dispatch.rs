@@ -14,7 +14,9 @@ use samebits_ops::{BinaryKernel, DeviceKernel, UnaryKernel, gemm_c_strides, norm
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::attention::{AttentionShape, HeadsLayout, KvPast, attention_rows, attention_split_fits};
+use crate::attention::{
+    AttentionProduct, AttentionShape, HeadsLayout, KvPast, attention_rows, attention_split_fits,
+};
 use crate::backend::CudaBackend;
 use crate::buffer::DeviceBuffer;
 use crate::elementwise::{BinaryOp, BroadcastLayout, UnaryOp};
@@ -124,7 +126,9 @@ pub(crate) enum Launch {
         interleaved: bool,
     },
     /// Attention with its past (inputs 4, 5) extended by the new keys and values; outputs Y,
-    /// present_key, present_value.
+    /// present_key, present_value. With `product` (`executor/fusion.rs`), output 0 is instead
+    /// the GGUF product of Y with the weights of input 6 (that type, rows and output shape)
+    /// plus input 7 (a residual term), computed by the attention launch.
     Attention {
         q: HeadsLayout,
         k: HeadsLayout,
@@ -133,6 +137,7 @@ pub(crate) enum Launch {
         y_shape: Vec<usize>,
         causal: bool,
         scale: f32,
+        product: Option<(GgmlType, usize, Vec<usize>)>,
     },
 }
 
@@ -144,6 +149,9 @@ impl Launch {
             Launch::Gguf { .. } => i == 1,
             Launch::GgufProducts { .. } => (2..5).contains(&i),
             Launch::Gather { .. } => i <= 1,
+            Launch::Attention {
+                product: Some(_), ..
+            } => i == 6,
             _ => false,
         }
     }
@@ -421,6 +429,7 @@ fn attention(
         causal,
         // As the CPU op: D converted to f32, sqrt and division each rounded once.
         scale: scale.unwrap_or(1.0 / (q.size as f32).sqrt()),
+        product: None,
     })
 }
 
@@ -545,7 +554,7 @@ fn gemm(
 }
 
 /// Queries from which an attention block takes every query head of a KV group.
-const GROUPED_ATTENTION_MIN_QUERIES: usize = 16;
+pub(crate) const GROUPED_ATTENTION_MIN_QUERIES: usize = 16;
 
 /// Score rows longer than this (the cache storage's capacity) split the keys of few queries
 /// over blocks.
@@ -801,7 +810,30 @@ pub(crate) fn run_launch(
             y_shape,
             causal,
             scale,
+            product,
         } => {
+            let fused = match product {
+                Some((ggml_type, rows, _)) => {
+                    let Some(DeviceValue::Bytes { bytes: w, .. }) =
+                        inputs.get(6).copied().flatten()
+                    else {
+                        return Err(CudaError::Invalid(
+                            "input 6 (quantized weight) is not on the device as bytes".into(),
+                        ));
+                    };
+                    let add = match inputs.get(7).copied().flatten() {
+                        Some(_) => Some(f32_input(inputs, 7)?.0),
+                        None => None,
+                    };
+                    Some(AttentionProduct {
+                        ggml_type: *ggml_type,
+                        w,
+                        rows: *rows,
+                        add,
+                    })
+                }
+                None => None,
+            };
             let (storage, past) =
                 backend.kv_extend((kv_past(inputs, 4)?, kv_past(inputs, 5)?), (*k, *v))?;
             let total = past + k.seq;
@@ -863,6 +895,7 @@ pub(crate) fn run_launch(
                     past,
                     Some(counter),
                     shape,
+                    fused,
                 )
             })?;
             let present = |values: bool, size: usize| DeviceValue::Kv {
@@ -874,7 +907,10 @@ pub(crate) fn run_launch(
             return Ok(vec![
                 DeviceValue::F32 {
                     buffer: Arc::new(out),
-                    shape: y_shape.clone(),
+                    shape: match product {
+                        Some((_, _, shape)) => shape.clone(),
+                        None => y_shape.clone(),
+                    },
                 },
                 present(false, k.size),
                 present(true, v.size),

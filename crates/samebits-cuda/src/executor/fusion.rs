@@ -12,17 +12,22 @@
 //!   kernels/gguf.cu, each block recomputing the row's RMS statistic in the canonical order
 //!   (a llama layer's norm, Q, K, V and rotaries, or its norm, gate, up and gate). Without the
 //!   norm, at least two products or an epilogue.
+//! - Few queries (decode): `Attention` (heads of 64 values), the `MatMulGguf` of its output
+//!   and a residual `Add`: the attention launch computes the product too, head h's outputs
+//!   being the 64-term tile h of every dot, the tiles folded in order by the last head block
+//!   (kernels/attention.cu, `sb_attention_product`).
 //!
 //! A fusion applies only when the steps are consecutive in the plan, each intermediate value
 //! is read by no other step (the consuming step releases it), every operand is a float32
 //! tensor of the same shape (no broadcasting), and the steps would have run on the device
-//! anyway; under an observer (which watches every step's outputs) nothing fuses.
+//! anyway; under an observer (which watches every step's outputs) nothing fuses, nor with
+//! `SAMEBITS_CUDA_FUSE=0` (`no-attention` keeps all but the attention's product).
 
 use samebits_ir::DType;
 use samebits_math::Activation;
 use samebits_ops::{BinaryKernel, DeviceKernel, PlanStep, UnaryKernel};
 
-use super::dispatch::{ArgInfo, Launch, plan_launch};
+use super::dispatch::{ArgInfo, GROUPED_ATTENTION_MIN_QUERIES, Launch, plan_launch};
 use super::{CudaExecutor, DeviceValue, RunStats, Slot, arg_info, at_step};
 use crate::attention::HeadsLayout;
 use crate::error::Result;
@@ -37,8 +42,14 @@ impl CudaExecutor {
         slots: &mut [Slot],
         stats: &mut RunStats,
     ) -> Result<Option<usize>> {
-        let fused = self
-            .norm_products(steps, kernels, slots)
+        let switch = fusions();
+        if switch == Fusions::None {
+            return Ok(None);
+        }
+        let fused = (switch == Fusions::All)
+            .then(|| self.attention_product(steps, kernels, slots))
+            .flatten()
+            .or_else(|| self.norm_products(steps, kernels, slots))
             .or_else(|| self.product_add(steps, kernels, slots))
             .or_else(|| silu_gate(steps, kernels, |s| dense_f32(slots, s)));
         let Some(Fused {
@@ -107,6 +118,102 @@ impl CudaExecutor {
             inputs: vec![product.inputs[0], product.inputs[1], Some(other)],
             outputs: vec![add.outputs[0]],
             steps: 2,
+        })
+    }
+
+    /// `Attention` of few queries (heads of 64 values, 3-D output), `MatMulGguf` of its output
+    /// Y, then `Add` of the product and another tensor (module docs).
+    fn attention_product(
+        &self,
+        steps: &[PlanStep],
+        kernels: &[Option<DeviceKernel>],
+        slots: &[Slot],
+    ) -> Option<Fused> {
+        let (
+            Some(DeviceKernel::Attention { .. }),
+            Some(product_kernel @ DeviceKernel::MatMulGguf { .. }),
+            Some(DeviceKernel::Binary(BinaryKernel::Add)),
+        ) = (
+            kernels.first().copied()?,
+            kernels.get(1).copied()?,
+            kernels.get(2).copied()?,
+        )
+        else {
+            return None;
+        };
+        let (attention, product, add) = (steps[0], steps[1], steps[2]);
+        let Some(Launch::Attention {
+            q,
+            k,
+            v,
+            y,
+            y_shape,
+            causal,
+            scale,
+            product: None,
+        }) = self.launch_for(&attention, kernels[0], slots)
+        else {
+            return None;
+        };
+        let [y_slot, present_k, present_v] = *attention.outputs else {
+            return None;
+        };
+        let ([Some(x), Some(w)], [p]) = (product.inputs, product.outputs) else {
+            return None;
+        };
+        let args = [
+            Some(ArgInfo {
+                dtype: DType::F32,
+                shape: &y_shape,
+                host: None,
+            }),
+            arg_info(&slots[*w]),
+        ];
+        let Some(Launch::Gguf {
+            ggml_type,
+            rows,
+            cols,
+            out_shape,
+            add: false,
+        }) = plan_launch(product_kernel, &args, 1)
+        else {
+            return None;
+        };
+        let other = match add.inputs {
+            [Some(a), Some(b)] if a == p && b != p => *b,
+            [Some(a), Some(b)] if b == p && a != p => *a,
+            _ => return None,
+        };
+        let tile = samebits_kernels::REDUCTION_TILE;
+        let fits = *x == y_slot
+            && product.release.contains(&y_slot)
+            && add.outputs.len() == 1
+            && add.release.contains(p)
+            && q.seq < GROUPED_ATTENTION_MIN_QUERIES
+            && v.size == tile
+            && cols == q.heads * tile
+            && y == HeadsLayout::split(q.batch, q.seq, q.heads, tile)
+            && dense_f32(slots, other).is_some_and(|shape| shape == out_shape);
+        if !fits {
+            return None;
+        }
+        let mut inputs: Vec<Option<usize>> = attention.inputs.to_vec();
+        inputs.resize(6, None);
+        inputs.extend([Some(*w), Some(other)]);
+        Some(Fused {
+            launch: Launch::Attention {
+                q,
+                k,
+                v,
+                y,
+                y_shape,
+                causal,
+                scale,
+                product: Some((ggml_type, rows, out_shape)),
+            },
+            inputs,
+            outputs: vec![add.outputs[0], present_k, present_v],
+            steps: 3,
         })
     }
 
@@ -343,6 +450,25 @@ fn silu_gate(
         inputs: vec![Some(g), Some(u)],
         outputs: vec![h],
         steps: 3,
+    })
+}
+
+/// Which fusions run (`SAMEBITS_CUDA_FUSE`: unset, every one; `0`, none; `no-attention`, all
+/// but the attention with its product): a switch for measuring and diagnosing, the bits are
+/// the same either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fusions {
+    All,
+    NoAttention,
+    None,
+}
+
+fn fusions() -> Fusions {
+    static SWITCH: std::sync::OnceLock<Fusions> = std::sync::OnceLock::new();
+    *SWITCH.get_or_init(|| match std::env::var("SAMEBITS_CUDA_FUSE").as_deref() {
+        Ok("0") => Fusions::None,
+        Ok("no-attention") => Fusions::NoAttention,
+        _ => Fusions::All,
     })
 }
 
