@@ -529,6 +529,7 @@ extern "C" __global__ void sb_attention_split_values(
   __threadfence();
   __syncthreads();
   __shared__ bool last;
+  __shared__ float y_head[SB_TILE];
   if (threadIdx.x == 0) {
     unsigned* ticket = tickets + (b * gridDim.y + blockIdx.y) * queries + i;
     last = atomicAdd(ticket, 1u) == (unsigned)chunks - 1;
@@ -543,11 +544,11 @@ extern "C" __global__ void sb_attention_split_values(
       float s = 0.0f;
       for (int t = 0; t < tiles; ++t) s = sb_fold_sum(s, __ldcg(pr + (long long)t * dv), t == 0);
       y[b * ys.b + (long long)(h0 + r) * ys.h + (long long)i * ys.s + e] = s;
-      probs[f] = s;
+      if (product.w) y_head[f] = s;  // a product has one row of 64 (checked by the host)
     }
     if (product.w) {
       __syncthreads();
-      sb_attention_product(product, probs, h0, gridDim.y, b * queries + i);
+      sb_attention_product(product, y_head, h0, gridDim.y, b * queries + i);
     }
   }
   sb_attention_advance(counter, total);

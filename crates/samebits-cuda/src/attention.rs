@@ -6,14 +6,16 @@
 //!   `[batch, seq, heads * size]` split into heads.
 //! - [`CudaBackend::rotary`]: RotaryEmbedding without `position_ids`.
 //! - [`KvStorage`]: one layer's cache, keys and values `[batch, heads, capacity, size]`. A
-//!   present key or value is a prefix of one; `kv_extend` appends a step's new positions in
-//!   place when the past is the storage's latest prefix and fits, and otherwise copies the
-//!   past into new storage (twice the length, so decode reallocates rarely). An older prefix
-//!   stays valid: appending never writes below the filled length. The filled length also
-//!   lives on the device, read by the append and advanced by the attention kernel, so a
-//!   recorded decode step replays at any length.
+//!   present key or value is a prefix of one; `kv_extend` makes room for a step's new positions
+//!   in place when the past is the storage's latest prefix and fits, and otherwise copies the
+//!   past into new storage (twice the length, so decode reallocates rarely); the step's
+//!   attention launch then stores them. An older prefix stays valid: appending never writes
+//!   below the filled length. The filled length also lives on the device, read and advanced by
+//!   the attention launch, so a recorded decode step replays at any length.
 //! - [`CudaBackend::attention`]: causal or not, grouped-query, over keys and values read
-//!   through strides (a cache storage or a dense tensor).
+//!   through strides (a cache storage or a dense tensor); one launch, or for long score rows
+//!   two with the keys split over blocks ([`AttentionShape::split`]); optionally computing the
+//!   GGUF product of its output too ([`AttentionProduct`]).
 
 use std::sync::{Arc, Mutex};
 
@@ -560,7 +562,8 @@ impl CudaBackend {
             None => None,
         };
         let groups_total = ql.batch * (ql.heads / rows) * ql.seq;
-        let ticket_count = if split > 0 { groups_total } else { 0 } + query_rows;
+        let split_tickets = if split > 0 { groups_total } else { 0 };
+        let ticket_count = split_tickets + query_rows;
         let ints = [past, new_len, stride, ql.size, vl.size, group, rows].map(|v| v as i32);
         let causal = i32::from(causal);
         let (qs, ks, vs, ys) = (ql.device(), kl.device(), vl.device(), y.device());

@@ -58,6 +58,10 @@ impl MatLayout {
     }
 }
 
+/// An interleaved rotary embedding fused into a GGUF product: head size, rotary width, table
+/// width.
+pub(crate) type FusedRotary = (usize, usize, usize);
+
 /// One device operation with every dimension resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Launch {
@@ -103,9 +107,8 @@ pub(crate) enum Launch {
         ggml_type: GgmlType,
         cols: usize,
         norm: Option<f32>,
-        /// Rows of each matrix and its interleaved rotary `(head size, rotary width, table
-        /// width)`, if any.
-        matrices: Vec<(usize, Option<(usize, usize, usize)>)>,
+        /// Rows of each matrix and its interleaved rotary, if any.
+        matrices: Vec<(usize, Option<FusedRotary>)>,
         gate: bool,
         out_shapes: Vec<Vec<usize>>,
     },
@@ -556,8 +559,8 @@ fn gemm(
 /// Queries from which an attention block takes every query head of a KV group.
 pub(crate) const GROUPED_ATTENTION_MIN_QUERIES: usize = 16;
 
-/// Score rows longer than this (the cache storage's capacity) split the keys of few queries
-/// over blocks.
+/// Score rows longer than this (the cache storage's capacity) split the keys of a decode
+/// step's query over blocks.
 const SPLIT_MIN_KEYS: usize = 256;
 
 /// Bytes of dequantized weight copies a process keeps (prefill speed for device memory).
@@ -857,10 +860,10 @@ pub(crate) fn run_launch(
             } else {
                 1
             };
-            // Few queries over long score rows: the keys split over blocks in chunks of whole
-            // 64-key tiles, about one block per multiprocessor (a launch shape too).
+            // One query (decode) over long score rows: the keys split over blocks in chunks of
+            // whole 64-key tiles, about one block per multiprocessor (a launch shape too).
             let blocks = q.batch * (q.heads / rows) * q.seq;
-            let split = match q.seq < GROUPED_ATTENTION_MIN_QUERIES && stride > SPLIT_MIN_KEYS {
+            let split = match q.seq == 1 && stride > SPLIT_MIN_KEYS {
                 true => {
                     let chunks = (backend.sm_count() / blocks).max(1);
                     let split = stride.div_ceil(REDUCTION_TILE).div_ceil(chunks);

@@ -27,7 +27,7 @@ use samebits_ir::DType;
 use samebits_math::Activation;
 use samebits_ops::{BinaryKernel, DeviceKernel, PlanStep, UnaryKernel};
 
-use super::dispatch::{ArgInfo, GROUPED_ATTENTION_MIN_QUERIES, Launch, plan_launch};
+use super::dispatch::{ArgInfo, FusedRotary, GROUPED_ATTENTION_MIN_QUERIES, Launch, plan_launch};
 use super::{CudaExecutor, DeviceValue, RunStats, Slot, arg_info, at_step};
 use crate::attention::HeadsLayout;
 use crate::error::Result;
@@ -299,7 +299,7 @@ impl CudaExecutor {
             return None;
         }
         let mut outputs: Vec<usize> = products.iter().map(|p| p.2).collect();
-        let mut matrices: Vec<(usize, Option<(usize, usize, usize)>)> =
+        let mut matrices: Vec<(usize, Option<FusedRotary>)> =
             products.iter().map(|p| (p.1, None)).collect();
         let mut weights: Vec<usize> = products.iter().map(|p| p.0).collect();
         let mut out_shapes: Vec<Vec<usize>> = products.iter().map(|p| p.3.clone()).collect();
