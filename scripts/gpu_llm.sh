@@ -3,7 +3,9 @@
 # tests of samebits-cuda and samebits-llm (GPU bits against the CPU ops, KV cache, GatherGguf,
 # end-to-end logits) and the gpu_llm example (a random-weight SmolLM2-shaped model: GPU vs CPU
 # logits, GPU prefill vs decode, decode and prefill tok/s in the reproducible and default
-# operation sets, with CUDA graphs and without). Prints the tables; raw logs go to $LOGS.
+# operation sets, with CUDA graphs and without, with the attention's fused product and without),
+# and, where ncu is installed, the GPU time of each kernel of a prefill and a decode step.
+# Prints the tables; raw logs go to $LOGS.
 #
 # Inputs (environment):
 #   BIN   folder with the test binaries (cuda_lib, cuda_attention, cuda_executor,
@@ -23,6 +25,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | h
 echo
 echo "## gpu_llm, CUDA graphs on"
 timeout 110 "$BIN/gpu_llm" --runs "$RUNS" 2>&1 | tee "$LOGS/gpu_llm_graphs.txt" | tail -12
+echo
+echo "## gpu_llm, the attention's fused product off (SAMEBITS_CUDA_FUSE=no-attention)"
+SAMEBITS_CUDA_FUSE=no-attention timeout 40 "$BIN/gpu_llm" --runs 3 --quick 2>&1 | tee "$LOGS/gpu_llm_noatt.txt" | tail -6
 echo
 echo "## gpu_llm, CUDA graphs off (SAMEBITS_CUDA_GRAPHS=0)"
 SAMEBITS_CUDA_GRAPHS=0 timeout 40 "$BIN/gpu_llm" --runs 3 --quick 2>&1 | tee "$LOGS/gpu_llm_eager.txt" | tail -8
@@ -57,17 +62,14 @@ for t in cuda_attention cuda_executor llm_gpu cuda_lib cuda_reproducible; do
   [ $rc -eq 0 ] || grep -E 'panicked|FAILED|differs|error' "$LOGS/$t.txt" | head -20
 done
 
-
-# Where a decode step's time goes: per-kernel GPU time of a short eager decode run, when
-# Nsight Systems is installed.
-NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
-if [ -n "$NSYS" ]; then
+# Where a decode step's time goes: per-kernel GPU time (ncu, kernels serialized, graphs off) of a
+# 100-token prefill and two decode steps, summarized per forward call (scripts/ncu_kernels.py).
+if command -v ncu >/dev/null; then
   echo
-  echo "## nsys: GPU kernels of gpu_llm --quick --runs 1 (graphs off)"
-  SAMEBITS_CUDA_GRAPHS=0 timeout 60 "$NSYS" profile -o "$LOGS/decode" --force-overwrite true \
-    "$BIN/gpu_llm" --quick --runs 1 >"$LOGS/nsys.txt" 2>&1
-  timeout 30 "$NSYS" stats -q --report cuda_gpu_kern_sum --format csv "$LOGS/decode.nsys-rep" \
-    >"$LOGS/kernels.csv" 2>&1
-  head -16 "$LOGS/kernels.csv" | cut -c1-200
+  echo "## ncu: GPU kernels of gpu_llm --profile 100 2 (graphs off)"
+  SAMEBITS_CUDA_GRAPHS=0 timeout 60 ncu --metrics gpu__time_duration.sum --csv --page raw \
+    --print-units base --clock-control none --cache-control none --log-file "$LOGS/ncu.csv" \
+    "$BIN/gpu_llm" --profile 100 2 >"$LOGS/ncu_run.txt" 2>&1
+  python3 "$(dirname "$0")/ncu_kernels.py" "$LOGS/ncu.csv" --last 1
 fi
 exit $status

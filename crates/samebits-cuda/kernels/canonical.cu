@@ -9,6 +9,13 @@
 
 #define SB_TILE 64
 
+// Asks for the cache line holding `p` (global memory) in L1: a hint that starts a load's
+// memory latency early; it loads nothing into registers and changes no result.
+__device__ __forceinline__ void sb_prefetch_l1(const void* p)
+{
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
 // The running sum after folding the finished tile partial `p` (s = p_0 for the first tile).
 __device__ __forceinline__ float sb_fold_sum(float s, float p, bool first)
 {

@@ -6,28 +6,32 @@
 //!   `[batch, seq, heads * size]` split into heads.
 //! - [`CudaBackend::rotary`]: RotaryEmbedding without `position_ids`.
 //! - [`KvStorage`]: one layer's cache, keys and values `[batch, heads, capacity, size]`. A
-//!   present key or value is a prefix of one; `kv_extend` appends a step's new positions in
-//!   place when the past is the storage's latest prefix and fits, and otherwise copies the
-//!   past into new storage (twice the length, so decode reallocates rarely). An older prefix
-//!   stays valid: appending never writes below the filled length. The filled length also
-//!   lives on the device, read by the append and advanced by the attention kernel, so a
-//!   recorded decode step replays at any length.
+//!   present key or value is a prefix of one; `kv_extend` makes room for a step's new positions
+//!   in place when the past is the storage's latest prefix and fits, and otherwise copies the
+//!   past into new storage (twice the length, so decode reallocates rarely); the step's
+//!   attention launch then stores them. An older prefix stays valid: appending never writes
+//!   below the filled length. The filled length also lives on the device, read and advanced by
+//!   the attention launch, so a recorded decode step replays at any length.
 //! - [`CudaBackend::attention`]: causal or not, grouped-query, over keys and values read
-//!   through strides (a cache storage or a dense tensor).
+//!   through strides (a cache storage or a dense tensor); one launch, or for long score rows
+//!   two with the keys split over blocks ([`AttentionShape::split`]); optionally computing the
+//!   GGUF product of its output too ([`AttentionProduct`]).
 
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use samebits_gguf::GgmlType;
 
 use crate::backend::{BLOCK, CudaBackend, blocks_for, launch_1d};
 use crate::buffer::{DeviceBuffer, DeviceBytes};
 use crate::error::{CudaError, Result};
+use crate::gguf::gguf_supported;
 
-/// Keys per reduction tile (contract: canonical-sum).
-const TILE: usize = samebits_kernels::REDUCTION_TILE;
 /// Dynamic shared memory an attention block may take: 48 KiB without opting in to more, less
 /// the static shared memory of the block reductions (canonical.cu).
 const ATTENTION_SHARED_MAX: usize = 47 * 1024;
+/// Keys per reduction tile (contract: canonical-sum).
+const TILE: usize = samebits_kernels::REDUCTION_TILE;
 /// Positions a new cache storage holds at least.
 const KV_MIN_CAPACITY: usize = 256;
 
@@ -213,11 +217,17 @@ pub fn attention_rows(group: usize, stride: usize, d: usize, dv: usize) -> Optio
 
 fn attention_shared_bytes(rows: usize, stride: usize, d: usize, dv: usize) -> usize {
     let round_tiles = (BLOCK as usize / dv.max(1)).max(1);
-    4 * (rows * d + rows * stride + stride.div_ceil(TILE) + round_tiles * rows * dv + rows * dv)
+    4 * (rows * d + rows * stride + round_tiles * rows * dv + rows * dv)
 }
 
+/// The new keys and values of an attention step: buffers and their views.
+pub type NewKv<'a> = (
+    (&'a DeviceBuffer, HeadsLayout),
+    (&'a DeviceBuffer, HeadsLayout),
+);
+
 /// How one attention launch runs: causal or not, the scale, the step's new keys, query heads
-/// per block.
+/// per block, and whether the keys are split over blocks.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttentionShape {
     pub causal: bool,
@@ -226,6 +236,47 @@ pub struct AttentionShape {
     pub new_len: usize,
     /// Query heads per block, a divisor of the group size ([`attention_rows`]).
     pub rows: usize,
+    /// 0: one block computes all keys of its rows; else 64-key tiles per block of the split
+    /// launches (a chunk of the keys each; [`attention_split_fits`]).
+    pub split: usize,
+}
+
+/// A GGUF product fused after a decode attention (one query head per block, heads of 64
+/// values, the output `y` 3-D `[batch, queries, heads * 64]`): `out = y · Wᵀ`, plus `add`
+/// (`[batch * queries, rows]`) when given, returned instead of `y` (kernels/attention.cu,
+/// `sb_attention_product`: head h's outputs are the 64-term tile h of every dot).
+#[derive(Clone, Copy)]
+pub struct AttentionProduct<'a> {
+    pub ggml_type: GgmlType,
+    pub w: &'a DeviceBytes,
+    pub rows: usize,
+    pub add: Option<&'a DeviceBuffer>,
+}
+
+/// `SbAttentionProduct` of kernels/attention.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct SbAttentionProduct {
+    w: u64,
+    add: u64,
+    out: u64,
+    partials: u64,
+    tickets: u64,
+    row_bytes: i64,
+    rows: i32,
+    ty: i32,
+}
+
+// SAFETY: a #[repr(C)] struct of plain numbers (device addresses as u64), the layout of
+// `SbAttentionProduct` in attention.cu.
+unsafe impl DeviceRepr for SbAttentionProduct {}
+
+/// Whether the split launches take score rows of `stride` keys for `rows` query heads per
+/// block, `split` key tiles per block.
+pub fn attention_split_fits(rows: usize, stride: usize, d: usize, split: usize) -> bool {
+    let scores = 4 * rows * (d + split * TILE);
+    let values = 4 * rows * (stride + stride.div_ceil(TILE) + 2);
+    split > 0 && scores <= ATTENTION_SHARED_MAX && values <= ATTENTION_SHARED_MAX
 }
 
 impl CudaBackend {
@@ -339,18 +390,16 @@ impl CudaBackend {
         Ok(out)
     }
 
-    /// Appends a step's new keys and values (`[batch, heads, seq, size]` views, equal batch,
-    /// heads and seq) to the past ones: in place when the past is the latest prefix of one
-    /// storage with room, else into a new storage (twice the length) holding a copy of the
-    /// past. Returns the storage and the past length; the step's attention launch must follow
-    /// (it advances the device counter).
+    /// Makes room for a step's new keys and values (`[batch, heads, seq, size]` views, equal
+    /// batch, heads and seq) after the past ones: in place when the past is the latest prefix
+    /// of one storage with room, else in a new storage (twice the length) holding a copy of
+    /// the past. Returns the storage and the past length; the step's attention launch must
+    /// follow, with the new keys and values: it stores them and advances the device counter.
     pub(crate) fn kv_extend(
         &self,
         past: (KvPast, KvPast),
-        new_keys: (&DeviceBuffer, HeadsLayout),
-        new_values: (&DeviceBuffer, HeadsLayout),
+        (kl, vl): (HeadsLayout, HeadsLayout),
     ) -> Result<(Arc<KvStorage>, usize)> {
-        let (kl, vl) = (new_keys.1, new_values.1);
         let past_len = past.0.len();
         let total = past_len + kl.seq;
         let shape_ok = (kl.batch, kl.heads, kl.seq) == (vl.batch, vl.heads, vl.seq)
@@ -377,9 +426,6 @@ impl CudaBackend {
             && Arc::ptr_eq(a, b)
             && a.advance(past_len, kl.seq)
         {
-            a.with_buffers(|keys, values, counter| {
-                self.kv_append(new_keys, new_values, (keys, values), a, counter)
-            })?;
             return Ok((Arc::clone(a), past_len));
         }
         crate::backend::not_recording("a new cache storage")?;
@@ -415,75 +461,30 @@ impl CudaBackend {
                     })?,
                 }
             }
-            self.kv_append(
-                new_keys,
-                new_values,
-                (&state.keys, &state.values),
-                &storage,
-                &state.counter,
-            )?;
         }
         Ok((storage, past_len))
     }
 
-    /// Launches `sb_kv_append`: the new keys and values at positions `counter[0] ..`.
-    fn kv_append(
-        &self,
-        new_keys: (&DeviceBuffer, HeadsLayout),
-        new_values: (&DeviceBuffer, HeadsLayout),
-        (keys, values): (&DeviceBuffer, &DeviceBuffer),
-        storage: &KvStorage,
-        counter: &DeviceBytes,
-    ) -> Result<()> {
-        let (kl, vl) = (new_keys.1, new_values.1);
-        if kl.is_empty() && vl.is_empty() {
-            return Ok(());
-        }
-        let f = self.function("sb_kv_append")?;
-        let (k_from, k_to) = (kl.device(), storage.layout(false, 0).device());
-        let (v_from, v_to) = (vl.device(), storage.layout(true, 0).device());
-        let dims = [kl.size, vl.size, kl.batch, kl.heads, kl.seq].map(|v| v as i32);
-        let mut launch = self.stream().launch_builder(&f);
-        launch
-            .arg(new_keys.0.slice())
-            .arg(&k_from)
-            .arg(keys.slice())
-            .arg(&k_to)
-            .arg(&dims[0])
-            .arg(new_values.0.slice())
-            .arg(&v_from)
-            .arg(values.slice())
-            .arg(&v_to)
-            .arg(&dims[1])
-            .arg(&dims[2])
-            .arg(&dims[3])
-            .arg(&dims[4])
-            .arg(counter.slice());
-        let config = LaunchConfig {
-            grid_dim: (blocks_for(kl.len().max(vl.len())), 2, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: grid-stride over the new keys / values; the caller checked that the filled
-        // length plus the new positions fit the storage (the storage's lock is held).
-        unsafe { launch.launch(config)? };
-        Ok(())
-    }
-
     /// Attention of the queries `q` over keys `k` and values `v`, whose view holds `stride`
     /// positions (`k.1.seq`), of which the first `past + shape.new_len` are used: `past` is
-    /// read from `counter` (then advanced by `new_len`) when given. Query `i` sees key `j` when
-    /// not causal or `j <= i + past` (contract: attention). Output dense in the `y` layout.
+    /// read from `counter` (then advanced by `new_len`) when given. With `new` (the step's
+    /// keys and values, `shape.new_len` positions each), positions `past ..` are read from
+    /// there, and the launch also stores them into `k` and `v` at those positions (the append
+    /// to a cache storage); without, every position is read from `k` and `v`. Query `i` sees
+    /// key `j` when not causal or `j <= i + past` (contract: attention). Output dense in the
+    /// `y` layout.
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
         q: (&DeviceBuffer, HeadsLayout),
         k: (&DeviceBuffer, HeadsLayout),
         v: (&DeviceBuffer, HeadsLayout),
+        new: Option<NewKv>,
         y: HeadsLayout,
         past: usize,
         counter: Option<&DeviceBytes>,
         shape: AttentionShape,
+        product: Option<AttentionProduct>,
     ) -> Result<DeviceBuffer> {
         let (ql, kl, vl) = (q.1, k.1, v.1);
         let AttentionShape {
@@ -491,6 +492,7 @@ impl CudaBackend {
             scale,
             new_len,
             rows,
+            split,
         } = shape;
         let stride = kl.seq;
         let group = ql.heads.checked_div(kl.heads).unwrap_or(0);
@@ -507,62 +509,230 @@ impl CudaBackend {
             && vl.size > 0
             && rows > 0
             && group.is_multiple_of(rows)
-            && attention_shared_bytes(rows, stride, ql.size, vl.size) <= ATTENTION_SHARED_MAX
+            && (attention_shared_bytes(rows, stride, ql.size, vl.size) <= ATTENTION_SHARED_MAX
+                || split > 0)
+            && (split == 0 || attention_split_fits(rows, stride, ql.size, split))
             && y.batch == ql.batch
             && y.heads == ql.heads
             && y.seq == ql.seq
             && y.size == vl.size
             && ql.seq <= i32::MAX as usize
-            && ql.batch <= 65_535;
-        if !valid {
+            && ql.batch <= 65_535
+            && new.is_none_or(|((_, nk), (_, nv))| {
+                (nk.batch, nk.heads, nk.seq, nk.size) == (kl.batch, kl.heads, new_len, kl.size)
+                    && (nv.batch, nv.heads, nv.seq, nv.size)
+                        == (vl.batch, vl.heads, new_len, vl.size)
+            });
+        let query_rows = ql.batch * ql.seq;
+        let product_fits = |p: &AttentionProduct| {
+            let cols = ql.heads * TILE;
+            rows == 1
+                && vl.size == TILE
+                && y == HeadsLayout::split(ql.batch, ql.seq, ql.heads, TILE)
+                && gguf_supported(p.ggml_type)
+                && p.ggml_type
+                    .row_bytes(cols)
+                    .is_some_and(|rb| p.w.len() == p.rows * rb)
+                && p.add.is_none_or(|a| a.len() == query_rows * p.rows)
+                && p.rows <= i32::MAX as usize
+        };
+        if !valid || product.as_ref().is_some_and(|p| !product_fits(p)) {
             return Err(CudaError::Invalid(format!(
                 "attention: q {ql:?}, k {kl:?}, v {vl:?}, y {y:?}, {past} + {new_len} keys, \
-                 {rows} rows per block"
+                 {rows} rows per block{}",
+                if product.is_some() {
+                    ", a fused product"
+                } else {
+                    ""
+                }
             )));
         }
         let mut out = self.alloc(y.len())?;
         if out.is_empty() {
             return Ok(out);
         }
-        let f = self.function("sb_attention")?;
-        let shared = attention_shared_bytes(rows, stride, ql.size, vl.size) as u32;
-        let config = LaunchConfig {
-            grid_dim: (ql.seq as u32, (ql.heads / rows) as u32, ql.batch as u32),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: shared,
+        // The fused product's output and workspace, and the tickets: the split launch's per
+        // (batch, head group, query), then the product's per query row.
+        let mut product_out = match &product {
+            Some(p) => Some(self.alloc(query_rows * p.rows)?),
+            None => None,
         };
+        let product_partials = match &product {
+            Some(p) => Some(self.alloc(query_rows * ql.heads * p.rows)?),
+            None => None,
+        };
+        let groups_total = ql.batch * (ql.heads / rows) * ql.seq;
+        let split_tickets = if split > 0 { groups_total } else { 0 };
+        let ticket_count = split_tickets + query_rows;
         let ints = [past, new_len, stride, ql.size, vl.size, group, rows].map(|v| v as i32);
         let causal = i32::from(causal);
         let (qs, ks, vs, ys) = (ql.device(), kl.device(), vl.device(), y.device());
-        let null: u64 = 0;
-        let mut launch = self.stream().launch_builder(&f);
-        launch
-            .arg(q.0.slice())
-            .arg(&qs)
-            .arg(k.0.slice())
-            .arg(&ks)
-            .arg(v.0.slice())
-            .arg(&vs)
-            .arg(out.slice_mut())
-            .arg(&ys)
-            .arg(&ints[0])
-            .arg(&ints[1])
-            .arg(&ints[2]);
-        match counter {
-            Some(c) => launch.arg(c.slice()),
-            None => launch.arg(&null),
+        let (kns, vns) = match new {
+            Some(((_, nk), (_, nv))) => (nk.device(), nv.device()),
+            None => (ks, vs),
         };
-        launch
-            .arg(&ints[3])
-            .arg(&ints[4])
-            .arg(&ints[5])
-            .arg(&ints[6])
-            .arg(&causal)
-            .arg(&scale);
-        // SAFETY: the views lie inside their buffers (their shapes were checked by the caller);
-        // one block per (query, head group, batch) with the shared memory computed above; the
-        // counter, when given, is the storage's (read, then advanced by the last block).
-        unsafe { launch.launch(config)? };
-        Ok(out)
+        // Aligned float4 key reads: every key row starts at a multiple of 4 floats.
+        let vec4 = i32::from(
+            [ql.size as i64, ks.b, ks.h, ks.s, kns.b, kns.h, kns.s]
+                .iter()
+                .all(|v| v % 4 == 0),
+        );
+        let (kv_heads, null) = (kl.heads as i32, 0u64);
+        // Arguments common to sb_attention and sb_attention_split_scores, up to `vns`; the
+        // counter.
+        macro_rules! head_args {
+            ($launch:ident) => {
+                $launch
+                    .arg(q.0.slice())
+                    .arg(&qs)
+                    .arg(k.0.slice())
+                    .arg(&ks)
+                    .arg(v.0.slice())
+                    .arg(&vs);
+                match new {
+                    Some(((nk, _), (nv, _))) => {
+                        $launch.arg(nk.slice()).arg(&kns).arg(nv.slice()).arg(&vns)
+                    }
+                    None => $launch.arg(&null).arg(&kns).arg(&null).arg(&vns),
+                };
+            };
+        }
+        macro_rules! counter_arg {
+            ($launch:ident) => {
+                match counter {
+                    Some(c) => $launch.arg(c.slice()),
+                    None => $launch.arg(&null),
+                };
+            };
+        }
+        let groups = (ql.heads / rows) as u32;
+        let tile_bytes = product.map_or(0, |p| {
+            p.ggml_type.row_bytes(TILE).expect("checked above") as i32
+        });
+        self.with_tickets(ticket_count, |tickets| {
+            let stream = self.stream();
+            let mut raw_product = SbAttentionProduct::default();
+            if let (Some(p), Some(o), Some(w)) =
+                (&product, product_out.as_mut(), product_partials.as_ref())
+            {
+                let cols = ql.heads * TILE;
+                raw_product = SbAttentionProduct {
+                    w: p.w.slice().device_ptr(stream).0,
+                    add: p.add.map_or(0, |a| a.slice().device_ptr(stream).0),
+                    out: o.slice_mut().device_ptr_mut(stream).0,
+                    partials: w.slice().device_ptr(stream).0,
+                    tickets: tickets
+                        .slice(ticket_count - query_rows..)
+                        .device_ptr(stream)
+                        .0,
+                    row_bytes: p.ggml_type.row_bytes(cols).expect("checked above") as i64,
+                    rows: p.rows as i32,
+                    ty: p.ggml_type.id() as i32,
+                };
+            }
+            if split == 0 {
+                let f = self.function("sb_attention")?;
+                let config = LaunchConfig {
+                    grid_dim: (ql.seq as u32, groups, ql.batch as u32),
+                    block_dim: (BLOCK, 1, 1),
+                    shared_mem_bytes: attention_shared_bytes(rows, stride, ql.size, vl.size) as u32,
+                };
+                let mut launch = stream.launch_builder(&f);
+                head_args!(launch);
+                launch.arg(out.slice_mut()).arg(&ys);
+                launch.arg(&ints[0]).arg(&ints[1]).arg(&ints[2]);
+                counter_arg!(launch);
+                launch
+                    .arg(&ints[3])
+                    .arg(&ints[4])
+                    .arg(&ints[5])
+                    .arg(&ints[6])
+                    .arg(&causal)
+                    .arg(&scale)
+                    .arg(&kv_heads)
+                    .arg(&vec4)
+                    .arg(&raw_product)
+                    .arg(&tile_bytes);
+                // SAFETY: the views lie inside their buffers (their shapes were checked by the
+                // caller); one block per (query, head group, batch) with the shared memory
+                // computed above; the counter, when given, is the storage's (read, then
+                // advanced by the last block); the new keys and values are stored at positions
+                // past .. of k and v, inside their views; the fused product's weights, output,
+                // workspace and zeroed tickets were checked and sized above.
+                unsafe { launch.launch(config)? };
+                return Ok(());
+            }
+            // Split over key chunks: workspaces per (batch, head, query).
+            let head_rows = ql.batch * ql.heads * ql.seq;
+            let chunks = stride.div_ceil(split * TILE);
+            let tiles_cap = stride.div_ceil(TILE);
+            let mut scores = self.alloc(head_rows * stride)?;
+            let mut maxima = self.alloc(head_rows * chunks)?;
+            let mut partials = self.alloc(head_rows * tiles_cap * vl.size)?;
+            let grid = ((ql.seq * chunks) as u32, groups, ql.batch as u32);
+            let split_i = split as i32;
+            let f = self.function("sb_attention_split_scores")?;
+            let mut launch = stream.launch_builder(&f);
+            head_args!(launch);
+            launch.arg(&ints[0]).arg(&ints[1]).arg(&ints[2]);
+            counter_arg!(launch);
+            launch
+                .arg(&ints[3])
+                .arg(&ints[4])
+                .arg(&ints[5])
+                .arg(&ints[6])
+                .arg(&causal)
+                .arg(&scale)
+                .arg(&kv_heads)
+                .arg(&vec4)
+                .arg(&split_i)
+                .arg(scores.slice_mut())
+                .arg(maxima.slice_mut());
+            let config = LaunchConfig {
+                grid_dim: grid,
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: (4 * rows * (ql.size + split * TILE)) as u32,
+            };
+            // SAFETY: as for sb_attention; the workspaces hold a score row of `stride` keys
+            // and a maximum per chunk for every (batch, head, query).
+            unsafe { launch.launch(config)? };
+            let f = self.function("sb_attention_split_values")?;
+            let mut launch = stream.launch_builder(&f);
+            launch.arg(v.0.slice()).arg(&vs);
+            match new {
+                Some((_, (nv, _))) => launch.arg(nv.slice()),
+                None => launch.arg(&null),
+            };
+            launch
+                .arg(&vns)
+                .arg(out.slice_mut())
+                .arg(&ys)
+                .arg(&ints[0])
+                .arg(&ints[1])
+                .arg(&ints[2]);
+            counter_arg!(launch);
+            launch
+                .arg(&ints[4])
+                .arg(&ints[5])
+                .arg(&ints[6])
+                .arg(&split_i)
+                .arg(scores.slice())
+                .arg(maxima.slice())
+                .arg(partials.slice_mut())
+                .arg(tickets)
+                .arg(&raw_product)
+                .arg(&tile_bytes);
+            let config = LaunchConfig {
+                grid_dim: grid,
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: (4 * rows * (stride + tiles_cap + 2)) as u32,
+            };
+            // SAFETY: the grid of the scores launch over the workspaces it wrote; one zeroed
+            // ticket per (batch, head group, query), each left zero by its last block; the
+            // fused product as for sb_attention.
+            unsafe { launch.launch(config)? };
+            Ok(())
+        })?;
+        Ok(product_out.unwrap_or(out))
     }
 }

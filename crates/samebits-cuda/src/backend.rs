@@ -16,6 +16,9 @@ use crate::program;
 /// Threads per block of the elementwise and row kernels.
 pub(crate) const BLOCK: u32 = 256;
 
+/// Ticket counters allocated at least (so that they rarely move once graphs are recorded).
+const MIN_TICKETS: usize = 4096;
+
 /// A CUDA device ready to run the reproducible kernels.
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
@@ -86,7 +89,8 @@ impl CudaBackend {
         self.sm_count
     }
 
-    /// Runs `f` with at least `count` zeroed ticket counters (grown on demand).
+    /// Runs `f` with at least `count` zeroed ticket counters (grown on demand, never while
+    /// recording a CUDA graph: a recorded graph keeps the address it was given).
     pub(crate) fn with_tickets<R>(
         &self,
         count: usize,
@@ -94,7 +98,9 @@ impl CudaBackend {
     ) -> Result<R> {
         let mut tickets = self.tickets.lock().expect("ticket lock");
         if tickets.as_ref().is_none_or(|t| t.len() < count) {
-            *tickets = Some(self.stream.alloc_zeros::<u32>(count.next_power_of_two())?);
+            not_recording("more ticket counters")?;
+            let len = count.next_power_of_two().max(MIN_TICKETS);
+            *tickets = Some(self.stream.alloc_zeros::<u32>(len)?);
         }
         f(tickets.as_ref().expect("tickets"))
     }

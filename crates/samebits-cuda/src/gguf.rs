@@ -1,10 +1,13 @@
 //! Products with GGUF block-quantized weights on the device (`samebits::MatMulGguf`):
-//! [`CudaBackend::gguf_matmul`] runs `kernels/gguf.cu`, which dequantizes with the formulas of
+//! [`CudaBackend::gguf_products`] runs `kernels/gguf.cu`, which dequantizes with the formulas of
 //! docs/gguf.md and computes each output in the canonical order, the bits of
-//! `samebits_gguf::dot_q_f32` on the CPU. [`CudaBackend::gguf_gather`] dequantizes picked rows
-//! (`samebits::GatherGguf`, the embedding lookup).
+//! `samebits_gguf::dot_q_f32` on the CPU; one launch may also RMS-normalize its activation row
+//! first and take up to three matrices, a residual add, a rotary embedding or a SiLU gate
+//! (the executor's fusions). [`CudaBackend::gguf_matmul`] is one plain product;
+//! [`CudaBackend::gguf_gather`] dequantizes picked rows (`samebits::GatherGguf`, the embedding
+//! lookup); many activation rows take the GEMM over dequantized weights.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
 use samebits_gguf::GgmlType;
 
 use crate::backend::{BLOCK, CudaBackend};
@@ -41,10 +44,95 @@ pub fn gguf_supported(ggml_type: GgmlType) -> bool {
     suffix(ggml_type).is_some()
 }
 
+/// Threads of a products block ([`CudaBackend::gguf_products`]).
+const PRODUCTS_BLOCK: usize = BLOCK as usize;
+/// Dynamic shared memory a products block may take (48 KiB less the static scalar).
+const PRODUCTS_SHARED_MAX: usize = 47 * 1024;
+/// Floats one 64-term tile of the activation row takes in shared memory (`SB_GGUF_PITCH`).
+const ROW_PITCH: usize = 68;
+
+/// Block rows (weight rows, or gate / up pairs) of one products block: even, at least 2.
+fn rows_per_block(tiles: usize) -> usize {
+    ((PRODUCTS_BLOCK / tiles.max(1)) & !1).max(2)
+}
+
+/// Dynamic shared bytes of a products block over rows of `cols`.
+fn products_shared_bytes(cols: usize) -> usize {
+    let tiles = cols.div_ceil(samebits_kernels::REDUCTION_TILE);
+    let rpb = rows_per_block(tiles);
+    4 * (tiles * ROW_PITCH + rpb * tiles + rpb)
+}
+
+/// Whether [`CudaBackend::gguf_products`] takes activation rows of `cols` (its row and
+/// partials fit one block's shared memory); longer rows take the GEMM over dequantized weights.
+pub fn gguf_products_fit(cols: usize) -> bool {
+    cols > 0 && cols <= i32::MAX as usize && products_shared_bytes(cols) <= PRODUCTS_SHARED_MAX
+}
+
+/// The interleaved rotary embedding (contract: attention, RotaryEmbedding with
+/// `interleaved = 1`) of a matrix's outputs, taken as heads of `head_size` whose first `rot`
+/// features are rotated by row `m` of the `[.., width]` cos / sin tables for activation row `m`.
+#[derive(Clone, Copy)]
+pub struct GgufRotary<'a> {
+    pub cos: &'a DeviceBuffer,
+    pub sin: &'a DeviceBuffer,
+    pub width: usize,
+    pub head_size: usize,
+    pub rot: usize,
+}
+
+/// One weight matrix of a [`GgufProducts`] launch: `[rows, cols]` GGUF blocks, and what its
+/// finished dots take: a residual term `add` (`[m, rows]`) or a rotary embedding.
+#[derive(Clone, Copy)]
+pub struct GgufMatrix<'a> {
+    pub w: &'a DeviceBytes,
+    pub rows: usize,
+    pub add: Option<&'a DeviceBuffer>,
+    pub rotary: Option<GgufRotary<'a>>,
+}
+
+/// Products of up to three `[rows_i, cols]` matrices of one GGUF type with the same activation
+/// rows `x` (`[m, cols]`), in one launch: `y_i = x · W_iᵀ`, the canonical dots of docs/gguf.md.
+/// With `norm = (scale, eps)` the rows of `x` are first RMS-normalized (contract:
+/// normalization), exactly as RMSNormalization over the last axis; with `gate`, two matrices of
+/// equal rows give one output `(g * sigmoid(g)) * u` (the SiLU gate of a llama MLP).
+pub struct GgufProducts<'a> {
+    pub ggml_type: GgmlType,
+    pub cols: usize,
+    pub x: &'a DeviceBuffer,
+    pub norm: Option<(&'a DeviceBuffer, f32)>,
+    pub matrices: &'a [GgufMatrix<'a>],
+    pub gate: bool,
+}
+
+/// `SbGgufMatrix` of kernels/gguf.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct SbGgufMatrix {
+    w: u64,
+    y: u64,
+    add: u64,
+    rows: i32,
+    head_size: i32,
+    rot: i32,
+    pad: i32,
+}
+
+/// `SbGgufMatrices` of kernels/gguf.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct SbGgufMatrices {
+    m: [SbGgufMatrix; 3],
+}
+
+// SAFETY: #[repr(C)] structs of plain numbers (device addresses as u64) with the layouts of
+// their CUDA counterparts.
+unsafe impl DeviceRepr for SbGgufMatrices {}
+
 impl CudaBackend {
     /// `y [m, rows] = x [m, cols] · Wᵀ` for the `[rows, cols]` GGUF matrix `w` of `ggml_type`;
     /// with `add` (`[m, rows]`), `y = (x · Wᵀ) + add`, one more rounding per output (a residual
-    /// Add fused into the product).
+    /// Add fused into the product). Rows of `cols` must fit [`gguf_products_fit`].
     pub fn gguf_matmul(
         &self,
         ggml_type: GgmlType,
@@ -54,62 +142,151 @@ impl CudaBackend {
         x: &DeviceBuffer,
         add: Option<&DeviceBuffer>,
     ) -> Result<DeviceBuffer> {
-        let name = kernel("matvec", ggml_type)?;
+        let matrix = GgufMatrix {
+            w,
+            rows,
+            add,
+            rotary: None,
+        };
+        let mut y = self.gguf_products(&GgufProducts {
+            ggml_type,
+            cols,
+            x,
+            norm: None,
+            matrices: &[matrix],
+            gate: false,
+        })?;
+        Ok(y.remove(0))
+    }
+
+    /// The products of `p` ([`GgufProducts`]) in one launch: one output per matrix, or the one
+    /// gated output.
+    pub fn gguf_products(&self, p: &GgufProducts) -> Result<Vec<DeviceBuffer>> {
+        let GgufProducts {
+            ggml_type,
+            cols,
+            x,
+            norm,
+            matrices,
+            gate,
+        } = *p;
+        let name = kernel("products", ggml_type)?;
         let row_bytes = ggml_type.row_bytes(cols).ok_or_else(|| {
             CudaError::Invalid(format!("{cols} columns are not whole {ggml_type} blocks"))
         })?;
-        if w.len() != rows * row_bytes {
+        if !gguf_products_fit(cols) || !x.len().is_multiple_of(cols) {
             return Err(CudaError::Invalid(format!(
-                "a [{rows}, {cols}] {ggml_type} matrix needs {} bytes, got {}",
-                rows * row_bytes,
-                w.len()
-            )));
-        }
-        if cols == 0 || !x.len().is_multiple_of(cols) {
-            return Err(CudaError::Invalid(format!(
-                "activations of {} values are not rows of {cols}",
+                "activations of {} values are not rows of {cols} that a products block takes",
                 x.len()
             )));
         }
         let m = x.len() / cols;
-        if rows > i32::MAX as usize || cols > i32::MAX as usize || m > 65_535 {
-            return Err(CudaError::Invalid(format!(
-                "GGUF product [{m}, {cols}] x [{rows}, {cols}] is too large"
-            )));
+        let invalid = |what: String| Err(CudaError::Invalid(format!("GGUF products: {what}")));
+        if matrices.is_empty() || matrices.len() > 3 || m > 65_535 {
+            return invalid(format!("{} matrices, {m} rows", matrices.len()));
         }
-        if add.is_some_and(|a| a.len() != m * rows) {
-            return Err(CudaError::Invalid(format!(
-                "the added term of a [{m}, {rows}] product has another length"
-            )));
+        if norm.is_some_and(|(scale, _)| scale.len() != cols) {
+            return invalid(format!("a norm scale is not {cols} values"));
         }
-        let mut y = self.alloc(m * rows)?;
-        if y.is_empty() {
-            return Ok(y);
+        let rotary = matrices.iter().find_map(|mat| mat.rotary);
+        let any_rotary = rotary.is_some();
+        for mat in matrices {
+            if mat.w.len() != mat.rows * row_bytes || mat.rows > i32::MAX as usize {
+                return invalid(format!(
+                    "a [{}, {cols}] {ggml_type} matrix of {} bytes",
+                    mat.rows,
+                    mat.w.len()
+                ));
+            }
+            if mat.add.is_some_and(|a| a.len() != m * mat.rows)
+                || (mat.add.is_some() && (mat.rotary.is_some() || gate))
+            {
+                return invalid("an added term of another length, or with a rotary or gate".into());
+            }
+            if (any_rotary || gate) && !mat.rows.is_multiple_of(2) {
+                return invalid(format!("{} rows (a rotary or gate needs pairs)", mat.rows));
+            }
+            if let (Some(r), Some(first)) = (mat.rotary, rotary) {
+                let fits = r.head_size > 0
+                    && r.head_size.is_multiple_of(2)
+                    && r.rot.is_multiple_of(2)
+                    && r.rot <= r.head_size
+                    && mat.rows.is_multiple_of(r.head_size)
+                    && r.width >= r.rot / 2
+                    && r.cos.len() >= m * r.width
+                    && r.sin.len() >= m * r.width
+                    && std::ptr::eq(r.cos, first.cos)
+                    && std::ptr::eq(r.sin, first.sin)
+                    && r.width == first.width;
+                if !fits {
+                    return invalid("a rotary the fused kernel does not take".into());
+                }
+            }
         }
-        let warps_per_block = (BLOCK / 32) as usize;
+        if gate && (matrices.len() != 2 || matrices[0].rows != matrices[1].rows || any_rotary) {
+            return invalid("a gate needs two matrices of equal rows".into());
+        }
+        let outputs = if gate { 1 } else { matrices.len() };
+        let mut ys = (0..outputs)
+            .map(|i| self.alloc(m * matrices[i].rows))
+            .collect::<Result<Vec<_>>>()?;
+        let total: usize = matrices.iter().map(|mat| mat.rows).sum();
+        if total == 0 || m == 0 {
+            return Ok(ys);
+        }
+        let stream = self.stream();
+        let mut raw = SbGgufMatrices::default();
+        for (i, mat) in matrices.iter().enumerate() {
+            let r = mat.rotary;
+            raw.m[i] = SbGgufMatrix {
+                w: mat.w.slice().device_ptr(stream).0,
+                y: match ys.get_mut(i) {
+                    Some(y) => y.slice_mut().device_ptr_mut(stream).0,
+                    None => 0,
+                },
+                add: mat.add.map_or(0, |a| a.slice().device_ptr(stream).0),
+                rows: mat.rows as i32,
+                head_size: r.map_or(0, |r| r.head_size as i32),
+                rot: r.map_or(0, |r| r.rot as i32),
+                pad: 0,
+            };
+        }
+        let tiles = cols.div_ceil(samebits_kernels::REDUCTION_TILE);
+        let rpb = rows_per_block(tiles);
         let config = LaunchConfig {
-            grid_dim: (rows.div_ceil(warps_per_block) as u32, m as u32, 1),
+            grid_dim: (total.div_ceil(rpb) as u32, m as u32, 1),
             block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: products_shared_bytes(cols) as u32,
         };
         let f = self.function(&name)?;
-        let (row_bytes, rows_i, cols_i) = (row_bytes as i64, rows as i32, cols as i32);
-        let mut launch = self.stream().launch_builder(&f);
-        launch
-            .arg(w.slice())
-            .arg(&row_bytes)
-            .arg(&rows_i)
-            .arg(&cols_i)
-            .arg(x.slice());
+        let ints = [matrices.len(), usize::from(gate), cols].map(|v| v as i32);
+        let row_bytes = row_bytes as i64;
+        let (width, rpb) = (rotary.map_or(0, |r| r.width) as i32, rpb as i32);
+        let eps = norm.map_or(0.0, |(_, eps)| eps);
         let null: u64 = 0;
-        match add {
-            Some(a) => launch.arg(a.slice()),
+        let mut launch = stream.launch_builder(&f);
+        launch
+            .arg(&raw)
+            .arg(&ints[0])
+            .arg(&ints[1])
+            .arg(&row_bytes)
+            .arg(&ints[2])
+            .arg(x.slice());
+        match norm {
+            Some((scale, _)) => launch.arg(scale.slice()),
             None => launch.arg(&null),
         };
-        launch.arg(y.slice_mut());
-        // SAFETY: w holds rows * row_bytes bytes, x holds m * cols values, y and add m * rows.
+        launch.arg(&eps);
+        match rotary {
+            Some(r) => launch.arg(r.cos.slice()).arg(r.sin.slice()),
+            None => launch.arg(&null).arg(&null),
+        };
+        launch.arg(&width).arg(&rpb);
+        // SAFETY: each matrix holds rows * row_bytes bytes and its output (and added term)
+        // m * rows values, x holds m * cols values, the norm scale cols and the rotary tables
+        // m * width (all checked above); the grid covers every block row of every activation row.
         unsafe { launch.launch(config)? };
-        Ok(y)
+        Ok(ys)
     }
 
     /// `y [count, cols]`: rows `ids[i]` (i64 on the device; negative ids count from the end,

@@ -10,8 +10,10 @@
 //!   broadcasting), [`CudaBackend::gemm`] ([`DeviceMat`], [`GemmEpilogue`], [`GemmLaunch`]),
 //!   [`CudaBackend::reduce`], [`CudaBackend::softmax`], [`CudaBackend::layer_norm`],
 //!   [`CudaBackend::rms_norm`]; the `*_cpu` functions are their CPU oracles.
-//! - [`CudaBackend::gguf_matmul`]: products with GGUF block-quantized weights (`DeviceBytes`),
-//!   [`CudaBackend::gguf_gather`] (embedding rows), the prefill GEMM over dequantized weights.
+//! - [`CudaBackend::gguf_products`] / [`CudaBackend::gguf_matmul`]: products with GGUF
+//!   block-quantized weights (`DeviceBytes`; a launch may fuse the RMSNorm before them and a
+//!   residual add, rotary embedding or SiLU gate after), [`CudaBackend::gguf_gather`]
+//!   (embedding rows), the prefill GEMM over dequantized weights.
 //! - [`CudaBackend::rotary`], [`CudaBackend::attention`] ([`HeadsLayout`], [`AttentionShape`]) and
 //!   the device-resident KV cache ([`KvStorage`]) they append to.
 //! - Shape-dependent ops, from the geometries samebits-ops resolves for its CPU kernels:
@@ -46,7 +48,10 @@ mod reduce;
 mod resize;
 pub mod testing;
 
-pub use attention::{AttentionShape, HeadsLayout, KvStorage, attention_rows};
+pub use attention::{
+    AttentionProduct, AttentionShape, HeadsLayout, KvStorage, NewKv, attention_rows,
+    attention_split_fits,
+};
 pub use backend::CudaBackend;
 pub use buffer::{DeviceBuffer, DeviceBytes};
 pub use elementwise::{BinaryOp, BroadcastLayout, MAX_RANK, UnaryOp, binary_cpu};
@@ -54,7 +59,7 @@ pub use error::{CudaError, Result};
 pub use executor::{CudaExecutor, DeviceTensor, IoValue, RunStats};
 pub use fast::Kernels;
 pub use gemm::{DeviceMat, DeviceMatBf16, GemmEpilogue, GemmLaunch, GemmShape, SPLIT_K_MAX_M};
-pub use gguf::gguf_supported;
+pub use gguf::{GgufMatrix, GgufProducts, GgufRotary, gguf_products_fit, gguf_supported};
 pub use reduce::{layer_norm_cpu, rms_norm_cpu, softmax_cpu};
 
 /// The complete CUDA source the backend compiles (for inspection with nvcc / ptxas).

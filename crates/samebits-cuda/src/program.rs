@@ -149,7 +149,7 @@ mod tests {
             "sb_softmax_rows",
             "sb_unary_exp",
             "sb_unary_relu",
-            "sb_gguf_matvec_q4_1",
+            "sb_gguf_products_q4_1",
             "sb_gguf_gather_q4_1",
             "sb_rotary",
             "sb_attention",

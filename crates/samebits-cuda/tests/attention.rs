@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use samebits_cuda::testing::{Device, Rng, assert_same_bits, cuda_or_skip, shared_cuda_arc};
 use samebits_cuda::{
-    AttentionShape, CudaExecutor, HeadsLayout, IoValue, attention_rows, test_device,
+    AttentionShape, CudaExecutor, HeadsLayout, IoValue, attention_rows, attention_split_fits,
+    test_device,
 };
 use samebits_ir::{Attribute, DType, Graph, Node, Tensor, Value, ValueInfo, ValueType};
 use samebits_ops::{OperationSet, Plan};
@@ -204,8 +205,8 @@ fn attention_matches_the_cpu(device: &Device) {
 }
 test_device!(attention_matches_the_cpu, attention_cpu, attention_cuda);
 
-/// Every query-heads-per-block launch gives the same bits (keys and values as one dense
-/// tensor: past and new together).
+/// Every query-heads-per-block launch, in one launch or split over key chunks, gives the same
+/// bits (keys and values as one dense tensor: past and new together).
 #[test]
 fn attention_launch_shapes_agree() {
     let Some(Device::Cuda(backend)) = cuda_or_skip("attention_launch_shapes_agree") else {
@@ -231,29 +232,39 @@ fn attention_launch_shapes_agree() {
             .unwrap();
         let group = case.q_heads / case.kv_heads;
         let most = attention_rows(group, total, case.d, case.dv).unwrap();
-        for rows in (1..=most).filter(|r| group % r == 0) {
+        // Every rows per block, in one launch or split over chunks of 1, 2 or 5 key tiles.
+        let shapes = (1..=most)
+            .filter(|r| group % r == 0)
+            .flat_map(|rows| [0, 1, 2, 5].map(|split| (rows, split)))
+            .filter(|&(rows, split)| {
+                split == 0 || attention_split_fits(rows, total, case.d, split)
+            });
+        for (rows, split) in shapes {
             let shape = AttentionShape {
                 causal: case.causal,
                 scale: 1.0 / (case.d as f32).sqrt(),
                 new_len: case.kv_seq,
                 rows,
+                split,
             };
             let y = backend
                 .attention(
                     (&q, layout(case.q_heads, case.q_seq, case.d)),
                     (&k, layout(case.kv_heads, total, case.d)),
                     (&v, layout(case.kv_heads, total, case.dv)),
+                    None,
                     layout(case.q_heads, case.q_seq, case.dv),
                     case.past,
                     None,
                     shape,
+                    None,
                 )
                 .unwrap();
             let got = backend.download(&y).unwrap();
             assert_same_bits(
                 &got,
                 f32s(&want[0]),
-                &format!("{case:?}, {rows} rows per block"),
+                &format!("{case:?}, {rows} rows per block, split {split}"),
             );
         }
     }

@@ -142,19 +142,7 @@ fn fused_steps_match_the_cpu() {
         name: "y".into(),
         ty: None,
     });
-    let int = Attribute::Int;
-    let gguf = |w: &str, x: &str, out: &str, rows: usize, cols: usize, ty: GgmlType| Node {
-        domain: "samebits".into(),
-        attributes: [
-            ("ggml_type", int(i64::from(ty.id()))),
-            ("rows", int(rows as i64)),
-            ("cols", int(cols as i64)),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect(),
-        ..node("MatMulGguf", &[x, w], out, &[])
-    };
+    let gguf = gguf_node;
     for (name, rows, cols, ty) in [
         ("wo", 64, 64, GgmlType::Q4_1),
         ("wg", 96, 64, GgmlType::Q8_0),
@@ -194,6 +182,235 @@ fn fused_steps_match_the_cpu() {
             w.as_slice::<f32>().unwrap(),
             &format!("{m} rows"),
         );
+    }
+}
+
+/// A MatMulGguf node of `w` ([rows, cols] of `ty`) on `x`.
+fn gguf_node(w: &str, x: &str, out: &str, rows: usize, cols: usize, ty: GgmlType) -> Node {
+    let int = Attribute::Int;
+    Node {
+        domain: "samebits".into(),
+        attributes: [
+            ("ggml_type", int(i64::from(ty.id()))),
+            ("rows", int(rows as i64)),
+            ("cols", int(cols as i64)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        ..node("MatMulGguf", &[x, w], out, &[])
+    }
+}
+
+/// The fused products of a llama layer (executor/fusion.rs), for every weight type the device
+/// takes, give the CPU's bits: RMSNorm then Q, K, V products then interleaved rotaries of Q
+/// and K (partial rotary width, rows over two and a half 64-term tiles); RMSNorm then gate and
+/// up products then the SiLU gate; RMSNorm then one wide product. Decode-sized activations run
+/// them as three launches; 20 rows (the GEMM path) run the steps one by one.
+#[test]
+fn fused_products_match_the_cpu() {
+    let Some(backend) = cuda("executor::fused_products_match_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng::new(19);
+    let (cols, head, rot, width) = (160, 32, 16, 11);
+    for ty in [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+    ] {
+        let mut graph = Graph {
+            name: "layer".into(),
+            ..Graph::default()
+        };
+        for name in ["x", "cos", "sin"] {
+            graph.inputs.push(ValueInfo {
+                name: name.into(),
+                ty: Some(ValueType::tensor(DType::F32, None)),
+            });
+        }
+        for name in ["q_rot", "k_rot", "v", "h", "logits"] {
+            graph.outputs.push(ValueInfo {
+                name: name.into(),
+                ty: None,
+            });
+        }
+        let mats = [
+            ("wq", 5 * head),
+            ("wk", 2 * head),
+            ("wv", 2 * head),
+            ("wg", 96),
+            ("wu", 96),
+            ("wl", 202),
+        ];
+        for (name, rows) in mats {
+            let blocks = random_blocks(ty, rows, cols, &mut rng);
+            graph.initializers.insert(
+                name.into(),
+                Tensor::from_vec(vec![blocks.len()], blocks).unwrap(),
+            );
+        }
+        for name in ["s1", "s2", "s3"] {
+            graph.initializers.insert(
+                name.into(),
+                Tensor::from_vec(vec![cols], rng.values(cols, 2.0)).unwrap(),
+            );
+        }
+        let eps = [
+            ("axis", Attribute::Int(-1)),
+            ("epsilon", Attribute::Float(1e-5)),
+        ];
+        let rotary = |heads: i64| {
+            [
+                ("interleaved", Attribute::Int(1)),
+                ("num_heads", Attribute::Int(heads)),
+                ("rotary_embedding_dim", Attribute::Int(rot as i64)),
+            ]
+        };
+        graph.nodes = vec![
+            node("RMSNormalization", &["x", "s1"], "n1", &eps),
+            gguf_node("wq", "n1", "q", 5 * head, cols, ty),
+            gguf_node("wk", "n1", "k", 2 * head, cols, ty),
+            gguf_node("wv", "n1", "v", 2 * head, cols, ty),
+            node("RotaryEmbedding", &["q", "cos", "sin"], "q_rot", &rotary(5)),
+            node("RotaryEmbedding", &["k", "cos", "sin"], "k_rot", &rotary(2)),
+            node("RMSNormalization", &["x", "s2"], "n2", &eps),
+            gguf_node("wg", "n2", "g", 96, cols, ty),
+            gguf_node("wu", "n2", "u", 96, cols, ty),
+            node("Sigmoid", &["g"], "gs", &[]),
+            node("Mul", &["g", "gs"], "t", &[]),
+            node("Mul", &["u", "t"], "h", &[]),
+            node("RMSNormalization", &["x", "s3"], "n3", &eps),
+            gguf_node("wl", "n3", "logits", 202, cols, ty),
+        ];
+        let opsets = [("".to_string(), 23), ("samebits".to_string(), 1)].into();
+        let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+        let executor = CudaExecutor::new(Arc::clone(&backend), Arc::clone(&plan));
+        for (m, launches) in [(1, 3), (3, 3), (20, 12)] {
+            let mut x = |shape: Vec<usize>, scale: f32| -> Value {
+                let n = shape.iter().product();
+                Tensor::from_vec(shape, rng.values(n, scale))
+                    .unwrap()
+                    .into()
+            };
+            let inputs = vec![
+                x(vec![1, m, cols], 2.0),
+                x(vec![1, m, width], 1.0),
+                x(vec![1, m, width], 1.0),
+            ];
+            let want = plan.run(inputs.clone(), RunOptions::default()).unwrap();
+            let (got, stats) = executor.run_with(inputs, RunOptions::default()).unwrap();
+            assert_eq!(
+                (stats.device_steps, stats.device_launches),
+                (14, launches),
+                "{ty}, {m} rows: {stats:?}"
+            );
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let (g, w) = (g.as_tensor().unwrap(), w.as_tensor().unwrap());
+                assert_eq!(g.shape(), w.shape());
+                samebits_cuda::testing::assert_same_bits(
+                    g.as_slice::<f32>().unwrap(),
+                    w.as_slice::<f32>().unwrap(),
+                    &format!("{ty}, {m} rows, output {i}"),
+                );
+            }
+        }
+    }
+}
+
+/// Attention of few queries, the GGUF product of its output and a residual Add run as one
+/// attention launch (executor/fusion.rs) and give the CPU's bits, for every weight type, one
+/// and three queries, pasts from none to one that splits the keys over blocks.
+#[test]
+fn fused_attention_product_matches_the_cpu() {
+    let Some(backend) = cuda("executor::fused_attention_product_matches_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng::new(23);
+    let (heads, kv_heads, d, rows) = (4, 2, 64, 90);
+    let cols = heads * d;
+    for ty in [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+    ] {
+        let mut graph = Graph {
+            name: "attention_product".into(),
+            ..Graph::default()
+        };
+        for name in ["q", "k", "v", "past_key", "past_value", "x"] {
+            graph.inputs.push(ValueInfo {
+                name: name.into(),
+                ty: Some(ValueType::tensor(DType::F32, None)),
+            });
+        }
+        for name in ["out", "present_key", "present_value"] {
+            graph.outputs.push(ValueInfo {
+                name: name.into(),
+                ty: None,
+            });
+        }
+        let blocks = random_blocks(ty, rows, cols, &mut rng);
+        graph.initializers.insert(
+            "wo".into(),
+            Tensor::from_vec(vec![blocks.len()], blocks).unwrap(),
+        );
+        graph.nodes = vec![
+            Node {
+                outputs: vec!["y".into(), "present_key".into(), "present_value".into()],
+                ..node(
+                    "Attention",
+                    &["q", "k", "v", "", "past_key", "past_value"],
+                    "y",
+                    &[
+                        ("is_causal", Attribute::Int(1)),
+                        ("q_num_heads", Attribute::Int(heads as i64)),
+                        ("kv_num_heads", Attribute::Int(kv_heads as i64)),
+                    ],
+                )
+            },
+            gguf_node("wo", "y", "o", rows, cols, ty),
+            node("Add", &["x", "o"], "out", &[]),
+        ];
+        let opsets = [("".to_string(), 23), ("samebits".to_string(), 1)].into();
+        let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+        let executor = CudaExecutor::new(Arc::clone(&backend), Arc::clone(&plan));
+        for (s, past) in [(1, 0), (3, 70), (1, 300)] {
+            let mut x = |shape: Vec<usize>, scale: f32| -> Value {
+                let n = shape.iter().product();
+                Tensor::from_vec(shape, rng.values(n, scale))
+                    .unwrap()
+                    .into()
+            };
+            let inputs = vec![
+                x(vec![1, s, cols], 2.0),
+                x(vec![1, s, kv_heads * d], 2.0),
+                x(vec![1, s, kv_heads * d], 1.0),
+                x(vec![1, kv_heads, past, d], 2.0),
+                x(vec![1, kv_heads, past, d], 1.0),
+                x(vec![1, s, rows], 1.0),
+            ];
+            let want = plan.run(inputs.clone(), RunOptions::default()).unwrap();
+            let (got, stats) = executor.run_with(inputs, RunOptions::default()).unwrap();
+            assert_eq!(
+                (stats.device_steps, stats.device_launches),
+                (3, 1),
+                "{ty}, {s} queries after {past}: {stats:?}"
+            );
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let (g, w) = (g.as_tensor().unwrap(), w.as_tensor().unwrap());
+                assert_eq!(g.shape(), w.shape());
+                samebits_cuda::testing::assert_same_bits(
+                    g.as_slice::<f32>().unwrap(),
+                    w.as_slice::<f32>().unwrap(),
+                    &format!("{ty}, {s} queries after {past}, output {i}"),
+                );
+            }
+        }
     }
 }
 

@@ -5,8 +5,10 @@
 //! sets alternating, medians of several runs), as one markdown table at the end.
 //!
 //! `cargo run --release -p samebits-llm --example gpu_llm -- [--tiny] [--quick] [--runs N]
-//! [--model PATH]`; `--tiny` uses a 2-layer model (a quick check on machines without a GPU,
-//! where only the CPU half runs); `--quick` times tg128 only.
+//! [--model PATH] [--profile N S]`; `--tiny` uses a 2-layer model (a quick check on machines
+//! without a GPU, where only the CPU half runs); `--quick` times tg128 only; `--profile N S`
+//! runs only GPU prefills of N tokens (a first one to warm up, a timed one) and S decode steps
+//! after the second (a short, fixed kernel sequence for a profiler such as `ncu`).
 
 #[path = "../../samebits-gguf/tests/common/mod.rs"]
 mod gguf_common;
@@ -74,11 +76,16 @@ fn tokens(n: usize, vocab: usize) -> Vec<u32> {
         .collect()
 }
 
-/// Seconds of one prefill of `n` tokens into an empty cache.
-fn prefill_seconds(llm: &Llm, ids: &[u32]) -> f64 {
+/// Seconds of one prefill of `ids` into an empty cache, returning every logits row or, with
+/// `last`, the last one (what generation needs, as llama-bench's pp).
+fn prefill_seconds(llm: &Llm, ids: &[u32], last: bool) -> f64 {
     let mut cache = llm.new_cache();
     let start = Instant::now();
-    llm.forward(ids, &mut cache).expect("prefill");
+    match last {
+        true => llm.forward_last(ids, &mut cache),
+        false => llm.forward(ids, &mut cache),
+    }
+    .expect("prefill");
     start.elapsed().as_secs_f64()
 }
 
@@ -122,6 +129,38 @@ fn main() {
         start.elapsed().as_secs_f64()
     );
 
+    if let Some(i) = args.iter().position(|a| a == "--profile") {
+        let number = |k: usize| -> usize {
+            args.get(i + k)
+                .and_then(|v| v.parse().ok())
+                .expect("--profile N S")
+        };
+        let (n, steps) = (number(1), number(2));
+        let gpu = Llm::load_on(&path, OperationSet::Reproducible, Device::Cuda(0)).expect("GPU");
+        let ids = tokens(n + steps, shape.vocab);
+        // A first prefill makes the dequantized weight copies the prefill GEMMs keep.
+        gpu.forward(&ids[..n], &mut gpu.new_cache())
+            .expect("prefill");
+        let mut cache = gpu.new_cache();
+        let start = Instant::now();
+        gpu.forward(&ids[..n], &mut cache).expect("prefill");
+        let prefill = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        for &t in &ids[n..] {
+            gpu.forward(&[t], &mut cache).expect("decode");
+        }
+        let decode = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let _tables = samebits_llm::model::rotary_tables(0..n, 64, 1e5);
+        println!(
+            "profile run: prefill of {n} tokens {:.2} ms (its rotary tables on the host {:.2} \
+             ms), {steps} decode steps {:.2} ms",
+            prefill * 1e3,
+            start.elapsed().as_secs_f64() * 1e3,
+            decode * 1e3
+        );
+        return;
+    }
     let cpu = Llm::load(&path, OperationSet::Reproducible).expect("CPU model");
     let prompt = tokens(8, shape.vocab);
     let steps = 16;
@@ -154,6 +193,10 @@ fn main() {
         .map(<[f32]>::to_vec)
         .collect();
     let gpu_vs_cpu_prefill = differing_rows(&prefill_rows, &cpu_prefill_rows);
+    let last_row = gpu
+        .forward_last(all, &mut gpu.new_cache())
+        .expect("GPU prefill");
+    let last_vs_all = differing_rows(&[last_row], &prefill_rows[prefill_rows.len() - 1..]);
     table.push((
         "greedy logits rows (8-token prompt + 16 steps), GPU vs CPU".to_string(),
         format!(
@@ -173,6 +216,10 @@ fn main() {
     table.push((
         "GPU prefill vs CPU prefill (24 tokens, the GEMM path)".to_string(),
         format!("{gpu_vs_cpu_prefill} of {} rows differ", prefill_rows.len()),
+    ));
+    table.push((
+        "GPU prefill's last row alone (forward_last) vs its every-row prefill".to_string(),
+        format!("{last_vs_all} of 1 rows differ"),
     ));
 
     let ids = tokens(512, shape.vocab);
@@ -202,18 +249,27 @@ fn main() {
         if quick {
             break;
         }
-        let (mut rep, mut def) = (vec![], vec![]);
-        prefill_seconds(&gpu, &ids[..n]);
-        prefill_seconds(&default, &ids[..n]);
+        let (mut rep, mut def, mut last) = (vec![], vec![], vec![]);
+        prefill_seconds(&gpu, &ids[..n], false);
+        prefill_seconds(&default, &ids[..n], false);
         for _ in 0..runs {
-            rep.push(n as f64 / prefill_seconds(&gpu, &ids[..n]));
-            def.push(n as f64 / prefill_seconds(&default, &ids[..n]));
+            rep.push(n as f64 / prefill_seconds(&gpu, &ids[..n], false));
+            def.push(n as f64 / prefill_seconds(&default, &ids[..n], false));
+            last.push(n as f64 / prefill_seconds(&gpu, &ids[..n], true));
         }
-        let (r, d) = (median(rep.clone()), median(def.clone()));
-        println!("pp{n} reproducible {rep:.1?} default {def:.1?}");
+        let (r, d, l) = (
+            median(rep.clone()),
+            median(def.clone()),
+            median(last.clone()),
+        );
+        println!("pp{n} reproducible {rep:.1?} default {def:.1?} last row {last:.1?}");
         table.push((
-            format!("prefill pp{n} tok/s, GPU reproducible vs default"),
+            format!("prefill pp{n} tok/s, GPU reproducible vs default (every logits row)"),
             format!("{r:.1} vs {d:.1}"),
+        ));
+        table.push((
+            format!("prefill pp{n} tok/s, GPU reproducible, last logits row (as llama-bench)"),
+            format!("{l:.1}"),
         ));
     }
     println!();

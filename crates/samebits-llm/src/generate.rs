@@ -179,7 +179,7 @@ pub fn generate(
     let vocab = llm.vocab_size();
     let mut cache = llm.new_cache();
     let start = Instant::now();
-    let mut logits = llm.forward(sequence.prompt_tokens(), &mut cache)?;
+    let mut logits = llm.forward_last(sequence.prompt_tokens(), &mut cache)?;
     let prefill_time = start.elapsed();
     let start = Instant::now();
     while let Some(token) = sequence.step(&logits[logits.len() - vocab..], &mut on_text)? {

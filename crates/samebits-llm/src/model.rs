@@ -242,6 +242,18 @@ impl Llm {
     /// their keys and values to it and returns their logits, `tokens.len()` rows of
     /// [`Llm::vocab_size`] values. Needs stages covering every layer.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
+        self.run(tokens, cache, false)
+    }
+
+    /// [`Llm::forward`] returning only the logits of the last token, [`Llm::vocab_size`]
+    /// values (the same bits as the last row of `forward`): what generation samples from
+    /// after a prefill. On a GPU the other rows never leave the device.
+    pub fn forward_last(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
+        self.run(tokens, cache, true)
+    }
+
+    /// [`Llm::forward`], or with `last_row` only the last token's logits.
+    fn run(&self, tokens: &[u32], cache: &mut KvCache, last_row: bool) -> Result<Vec<f32>> {
         let mut next = 0;
         for stage in &self.stages {
             if stage.layers.start != next {
@@ -263,12 +275,13 @@ impl Llm {
         let mut x = Tensor::from_vec(vec![1, tokens.len()], ids)?;
         let mut layers = std::mem::take(&mut cache.layers).into_iter();
         let mut present = Vec::new();
-        for stage in &self.stages {
+        let last = self.stages.len() - 1;
+        for (n, stage) in self.stages.iter().enumerate() {
             let mut part = KvCache {
                 layers: layers.by_ref().take(2 * stage.layers.len()).collect(),
                 len: cache.len,
             };
-            x = stage.forward(x, &mut part)?;
+            x = stage.run(x, &mut part, last_row && n == last)?;
             present.append(&mut part.layers);
         }
         cache.layers = present;
@@ -307,6 +320,16 @@ impl DecoderStage {
     /// values of its layers to `cache` and returns its output: the hidden state `[1, S, dim]`,
     /// or for the last stage the logits `[1, S, vocab]`.
     pub fn forward(&self, input: Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        self.run(input, cache, false)
+    }
+
+    /// [`DecoderStage::forward`] returning only the last position's row, `[1, 1, width]` (on a
+    /// GPU the other rows stay on the device).
+    pub fn forward_last(&self, input: Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        self.run(input, cache, true)
+    }
+
+    fn run(&self, input: Tensor, cache: &mut KvCache, last_row: bool) -> Result<Tensor> {
         let s = input.shape().get(1).copied().unwrap_or(0);
         let end = cache.len + s;
         if end > self.config.context_length {
@@ -323,16 +346,27 @@ impl DecoderStage {
             IoValue::Host(sin.into()),
         ];
         inputs.append(&mut cache.layers);
-        // Logits come back to the host; the cache stays where it was computed.
-        let keep: Vec<bool> = (0..inputs.len() - 2).map(|i| i > 0).collect();
+        // Logits come back to the host (only the last row's with `last_row`: the output stays
+        // on the device until then); the cache stays where it was computed.
+        let keep: Vec<bool> = (0..inputs.len() - 2).map(|i| i > 0 || last_row).collect();
         // The whole step runs on one thread of the rayon pool, so that the ops' parallel loops
         // start from inside it (work stealing) instead of each waking the pool from outside and
         // sleeping until it is done; the caller's ISA scope goes along.
         let isa = Isa::active();
         let outputs = rayon::scope(|_| with_isa(isa, || self.executor.run_io(inputs, &keep)));
         let mut outputs = outputs?.into_iter();
-        let output = match outputs.next() {
-            Some(IoValue::Host(output)) => output.into_tensor()?,
+        let first = outputs.next();
+        let output = match (first, last_row) {
+            (Some(IoValue::Host(output)), false) => output.into_tensor()?,
+            (Some(value), true) => {
+                let shape = match &value {
+                    IoValue::Host(v) => v.as_tensor()?.shape().to_vec(),
+                    IoValue::Device(t) => t.shape().to_vec(),
+                };
+                let width = shape.last().copied().unwrap_or(0);
+                let row = self.executor.download_tail(&value, width)?;
+                Tensor::from_vec(vec![1, 1, width], row)?
+            }
             _ => unreachable!("the plan returns its hidden state or logits first, on the host"),
         };
         cache.layers = outputs.collect();

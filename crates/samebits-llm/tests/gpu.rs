@@ -75,23 +75,35 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
             }
         };
         let cpu = Llm::load(&path, OperationSet::Reproducible).unwrap();
-        let prompt: Vec<u32> = (0..5).map(|i| (i * 17 + 3) % shape.vocab as u32).collect();
-        let (cpu_tokens, cpu_rows) = greedy(&cpu, &prompt, 6);
-        let (gpu_tokens, gpu_rows) = greedy(&gpu, &prompt, 6);
-        assert_eq!(gpu_tokens, cpu_tokens, "{shape:?}");
-        for (t, (g, c)) in gpu_rows.iter().zip(&cpu_rows).enumerate() {
+        // A prompt of few rows (fused matrix-vector products) and one of many (the GEMM over
+        // dequantized weights), decode steps past the first 64-key tile.
+        for (prompt_len, steps) in [(5, 6), (20, 50)] {
+            let prompt: Vec<u32> = (0..prompt_len)
+                .map(|i| (i * 17 + 3) % shape.vocab as u32)
+                .collect();
+            let (cpu_tokens, cpu_rows) = greedy(&cpu, &prompt, steps);
+            let (gpu_tokens, gpu_rows) = greedy(&gpu, &prompt, steps);
+            assert_eq!(gpu_tokens, cpu_tokens, "{shape:?}");
+            for (t, (g, c)) in gpu_rows.iter().zip(&cpu_rows).enumerate() {
+                assert!(
+                    same_bits(g, c),
+                    "{shape:?}: logits row {t} differ between GPU and CPU"
+                );
+            }
+            // One GPU prefill over the whole sequence (all but the last token).
+            let all = &gpu_tokens[..gpu_tokens.len() - 1];
+            let prefill = gpu.forward(all, &mut gpu.new_cache()).unwrap();
+            for (t, row) in prefill.chunks(gpu.vocab_size()).enumerate() {
+                assert!(
+                    same_bits(row, &gpu_rows[t]),
+                    "{shape:?}: GPU prefill row {t} differs from its decode step"
+                );
+            }
+            // The last row alone (only it leaves the device) is the prefill's last row.
+            let last = gpu.forward_last(all, &mut gpu.new_cache()).unwrap();
             assert!(
-                same_bits(g, c),
-                "{shape:?}: logits row {t} differ between GPU and CPU"
-            );
-        }
-        // One GPU prefill over the whole sequence (all but the last token).
-        let all = &gpu_tokens[..gpu_tokens.len() - 1];
-        let prefill = gpu.forward(all, &mut gpu.new_cache()).unwrap();
-        for (t, row) in prefill.chunks(gpu.vocab_size()).enumerate() {
-            assert!(
-                same_bits(row, &gpu_rows[t]),
-                "{shape:?}: GPU prefill row {t} differs from its decode step"
+                same_bits(&last, &gpu_rows[all.len() - 1]),
+                "{shape:?}: forward_last differs from the prefill's last row"
             );
         }
     }

@@ -395,6 +395,14 @@ fn checkpoint_and_gguf_give_identical_logits_matching_the_float64_reference() {
             err / scale
         );
 
+        // The last row alone is the prefill's last row.
+        let last = hf.forward_last(tokens, &mut hf.new_cache()).unwrap();
+        assert!(
+            last.iter()
+                .zip(&a[(tokens.len() - 1) * v.vocab..])
+                .all(|(x, y)| x.to_bits() == y.to_bits())
+                && last.len() == v.vocab
+        );
         // Token-by-token decode gives the prefill's bits.
         let mut cache = hf.new_cache();
         for (t, &token) in tokens.iter().enumerate() {

@@ -156,6 +156,33 @@ impl Executor {
     }
 }
 
+impl Executor {
+    /// The last `len` values (row-major) of a float32 output of [`Executor::run_io`], wherever
+    /// it is: only that much crosses from the device.
+    pub fn download_tail(&self, value: &IoValue, len: usize) -> Result<Vec<f32>> {
+        match (value, &self.cuda) {
+            (IoValue::Host(v), _) => {
+                let usage = |e: samebits_ir::Error| RuntimeError::Usage(e.to_string());
+                let data = v
+                    .as_tensor()
+                    .map_err(usage)?
+                    .as_slice::<f32>()
+                    .map_err(usage)?;
+                let start = data.len().checked_sub(len).ok_or_else(|| {
+                    RuntimeError::Usage(format!("a tail of {len} of {} values", data.len()))
+                })?;
+                Ok(data[start..].to_vec())
+            }
+            (IoValue::Device(t), Some(cuda)) => {
+                Ok(cuda.download_tail(t, len).map_err(cuda_error)?)
+            }
+            (IoValue::Device(_), None) => Err(RuntimeError::Usage(
+                "a device value was given to a CPU plan".into(),
+            )),
+        }
+    }
+}
+
 /// Op errors keep their own variant (conformance sorts them); the rest is a device error.
 fn cuda_error(e: samebits_cuda::CudaError) -> RuntimeError {
     match e {

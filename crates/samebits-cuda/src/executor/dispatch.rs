@@ -7,20 +7,25 @@
 
 use samebits_gguf::GgmlType;
 use samebits_ir::{DType, Tensor};
+use samebits_kernels::REDUCTION_TILE;
 use samebits_ops::broadcast::broadcast_shapes;
 use samebits_ops::{BinaryKernel, DeviceKernel, UnaryKernel, gemm_c_strides, normalize_axis};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::attention::{AttentionShape, HeadsLayout, KvPast, attention_rows};
+use crate::attention::{
+    AttentionProduct, AttentionShape, HeadsLayout, KvPast, attention_rows, attention_split_fits,
+};
 use crate::backend::CudaBackend;
 use crate::buffer::DeviceBuffer;
 use crate::elementwise::{BinaryOp, BroadcastLayout, UnaryOp};
 use crate::error::{CudaError, Result};
 use crate::fast::Kernels;
 use crate::gemm::{DeviceMat, GemmEpilogue, GemmShape};
-use crate::gguf::{GGUF_GEMM_MIN_ROWS, gguf_supported};
+use crate::gguf::{
+    GGUF_GEMM_MIN_ROWS, GgufMatrix, GgufProducts, GgufRotary, gguf_products_fit, gguf_supported,
+};
 use crate::reduce::row_len_supported;
 
 use super::DeviceValue;
@@ -53,6 +58,10 @@ impl MatLayout {
         }
     }
 }
+
+/// An interleaved rotary embedding fused into a GGUF product: head size, rotary width, table
+/// width.
+pub(crate) type FusedRotary = (usize, usize, usize);
 
 /// One device operation with every dimension resolved.
 #[derive(Clone, Debug, PartialEq)]
@@ -91,6 +100,19 @@ pub(crate) enum Launch {
         out_shape: Vec<usize>,
         add: bool,
     },
+    /// Up to three MatMulGguf of one activation row set in one launch (`executor/fusion.rs`):
+    /// input 0 the activations, 1 the RMSNorm scale (with `norm`, its epsilon), 2 to 4 the
+    /// weights, 6 and 7 the rotary cos / sin tables; one output per matrix, or the one output
+    /// `(g * sigmoid(g)) * u` of a gate and an up matrix with `gate`.
+    GgufProducts {
+        ggml_type: GgmlType,
+        cols: usize,
+        norm: Option<f32>,
+        /// Rows of each matrix and its interleaved rotary, if any.
+        matrices: Vec<(usize, Option<FusedRotary>)>,
+        gate: bool,
+        out_shapes: Vec<Vec<usize>>,
+    },
     /// The fused SiLU gate `(g * sigmoid(g)) * u` of inputs g, u of one shape.
     SiluMul,
     /// GatherGguf: input 0 the weight bytes, input 1 the i64 indices (checked in range).
@@ -108,7 +130,9 @@ pub(crate) enum Launch {
         interleaved: bool,
     },
     /// Attention with its past (inputs 4, 5) extended by the new keys and values; outputs Y,
-    /// present_key, present_value.
+    /// present_key, present_value. With `product` (`executor/fusion.rs`), output 0 is instead
+    /// the GGUF product of Y with the weights of input 6 (that type, rows and output shape)
+    /// plus input 7 (a residual term), computed by the attention launch.
     Attention {
         q: HeadsLayout,
         k: HeadsLayout,
@@ -117,6 +141,7 @@ pub(crate) enum Launch {
         y_shape: Vec<usize>,
         causal: bool,
         scale: f32,
+        product: Option<(GgmlType, usize, Vec<usize>)>,
     },
 }
 
@@ -126,7 +151,11 @@ impl Launch {
     pub(crate) fn takes_bytes(&self, i: usize) -> bool {
         match self {
             Launch::Gguf { .. } => i == 1,
+            Launch::GgufProducts { .. } => (2..5).contains(&i),
             Launch::Gather { .. } => i <= 1,
+            Launch::Attention {
+                product: Some(_), ..
+            } => i == 6,
             _ => false,
         }
     }
@@ -404,6 +433,7 @@ fn attention(
         causal,
         // As the CPU op: D converted to f32, sqrt and division each rounded once.
         scale: scale.unwrap_or(1.0 / (q.size as f32).sqrt()),
+        product: None,
     })
 }
 
@@ -528,7 +558,11 @@ fn gemm(
 }
 
 /// Queries from which an attention block takes every query head of a KV group.
-const GROUPED_ATTENTION_MIN_QUERIES: usize = 16;
+pub(crate) const GROUPED_ATTENTION_MIN_QUERIES: usize = 16;
+
+/// Score rows longer than this (the cache storage's capacity) split the keys of a decode
+/// step's query over blocks.
+const SPLIT_MIN_KEYS: usize = 256;
 
 /// Bytes of dequantized weight copies a process keeps (prefill speed for device memory).
 const DEQUANTIZED_BUDGET: usize = 4 << 30;
@@ -673,7 +707,7 @@ pub(crate) fn run_launch(
                 ));
             };
             let m = x.len() / cols;
-            let y = if m < GGUF_GEMM_MIN_ROWS {
+            let y = if m < GGUF_GEMM_MIN_ROWS && gguf_products_fit(*cols) {
                 backend.gguf_matmul(*ggml_type, *rows, *cols, w, x, add)?
             } else if let Some(wt) = dequantized.get() {
                 backend.gguf_matmul_dequantized(*rows, *cols, wt, x, add)?
@@ -686,6 +720,65 @@ pub(crate) fn run_launch(
                 y
             };
             (y, out_shape.clone())
+        }
+        Launch::GgufProducts {
+            ggml_type,
+            cols,
+            norm,
+            matrices,
+            gate,
+            out_shapes,
+        } => {
+            let (x, _) = f32_input(inputs, 0)?;
+            let scale = match norm {
+                Some(eps) => Some((f32_input(inputs, 1)?.0, *eps)),
+                None => None,
+            };
+            let tables = match matrices.iter().any(|(_, r)| r.is_some()) {
+                true => Some((f32_input(inputs, 6)?.0, f32_input(inputs, 7)?.0)),
+                false => None,
+            };
+            let mut mats = Vec::with_capacity(matrices.len());
+            for (i, &(rows, rotary)) in matrices.iter().enumerate() {
+                let Some(DeviceValue::Bytes { bytes: w, .. }) =
+                    inputs.get(2 + i).copied().flatten()
+                else {
+                    return Err(CudaError::Invalid(format!(
+                        "input {} (quantized weight) is not on the device as bytes",
+                        2 + i
+                    )));
+                };
+                mats.push(GgufMatrix {
+                    w,
+                    rows,
+                    add: None,
+                    rotary: rotary
+                        .zip(tables)
+                        .map(|((head_size, rot, width), (cos, sin))| GgufRotary {
+                            cos,
+                            sin,
+                            width,
+                            head_size,
+                            rot,
+                        }),
+                });
+            }
+            let ys = backend.gguf_products(&GgufProducts {
+                ggml_type: *ggml_type,
+                cols: *cols,
+                x,
+                norm: scale,
+                matrices: &mats,
+                gate: *gate,
+            })?;
+            return Ok(ys
+                .into_iter()
+                .zip(out_shapes)
+                .map(|(y, shape)| DeviceValue::F32 {
+                    buffer: Arc::new(y),
+                    shape: shape.clone(),
+                })
+                .collect());
         }
         Launch::Gather {
             ggml_type,
@@ -722,12 +815,32 @@ pub(crate) fn run_launch(
             y_shape,
             causal,
             scale,
+            product,
         } => {
-            let (storage, past) = backend.kv_extend(
-                (kv_past(inputs, 4)?, kv_past(inputs, 5)?),
-                (f32_input(inputs, 1)?.0, *k),
-                (f32_input(inputs, 2)?.0, *v),
-            )?;
+            let fused = match product {
+                Some((ggml_type, rows, _)) => {
+                    let Some(DeviceValue::Bytes { bytes: w, .. }) =
+                        inputs.get(6).copied().flatten()
+                    else {
+                        return Err(CudaError::Invalid(
+                            "input 6 (quantized weight) is not on the device as bytes".into(),
+                        ));
+                    };
+                    let add = match inputs.get(7).copied().flatten() {
+                        Some(_) => Some(f32_input(inputs, 7)?.0),
+                        None => None,
+                    };
+                    Some(AttentionProduct {
+                        ggml_type: *ggml_type,
+                        w,
+                        rows: *rows,
+                        add,
+                    })
+                }
+                None => None,
+            };
+            let (storage, past) =
+                backend.kv_extend((kv_past(inputs, 4)?, kv_past(inputs, 5)?), (*k, *v))?;
             let total = past + k.seq;
             // Score rows as long as the storage when they fit (a recorded step then replays
             // until the storage is full), else as long as this step needs.
@@ -749,12 +862,28 @@ pub(crate) fn run_launch(
             } else {
                 1
             };
+            // One query (decode) over long score rows: the keys split over blocks in chunks of
+            // whole 64-key tiles, about one block per multiprocessor (a launch shape too).
+            let blocks = q.batch * (q.heads / rows) * q.seq;
+            let split = match q.seq == 1 && stride > SPLIT_MIN_KEYS {
+                true => {
+                    let chunks = (backend.sm_count() / blocks).max(1);
+                    let split = stride.div_ceil(REDUCTION_TILE).div_ceil(chunks);
+                    if attention_split_fits(rows, stride, q.size, split) {
+                        split
+                    } else {
+                        0
+                    }
+                }
+                false => 0,
+            };
             super::graph::note_attention(&storage, k.seq, stride);
             let shape = AttentionShape {
                 causal: *causal,
                 scale: *scale,
                 new_len: k.seq,
                 rows,
+                split,
             };
             let out = storage.with_buffers(|keys, values, counter| {
                 let view = |values: bool| {
@@ -766,10 +895,12 @@ pub(crate) fn run_launch(
                     (f32_input(inputs, 0)?.0, *q),
                     (keys, view(false)),
                     (values, view(true)),
+                    Some(((f32_input(inputs, 1)?.0, *k), (f32_input(inputs, 2)?.0, *v))),
                     *y,
                     past,
                     Some(counter),
                     shape,
+                    fused,
                 )
             })?;
             let present = |values: bool, size: usize| DeviceValue::Kv {
@@ -781,7 +912,10 @@ pub(crate) fn run_launch(
             return Ok(vec![
                 DeviceValue::F32 {
                     buffer: Arc::new(out),
-                    shape: y_shape.clone(),
+                    shape: match product {
+                        Some((_, _, shape)) => shape.clone(),
+                        None => y_shape.clone(),
+                    },
                 },
                 present(false, k.size),
                 present(true, v.size),

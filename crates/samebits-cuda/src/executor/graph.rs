@@ -99,6 +99,7 @@ struct Recorded {
     gathers: Vec<(usize, usize)>,
     outputs: Vec<OutputRecipe>,
     device_steps: usize,
+    device_launches: usize,
 }
 
 /// An executor's recorded runs and its pending rehearsal.
@@ -312,6 +313,7 @@ impl CudaExecutor {
             gathers,
             outputs,
             device_steps: stats.device_steps,
+            device_launches: stats.device_launches,
         };
         let outputs = self.recorded_outputs(&recorded, &mut stats)?;
         Ok((recorded, outputs, stats))
@@ -392,6 +394,7 @@ impl CudaExecutor {
         let stream = self.backend.stream();
         let mut stats = RunStats {
             device_steps: recorded.device_steps,
+            device_launches: recorded.device_launches,
             ..RunStats::default()
         };
         for (copy, input) in recorded.inputs.iter_mut().zip(inputs) {

@@ -21,6 +21,7 @@
 //!   device ([`IoValue::Device`], a [`DeviceTensor`] an earlier run left there), and outputs
 //!   left on the device where `keep` says so. An LLM's KV cache goes from step to step this
 //!   way, and Attention extends it in place (`DeviceValue::Kv`, a prefix of a cache storage).
+//! - [`CudaExecutor::download_tail`]: the last values of an output left on the device.
 //! - [`CudaExecutor::device_steps`]: which steps have a device kernel at all (their launch is
 //!   still decided per run from the inputs' dtypes and shapes).
 
@@ -118,6 +119,8 @@ struct Slot {
 pub struct RunStats {
     /// Steps that ran a device kernel.
     pub device_steps: usize,
+    /// Device operations those steps made (a fused group of steps is one; view steps none).
+    pub device_launches: usize,
     /// Steps that fell back to the CPU, by op type.
     pub host_steps: BTreeMap<String, usize>,
     /// Host-to-device copies and their bytes (constants count once per executor).
@@ -137,6 +140,7 @@ impl RunStats {
     /// Adds another run's counts.
     pub fn add(&mut self, other: &RunStats) {
         self.device_steps += other.device_steps;
+        self.device_launches += other.device_launches;
         for (op, n) in &other.host_steps {
             *self.host_steps.entry(op.clone()).or_default() += n;
         }
@@ -276,6 +280,27 @@ impl CudaExecutor {
             )?));
         }
         Ok((outputs, stats))
+    }
+
+    /// The last `len` values (row-major) of a float32 tensor a run left on the device,
+    /// downloaded; the rest is not copied (an LLM prefill's last logits row).
+    pub fn download_tail(&self, tensor: &DeviceTensor, len: usize) -> Result<Vec<f32>> {
+        let DeviceValue::F32 { buffer, .. } = tensor.0.as_ref() else {
+            return Err(CudaError::Invalid(
+                "only dense float32 device tensors download a tail".into(),
+            ));
+        };
+        let start = buffer.len().checked_sub(len).ok_or_else(|| {
+            CudaError::Invalid(format!("a tail of {len} of {} values", buffer.len()))
+        })?;
+        self.backend.context().bind_to_thread()?;
+        let mut out = vec![0.0f32; len];
+        if len > 0 {
+            let stream = self.backend.stream();
+            stream.memcpy_dtoh(&buffer.slice().slice(start..start + len), &mut out)?;
+            stream.synchronize()?;
+        }
+        Ok(out)
     }
 
     /// The value slots of a run: constants and inputs placed.
@@ -439,6 +464,7 @@ impl CudaExecutor {
         }
         let refs: Vec<Option<&DeviceValue>> = values.iter().map(|v| v.as_deref()).collect();
         let results = run_launch(&self.backend, launch, &refs, self.kernel_set)?;
+        stats.device_launches += 1;
         drop(values);
         for (slot, output) in outputs.iter().zip(results) {
             slots[*slot] = Slot {
