@@ -11,7 +11,9 @@
 //! im2col matrix in column blocks of bounded size, one block per parallel task in thread-local
 //! scratch, against weights packed once per call. Images are independent, so an image's bits do
 //! not depend on the batch size. 1x1 convolutions with unit stride and no padding read the input
-//! in place (the same order, no copy).
+//! in place (the same order, no copy). An optional [`OutputMap`] transforms finished outputs
+//! (after the bias) block by block while they are still in cache: the hook through which an
+//! operator applies an elementwise epilogue without another pass over memory.
 
 mod direct;
 
@@ -19,8 +21,16 @@ use std::cell::Cell;
 
 use rayon::prelude::*;
 
-use crate::gemm::{Epilogue, MatRef, OutLayout, PackedA, gemm, gemm_serial};
+use crate::gemm::{Epilogue, MatRef, OutLayout, PackedA, gemm_serial};
 use direct::DirectConv;
+
+/// An in-place transformation of finished convolution outputs, applied once to every output
+/// after `acc + bias` (contract: conv). `values` are the outputs of output channel `channel` at
+/// flat indices `start .. start + values.len()` of the `[N, M, out...]` output; a call never
+/// spans two channels or images. Calls come from any thread, in any order.
+pub trait OutputMap: Sync {
+    fn apply(&self, channel: usize, start: usize, values: &mut [f32]);
+}
 
 /// Geometry of a convolution. Spatial vectors have one entry per spatial axis (1 to 3).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -261,6 +271,18 @@ pub fn conv_f32(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
+    conv_f32_mapped(geometry, input, weight, bias, None, out);
+}
+
+/// [`conv_f32`], then `map` applied to every finished output (see [`OutputMap`]).
+pub fn conv_f32_mapped(
+    geometry: &ConvGeometry,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    map: Option<&dyn OutputMap>,
+    out: &mut [f32],
+) {
     geometry.check();
     let (input_len, weight_len, output_len) = geometry.sizes();
     assert_eq!(input.len(), input_len, "conv_f32: input length");
@@ -284,6 +306,7 @@ pub fn conv_f32(
             input,
             weight,
             bias,
+            map,
         };
         direct::conv_direct(&conv, geometry.batch, out);
         return;
@@ -299,43 +322,52 @@ pub fn conv_f32(
     let images = out
         .chunks_exact_mut(geometry.out_channels * out_len)
         .zip(input.chunks_exact(geometry.in_channels * in_len));
-    if pointwise {
-        for (out_image, planes) in images {
-            let col_view = MatRef::row_major(planes, cg, in_len);
-            gemm(
-                groups, mg, out_len, reduction, weights, col_view, epilogue, out_image,
-            );
-        }
-        return;
-    }
     let packed = PackedA::for_active_isa(groups, mg, reduction, &weights);
+    let columns = if pointwise {
+        Columns::InPlace
+    } else {
+        Columns::Built(im2col)
+    };
     gemm_over_column_blocks(
         images,
         &taps,
-        im2col,
+        columns,
         &packed,
         &epilogue,
+        map,
         (groups, reduction, mg),
     );
 }
 
+/// Where the reduction rows of a column block come from.
+#[derive(Clone, Copy)]
+enum Columns {
+    /// Written into thread-local scratch: `build(taps, planes, col0, cols, scratch)` (im2col,
+    /// or the gather matrix of transposed convolution).
+    Built(fn(&Taps, &[f32], usize, usize, &mut [f32])),
+    /// The input planes themselves (1x1 convolution, unit stride, no padding).
+    InPlace,
+}
+
 /// One column-block GEMM pass, shared by convolution and transposed convolution: for each
-/// image, the output columns are split into blocks of `im2col_block_columns`; `build_columns`
-/// writes each block's reduction rows into thread-local scratch, and the packed filters
-/// multiply them (contract: conv, conv-transpose). Blocks run in parallel; each output is one
-/// task's canonical chain, so the split does not change bits.
+/// image, the output columns are split into blocks of `im2col_block_columns`; `columns` gives
+/// each block's reduction rows, the packed filters multiply them (contract: conv,
+/// conv-transpose), and `map` transforms the finished block. Blocks run in parallel; each output
+/// is one task's canonical chain, so the split does not change bits.
 fn gemm_over_column_blocks<'a>(
     images: impl Iterator<Item = (&'a mut [f32], &'a [f32])>,
     taps: &Taps,
-    build_columns: fn(&Taps, &[f32], usize, usize, &mut [f32]),
+    columns: Columns,
     packed: &PackedA,
     epilogue: &Epilogue,
+    map: Option<&dyn OutputMap>,
     (groups, reduction, mg): (usize, usize, usize),
 ) {
     let out_len = taps.output_len();
     let rows = groups * reduction;
     let block = im2col_block_columns(rows, out_len);
-    for (out_image, planes) in images {
+    let image_len = groups * mg * out_len;
+    for (image, (out_image, planes)) in images.enumerate() {
         let layout = OutLayout {
             ptr: out_image.as_mut_ptr(),
             batch_stride: mg * out_len,
@@ -346,23 +378,48 @@ fn gemm_over_column_blocks<'a>(
             .for_each(|task| {
                 let col0 = task * block;
                 let cols = block.min(out_len - col0);
-                let mut columns = COLUMNS.take();
-                columns.resize(rows * cols, 0.0);
-                build_columns(taps, planes, col0, cols, &mut columns);
-                let col_view = MatRef {
-                    data: &columns[..],
-                    offset: 0,
-                    batch_stride: reduction * cols,
-                    row_stride: cols,
-                    col_stride: 1,
-                };
                 let out_block = layout.shifted_to_column(col0);
-                // SAFETY: task `task` is the only writer of output columns `col0 .. col0 + cols`
-                // of every (group, channel) row of this image, which `out_block` addresses
-                // inside `out_image`. The bias epilogue broadcasts over columns (column stride
-                // 0), so the local column index it gets is immaterial.
-                unsafe { gemm_serial(packed, cols, &col_view, epilogue, out_block) };
-                COLUMNS.set(columns);
+                match columns {
+                    Columns::Built(build) => {
+                        let mut scratch = COLUMNS.take();
+                        scratch.resize(rows * cols, 0.0);
+                        build(taps, planes, col0, cols, &mut scratch);
+                        let col_view = MatRef {
+                            data: &scratch[..],
+                            offset: 0,
+                            batch_stride: reduction * cols,
+                            row_stride: cols,
+                            col_stride: 1,
+                        };
+                        // SAFETY: task `task` is the only writer of output columns `col0 ..
+                        // col0 + cols` of every (group, channel) row of this image, which
+                        // `out_block` addresses inside `out_image`. The bias epilogue
+                        // broadcasts over columns (column stride 0), so the local column index
+                        // it gets is immaterial.
+                        unsafe { gemm_serial(packed, cols, &col_view, epilogue, out_block) };
+                        COLUMNS.set(scratch);
+                    }
+                    Columns::InPlace => {
+                        let col_view = MatRef {
+                            data: planes,
+                            offset: col0,
+                            batch_stride: reduction * out_len,
+                            row_stride: out_len,
+                            col_stride: 1,
+                        };
+                        // SAFETY: as above.
+                        unsafe { gemm_serial(packed, cols, &col_view, epilogue, out_block) };
+                    }
+                }
+                let Some(map) = map else { return };
+                for m in 0..groups * mg {
+                    // SAFETY: as above: columns `col0 .. col0 + cols` of row `m` belong to this
+                    // task alone, and `gemm_serial` has returned.
+                    let values = unsafe {
+                        std::slice::from_raw_parts_mut(out_block.ptr.add(m * out_len), cols)
+                    };
+                    map.apply(m, image * image_len + m * out_len + col0, values);
+                }
             });
     }
 }
@@ -526,6 +583,18 @@ pub fn conv_transpose_f32(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
+    conv_transpose_f32_mapped(geometry, input, weight, bias, None, out);
+}
+
+/// [`conv_transpose_f32`], then `map` applied to every finished output (see [`OutputMap`]).
+pub fn conv_transpose_f32_mapped(
+    geometry: &ConvTransposeGeometry,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    map: Option<&dyn OutputMap>,
+    out: &mut [f32],
+) {
     geometry.check();
     let (input_len, weight_len, output_len) = geometry.sizes();
     assert_eq!(input.len(), input_len, "conv_transpose_f32: input length");
@@ -577,9 +646,10 @@ pub fn conv_transpose_f32(
     gemm_over_column_blocks(
         images,
         &taps,
-        gather_columns,
+        Columns::Built(gather_columns),
         &packed,
         &epilogue,
+        map,
         (groups, reduction, mg),
     );
 }

@@ -9,12 +9,13 @@
 //! kernel tap row-major): tiles of 64 terms from `+0.0`, `p = fma(x, w, p)` with `x = 0.0` for a
 //! tap in the padding (executed, never skipped), partials folded left to right, then `+ bias`.
 //! These are the bits of im2col + GEMM. The box is thread-local scratch, bounded by band size.
+//! The optional [`OutputMap`] transforms each output line once it is complete.
 
 use std::cell::Cell;
 
 use rayon::prelude::*;
 
-use super::Taps;
+use super::{OutputMap, Taps};
 use crate::canonical::REDUCTION_TILE;
 use crate::isa::Isa;
 
@@ -43,6 +44,7 @@ pub(super) struct DirectConv<'a> {
     pub input: &'a [f32],
     pub weight: &'a [f32],
     pub bias: Option<&'a [f32]>,
+    pub map: Option<&'a dyn OutputMap>,
 }
 
 /// Box layout of one band: axes 0 and 1 (depth, height) start at padded position `start` and
@@ -193,6 +195,7 @@ impl DirectConv<'_> {
             shape: &shape,
             bx: &bx,
             offsets: &offsets,
+            image,
             g,
             lo,
         };
@@ -221,6 +224,7 @@ struct BandJob<'a> {
     shape: &'a BoxShape,
     bx: &'a [f32],
     offsets: &'a [usize],
+    image: usize,
     g: usize,
     lo: usize,
 }
@@ -233,6 +237,10 @@ impl BandJob<'_> {
         let out_w = t.output[2];
         let terms = self.offsets.len();
         let lines = outs[0].len() / out_w;
+        // Flat output index of this band's first element in channel 0 of image 0.
+        let line_floats: usize = t.output[conv.band_axis() + 1..].iter().product();
+        let (out_len, channels) = (t.output_len(), conv.groups * conv.mg);
+        let band_start = self.lo * line_floats;
         for li in 0..lines {
             // Output line (od, oh) and the box row its first tap reads.
             let (od, oh) = if conv.band_axis() == 0 {
@@ -260,6 +268,10 @@ impl BandJob<'_> {
                         chain_lanes::<NARROW>(x, self.offsets, weights, bias, &mut line[ow..]);
                         ow += NARROW;
                     }
+                }
+                if let Some(map) = conv.map {
+                    let start = (self.image * channels + m) * out_len + band_start + li * out_w;
+                    map.apply(m, start, line);
                 }
             }
         }
