@@ -1,19 +1,19 @@
-//! N-d convolution (1D/2D/3D) and transposed convolution: direct for depthwise-like groups,
-//! otherwise through im2col and the canonical GEMM.
+//! N-d convolution (1D/2D/3D) and transposed convolution: the direct kernel of
+//! `conv/direct.rs`, or the canonical GEMM for 1x1 convolutions read in place.
 //!
 //! Implements contract sections `conv` and `conv-transpose` (docs/contract.md). Tensors are
 //! dense NC(D)(H)W row-major; weights are `[M, C/g, k...]` (conv) or `[C, M/g, k...]`
-//! (transposed conv). Groups of at most `direct::MAX_GROUP_CHANNELS` input channels (depthwise)
-//! take the direct kernel of `conv/direct.rs`. Otherwise the taps of every output are written as
-//! one column of an im2col matrix, rows ordered (input channel in group, kernel taps row-major),
-//! with `0.0` for taps that fall in the padding (or, transposed, that no input reaches); the GEMM
-//! then reduces each column against a filter row in the canonical order. Convolution builds the
-//! im2col matrix in column blocks of bounded size, one block per parallel task in thread-local
-//! scratch, against weights packed once per call. Images are independent, so an image's bits do
-//! not depend on the batch size. 1x1 convolutions with unit stride and no padding read the input
-//! in place (the same order, no copy). An optional [`OutputMap`] transforms finished outputs
-//! (after the bias) block by block while they are still in cache: the hook through which an
-//! operator applies an elementwise epilogue without another pass over memory.
+//! (transposed conv). Convolutions take the direct kernel, which reads every term from a
+//! zero-padded copy of the input (transposed: of the zero-upsampled input), except 1x1
+//! convolutions with unit stride, no padding and more than `direct::MAX_GROUP_CHANNELS` input
+//! channels per group: the GEMM reads their input planes in place, in column blocks, against
+//! weights packed once per call. Transposed convolutions whose leading padding exceeds the
+//! kernel extent write each block's taps as columns of a gather matrix, rows ordered (input
+//! channel in group, kernel taps row-major), with `0.0` for taps no input reaches, which the
+//! GEMM reduces in the canonical order. Images are independent, so an image's bits do not
+//! depend on the batch size. An optional [`OutputMap`] transforms finished outputs (after the
+//! bias) block by block while they are still in cache: the hook through which an operator
+//! applies an elementwise epilogue without another pass over memory.
 
 mod direct;
 
@@ -192,62 +192,6 @@ impl Taps {
     }
 }
 
-/// Writes columns `col0 .. col0 + cols` of the im2col matrix of `planes` into `columns`
-/// (`[rows, cols]` row-major): row `c * kernel_len + t`, column = output position (row-major),
-/// value = the input under tap `t`, or `0.0` in the padding.
-fn im2col(taps: &Taps, planes: &[f32], col0: usize, cols: usize, columns: &mut [f32]) {
-    let (kernel_len, in_len) = (taps.kernel_len(), taps.input_len());
-    let [_, in_h, in_w] = taps.input;
-    let [_, out_h, out_w] = taps.output;
-    let (stride_w, pad_w) = (taps.strides[2], taps.pads_begin[2]);
-    for (row, column_row) in columns.chunks_exact_mut(cols).enumerate() {
-        let (c, t) = (row / kernel_len, row % kernel_len);
-        let plane = &planes[c * in_len..(c + 1) * in_len];
-        let tap = taps.tap(t);
-        // Input coordinate of output `o` on `axis`: o * s + t * d - pad, when inside the input.
-        let at = |axis: usize, o: usize| {
-            (o * taps.strides[axis] + tap[axis] * taps.dilations[axis])
-                .checked_sub(taps.pads_begin[axis])
-                .filter(|&v| v < taps.input[axis])
-        };
-        // Output columns `ow_lo .. ow_hi` read input column `ow * s + shift - pad` in the input.
-        let shift = tap[2] * taps.dilations[2];
-        let ow_hi = (in_w + pad_w)
-            .saturating_sub(shift)
-            .div_ceil(stride_w)
-            .min(out_w);
-        let ow_lo = pad_w.saturating_sub(shift).div_ceil(stride_w).min(ow_hi);
-        let mut pos = col0;
-        let mut dst = column_row;
-        while !dst.is_empty() {
-            let (line, ow0) = (pos / out_w, pos % out_w);
-            let seg = (out_w - ow0).min(dst.len());
-            let (now, rest) = std::mem::take(&mut dst).split_at_mut(seg);
-            let (lo, hi) = (ow_lo.clamp(ow0, ow0 + seg), ow_hi.clamp(ow0, ow0 + seg));
-            match (at(0, line / out_h), at(1, line % out_h)) {
-                (Some(d), Some(h)) if lo < hi => {
-                    let src = &plane[(d * in_h + h) * in_w..][..in_w];
-                    now[..lo - ow0].fill(0.0);
-                    now[hi - ow0..].fill(0.0);
-                    let inside = &mut now[lo - ow0..hi - ow0];
-                    let first = lo * stride_w + shift - pad_w;
-                    if stride_w == 1 {
-                        inside.copy_from_slice(&src[first..first + inside.len()]);
-                    } else {
-                        let src = &src[first..=first + (inside.len() - 1) * stride_w];
-                        for (ow, v) in inside.iter_mut().enumerate() {
-                            *v = src[ow * stride_w];
-                        }
-                    }
-                }
-                _ => now.fill(0.0),
-            }
-            pos += seg;
-            dst = rest;
-        }
-    }
-}
-
 /// Bias broadcast over the output positions: element `(group, m, p)` is `bias[group * mg + m]`.
 fn bias_epilogue(bias: Option<&[f32]>, out_per_group: usize) -> Epilogue<'_> {
     match bias {
@@ -297,9 +241,15 @@ pub fn conv_f32_mapped(
         geometry.in_channels / groups,
         geometry.out_channels / groups,
     );
-    if cg <= direct::MAX_GROUP_CHANNELS {
+    let pointwise = taps.kernel_len() == 1
+        && taps.strides == [1; 3]
+        && taps.pads_begin == [0; 3]
+        && geometry.pads_end.iter().all(|&p| p == 0);
+    if !pointwise || cg <= direct::MAX_GROUP_CHANNELS {
         let conv = DirectConv {
-            taps: &taps,
+            taps,
+            real: taps.input,
+            upsample: [1; 3],
             groups,
             cg,
             mg,
@@ -315,23 +265,14 @@ pub fn conv_f32_mapped(
     let reduction = cg * taps.kernel_len();
     let weights = MatRef::row_major(weight, mg, reduction);
     let epilogue = bias_epilogue(bias, mg);
-    let pointwise = taps.kernel_len() == 1
-        && taps.strides == [1; 3]
-        && taps.pads_begin == [0; 3]
-        && geometry.pads_end.iter().all(|&p| p == 0);
     let images = out
         .chunks_exact_mut(geometry.out_channels * out_len)
         .zip(input.chunks_exact(geometry.in_channels * in_len));
     let packed = PackedA::for_active_isa(groups, mg, reduction, &weights);
-    let columns = if pointwise {
-        Columns::InPlace
-    } else {
-        Columns::Built(im2col)
-    };
     gemm_over_column_blocks(
         images,
         &taps,
-        columns,
+        Columns::InPlace,
         &packed,
         &epilogue,
         map,
@@ -342,8 +283,8 @@ pub fn conv_f32_mapped(
 /// Where the reduction rows of a column block come from.
 #[derive(Clone, Copy)]
 enum Columns {
-    /// Written into thread-local scratch: `build(taps, planes, col0, cols, scratch)` (im2col,
-    /// or the gather matrix of transposed convolution).
+    /// Written into thread-local scratch: `build(taps, planes, col0, cols, scratch)` (the
+    /// gather matrix of transposed convolution).
     Built(fn(&Taps, &[f32], usize, usize, &mut [f32])),
     /// The input planes themselves (1x1 convolution, unit stride, no padding).
     InPlace,
@@ -636,6 +577,40 @@ pub fn conv_transpose_f32_mapped(
             filter[c * kernel_len..(c + 1) * kernel_len]
                 .copy_from_slice(&weight[src..src + kernel_len]);
         }
+    }
+    // The direct kernel over the zero-upsampled input needs the box to start at or before the
+    // first input: `dil * (k - 1) >= pad_begin` on every axis.
+    let lead: Option<Vec<usize>> = (0..geometry.in_spatial.len())
+        .map(|d| {
+            (geometry.dilations[d] * (geometry.kernel[d] - 1)).checked_sub(geometry.pads_begin[d])
+        })
+        .collect();
+    if let Some(lead) = lead {
+        let dims = geometry.in_spatial.len();
+        let upsampled: Vec<usize> = (0..dims)
+            .map(|d| (geometry.in_spatial[d] - 1) * geometry.strides[d] + 1)
+            .collect();
+        let conv = DirectConv {
+            taps: Taps::new(
+                &upsampled,
+                &out_spatial,
+                &geometry.kernel,
+                &vec![1; dims],
+                &geometry.dilations,
+                &lead,
+            ),
+            real: taps.input,
+            upsample: taps.strides,
+            groups,
+            cg,
+            mg,
+            input,
+            weight: &filters,
+            bias,
+            map,
+        };
+        direct::conv_direct(&conv, geometry.batch, out);
+        return;
     }
     let filters_view = MatRef::row_major(&filters[..], mg, reduction);
     let packed = PackedA::for_active_isa(groups, mg, reduction, &filters_view);

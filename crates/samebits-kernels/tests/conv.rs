@@ -427,6 +427,20 @@ fn conv_transpose_matches_oracle_on_every_isa() {
             pads_end: vec![0, 0],
             output_padding: vec![0, 0],
         },
+        // Leading padding past the kernel extent (the gather-matrix path).
+        ConvTransposeGeometry {
+            batch: 1,
+            in_channels: 5,
+            out_channels: 6,
+            groups: 1,
+            in_spatial: vec![6, 7],
+            kernel: vec![3, 2],
+            strides: vec![2, 3],
+            dilations: vec![1, 1],
+            pads_begin: vec![3, 2],
+            pads_end: vec![0, 1],
+            output_padding: vec![0, 0],
+        },
         // 3D, 17 channels x 8 taps = 136 terms (3 tiles).
         ConvTransposeGeometry {
             batch: 1,
