@@ -29,6 +29,7 @@ use rayon::prelude::*;
 use samebits_ir::{Graph, Node, OpsetImports, Tensor, Value, ValueType};
 use samebits_kernels::{Isa, OutputMap};
 use samebits_math::Activation;
+use std::cell::Cell;
 
 /// The op type the fusion pass emits, in domain [`DOMAIN`].
 pub const OP_TYPE: &str = "ElementwiseChain";
@@ -290,12 +291,18 @@ impl Layout {
     }
 }
 
-/// Lanes per register.
-const LANES: usize = 64;
+/// Lanes per register (a block of outputs evaluated instruction by instruction: long enough
+/// that the per-instruction dispatch is small next to the vector work).
+const LANES: usize = 256;
 /// Elements per parallel task.
 const TASK_ELEMENTS: usize = 1 << 14;
 /// Outputs below this count run on the calling thread.
 const PARALLEL_MIN: usize = 1 << 15;
+
+thread_local! {
+    /// Per-thread chain registers, reused across calls.
+    static REGISTERS: Cell<Vec<[f32; LANES]>> = const { Cell::new(Vec::new()) };
+}
 
 /// An operand's values for one block of lanes.
 #[derive(Clone, Copy)]
@@ -424,12 +431,41 @@ impl Prepared<'_> {
         self.run_blocks(start, channel, values)
     }
 
-    /// [`Prepared::run`]'s body, 64 lanes at a time (contract: elementwise-fusion).
+    /// The lanes `at .. at + main.len()` of operand `o` (`main`: the mapped input's,
+    /// `temps`: the earlier instructions' results).
+    #[inline(always)]
+    fn operand<'s>(
+        &'s self,
+        o: &Operand,
+        main: &'s [f32],
+        temps: &'s [[f32; LANES]],
+        at: usize,
+        channel: usize,
+    ) -> Lanes<'s> {
+        let n = main.len();
+        match *o {
+            Operand::Input(i) if Some(i) == self.mapped => Lanes::Each(main),
+            Operand::Input(i) => match self.layouts[i] {
+                Layout::Full => Lanes::Each(&self.data[i][at..at + n]),
+                Layout::Scalar => Lanes::Splat(self.data[i][0]),
+                Layout::Channel => Lanes::Splat(self.data[i][channel]),
+            },
+            Operand::Temp(t) => Lanes::Each(&temps[t][..n]),
+            Operand::Absent => unreachable!("checked by fast_layout"),
+        }
+    }
+
+    /// [`Prepared::run`]'s body, `LANES` lanes at a time (contract: elementwise-fusion).
     #[inline(always)]
     fn run_blocks(&self, start: usize, channel: usize, values: &mut [f32]) {
         let instrs = &self.chain.instrs;
-        let mut regs = [[0.0f32; LANES]; MAX_CHAIN];
-        let mut main = [0.0f32; LANES];
+        // Registers: the mapped input's lanes, then one row per instruction (thread-local
+        // scratch, so that short ranges do not pay for clearing it).
+        let mut scratch = REGISTERS.take();
+        scratch.resize(instrs.len() + 1, [0.0; LANES]);
+        let (main, regs) = scratch
+            .split_first_mut()
+            .expect("one row per instruction and main");
         for (b, block) in values.chunks_mut(LANES).enumerate() {
             let n = block.len();
             let at = start + b * LANES;
@@ -437,16 +473,7 @@ impl Prepared<'_> {
             for (j, instr) in instrs.iter().enumerate() {
                 let (before, rest) = regs.split_at_mut(j);
                 let dst = &mut rest[0][..n];
-                let lanes = |o: &Operand| match *o {
-                    Operand::Input(i) if Some(i) == self.mapped => Lanes::Each(&main[..n]),
-                    Operand::Input(i) => match self.layouts[i] {
-                        Layout::Full => Lanes::Each(&self.data[i][at..at + n]),
-                        Layout::Scalar => Lanes::Splat(self.data[i][0]),
-                        Layout::Channel => Lanes::Splat(self.data[i][channel]),
-                    },
-                    Operand::Temp(t) => Lanes::Each(&before[t][..n]),
-                    Operand::Absent => unreachable!("checked by fast_layout"),
-                };
+                let lanes = |o: &Operand| self.operand(o, &main[..n], before, at, channel);
                 let each = |o: &Operand| match lanes(o) {
                     Lanes::Each(x) => x,
                     Lanes::Splat(_) => unreachable!("checked by fast_layout"),
@@ -493,6 +520,7 @@ impl Prepared<'_> {
             }
             block.copy_from_slice(&regs[instrs.len() - 1][..n]);
         }
+        REGISTERS.set(scratch);
     }
 
     /// The whole output as a new tensor (no mapped input), in parallel over blocks.
