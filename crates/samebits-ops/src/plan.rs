@@ -10,8 +10,9 @@ use crate::{BuildContext, Op, OpError, OperationSet, Result};
 use samebits_ir::{Attribute, Dim, Graph, Node, OpsetImports, Value, ValueType};
 use std::collections::{BTreeSet, HashMap};
 
-/// Called after each step with the node's description and its outputs (tracing, dumps).
-pub type StepObserver<'a> = &'a mut dyn FnMut(&str, &[Value]);
+/// Called after each step with the node's description and its outputs (tracing, dumps); `Send`
+/// so that a run may move to a thread of the rayon pool.
+pub type StepObserver<'a> = &'a mut (dyn FnMut(&str, &[Value]) + Send);
 
 /// Options for one [`Plan::run`].
 #[derive(Default)]
