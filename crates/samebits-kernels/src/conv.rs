@@ -22,6 +22,7 @@ use std::cell::Cell;
 use rayon::prelude::*;
 
 use crate::gemm::{Epilogue, MatRef, OutLayout, PackedA, gemm_serial};
+use crate::isa::Isa;
 use direct::DirectConv;
 
 /// An in-place transformation of finished convolution outputs, applied once to every output
@@ -215,14 +216,74 @@ pub fn conv_f32(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
-    conv_f32_mapped(geometry, input, weight, bias, None, out);
+    conv_f32_mapped(geometry, input, weight, None, bias, None, out);
 }
 
-/// [`conv_f32`], then `map` applied to every finished output (see [`OutputMap`]).
+/// A convolution weight (`[M, C/g, k...]`) rearranged once for the kernels of the ISA active
+/// when it was packed, so that repeated calls skip that copy (packing only copies, contract:
+/// conv). Calls on another ISA, or with another weight shape, pack for themselves.
+pub struct PackedConvWeights {
+    isa: Isa,
+    /// `(out channels, groups, terms per output)` of the weight.
+    shape: (usize, usize, usize),
+    /// The direct kernel's register-tile layout, when groups have enough output channels.
+    tiled: Option<Vec<f32>>,
+    /// The GEMM's panels, for 1x1 convolutions read in place.
+    gemm: Option<PackedA>,
+}
+
+impl std::fmt::Debug for PackedConvWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedConvWeights")
+            .field("isa", &self.isa)
+            .field("shape", &self.shape)
+            .field("tiled", &self.tiled.is_some())
+            .field("gemm", &self.gemm.is_some())
+            .finish()
+    }
+}
+
+impl PackedConvWeights {
+    /// Packs `weight` of a convolution with `geometry`'s channels, groups and kernel.
+    pub fn new(geometry: &ConvGeometry, weight: &[f32]) -> PackedConvWeights {
+        geometry.check();
+        let groups = geometry.groups;
+        let (cg, mg) = (
+            geometry.in_channels / groups,
+            geometry.out_channels / groups,
+        );
+        let terms = cg * geometry.kernel.iter().product::<usize>();
+        assert_eq!(
+            weight.len(),
+            geometry.out_channels * terms,
+            "PackedConvWeights: length"
+        );
+        let isa = Isa::active();
+        let gemm = (terms == cg && cg > direct::MAX_GROUP_CHANNELS).then(|| {
+            PackedA::for_active_isa(groups, mg, terms, &MatRef::row_major(weight, mg, terms))
+        });
+        PackedConvWeights {
+            isa,
+            shape: (geometry.out_channels, groups, terms),
+            tiled: direct::pack_tiled(isa, weight, groups, mg, terms),
+            gemm,
+        }
+    }
+
+    /// This packing, when it fits a call on `isa` with this weight shape.
+    fn usable(&self, isa: Isa, shape: (usize, usize, usize)) -> Option<&PackedConvWeights> {
+        (self.isa == isa && self.shape == shape).then_some(self)
+    }
+}
+
+/// [`conv_f32`] with `weight` optionally also given packed (`packed`, made from the same
+/// values by [`PackedConvWeights::new`]), then `map` applied to every finished output (see
+/// [`OutputMap`]).
 pub fn conv_f32_mapped(
     geometry: &ConvGeometry,
     input: &[f32],
     weight: &[f32],
+    packed: Option<&PackedConvWeights>,
     bias: Option<&[f32]>,
     map: Option<&dyn OutputMap>,
     out: &mut [f32],
@@ -245,7 +306,14 @@ pub fn conv_f32_mapped(
         && taps.strides == [1; 3]
         && taps.pads_begin == [0; 3]
         && geometry.pads_end.iter().all(|&p| p == 0);
+    let packed = packed.and_then(|p| {
+        p.usable(
+            Isa::active(),
+            (geometry.out_channels, groups, cg * taps.kernel_len()),
+        )
+    });
     if !pointwise || cg <= direct::MAX_GROUP_CHANNELS {
+        let prepacked = packed.and_then(|p| Some((p.isa, p.tiled.as_deref()?)));
         let conv = DirectConv {
             taps,
             real: taps.input,
@@ -258,7 +326,7 @@ pub fn conv_f32_mapped(
             bias,
             map,
         };
-        direct::conv_direct(&conv, geometry.batch, out);
+        direct::conv_direct(&conv, prepacked, geometry.batch, out);
         return;
     }
     let (in_len, out_len) = (taps.input_len(), taps.output_len());
@@ -268,12 +336,19 @@ pub fn conv_f32_mapped(
     let images = out
         .chunks_exact_mut(geometry.out_channels * out_len)
         .zip(input.chunks_exact(geometry.in_channels * in_len));
-    let packed = PackedA::for_active_isa(groups, mg, reduction, &weights);
+    let packed_here;
+    let packed = match packed.and_then(|p| p.gemm.as_ref()) {
+        Some(packed) => packed,
+        None => {
+            packed_here = PackedA::for_active_isa(groups, mg, reduction, &weights);
+            &packed_here
+        }
+    };
     gemm_over_column_blocks(
         images,
         &taps,
         Columns::InPlace,
-        &packed,
+        packed,
         &epilogue,
         map,
         (groups, reduction, mg),
@@ -609,7 +684,7 @@ pub fn conv_transpose_f32_mapped(
             bias,
             map,
         };
-        direct::conv_direct(&conv, geometry.batch, out);
+        direct::conv_direct(&conv, None, geometry.batch, out);
         return;
     }
     let filters_view = MatRef::row_major(&filters[..], mg, reduction);

@@ -31,8 +31,8 @@ pub use canonical::{
     canonical_sum, canonical_sum_squares_strided, canonical_sum_strided,
 };
 pub use conv::{
-    ConvGeometry, ConvTransposeGeometry, OutputMap, conv_f32, conv_f32_mapped, conv_transpose_f32,
-    conv_transpose_f32_mapped,
+    ConvGeometry, ConvTransposeGeometry, OutputMap, PackedConvWeights, conv_f32, conv_f32_mapped,
+    conv_transpose_f32, conv_transpose_f32_mapped,
 };
 pub use gemm::{Epilogue, GemmInput, MatRef, PackedB, gemm, gemm_f32, gemm_packed_b};
 pub use isa::{Isa, IsaError, set_forced_isa, with_isa};

@@ -4,8 +4,8 @@ mod common;
 
 use common::{Rng, assert_bits_eq, on_every_isa, on_threads};
 use samebits_kernels::{
-    ConvGeometry, ConvTransposeGeometry, Isa, OutputMap, canonical_dot, conv_f32, conv_f32_mapped,
-    conv_transpose_f32, conv_transpose_f32_mapped,
+    ConvGeometry, ConvTransposeGeometry, Isa, OutputMap, PackedConvWeights, canonical_dot,
+    conv_f32, conv_f32_mapped, conv_transpose_f32, conv_transpose_f32_mapped,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -528,6 +528,34 @@ impl OutputMap for FlipLowBit {
     }
 }
 
+/// Weights packed ahead of time (on the ISA of the call, and on another one, which the call
+/// must ignore) give the bits of weights packed by the call.
+#[test]
+fn prepacked_weights_give_the_same_bits() {
+    let mut rng = Rng::new(25);
+    for g in conv_cases()
+        .into_iter()
+        .chain(direct_cases())
+        .chain(im2col_cases())
+    {
+        let (xl, wl, ol) = g.sizes();
+        let (x, w, bias) = (rng.vec(xl), rng.vec(wl), rng.vec(g.out_channels));
+        let want = conv_oracle(&g, &x, &w, Some(&bias));
+        for isa in Isa::available() {
+            for packed_on in Isa::available() {
+                let packed = on_threads(1, packed_on, || PackedConvWeights::new(&g, &w));
+                let got = on_threads(2, isa, || {
+                    let mut out = vec![f32::NAN; ol];
+                    conv_f32_mapped(&g, &x, &w, Some(&packed), Some(&bias), None, &mut out);
+                    out
+                });
+                let what = format!("{g:?} on {isa}, packed on {packed_on}");
+                assert_bits_eq(&got, &want, &what);
+            }
+        }
+    }
+}
+
 #[test]
 fn an_output_map_sees_every_finished_output_once() {
     let mut rng = Rng::new(24);
@@ -550,7 +578,7 @@ fn an_output_map_sees_every_finished_output_once() {
                 };
                 let got = on_threads(threads, isa, || {
                     let mut out = vec![f32::NAN; ol];
-                    conv_f32_mapped(&g, &x, &w, Some(&bias), Some(&map), &mut out);
+                    conv_f32_mapped(&g, &x, &w, None, Some(&bias), Some(&map), &mut out);
                     out
                 });
                 let what = format!("{g:?} on {isa}, {threads} threads");

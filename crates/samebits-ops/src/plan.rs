@@ -226,6 +226,11 @@ impl Plan {
             let captures: Vec<String> = node_captures(node).into_iter().collect();
             let input_types: Vec<Option<ValueType>> =
                 node.inputs.iter().map(|i| graph.value_type(i)).collect();
+            let constant_inputs: Vec<bool> = node
+                .inputs
+                .iter()
+                .map(|i| graph.initializers.contains_key(i))
+                .collect();
             let opset = registry::opset_of(opsets, &node.domain);
             let ctx = BuildContext {
                 node,
@@ -233,6 +238,7 @@ impl Plan {
                 operation_set,
                 opsets,
                 input_types: &input_types,
+                constant_inputs: &constant_inputs,
                 captures: &captures,
             };
             let op = registry::global().build(&ctx).map_err(|e| e.at(&desc))?;

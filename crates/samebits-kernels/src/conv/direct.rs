@@ -21,6 +21,7 @@
 //! zero where no input reaches). The box is thread-local scratch, bounded by band size. The
 //! optional [`OutputMap`] transforms each output line once it is complete.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 
 use rayon::prelude::*;
@@ -235,7 +236,15 @@ impl DirectConv<'_> {
 
     /// Computes output lines `lo .. hi` (along the band axis) of image `image`, group `g`;
     /// `outs[mm]` is that band of output channel `g * mg + mm`.
-    fn run_band(&self, job: &Job, image: usize, g: usize, lo: usize, hi: usize, outs: Band<'_>) {
+    fn run_band(
+        &self,
+        job: &Job<'_>,
+        image: usize,
+        g: usize,
+        lo: usize,
+        hi: usize,
+        outs: Band<'_>,
+    ) {
         let shape = self.box_shape(lo, hi);
         let mut bx = BOX.take();
         bx.resize(self.cg * shape.floats(), 0.0);
@@ -278,34 +287,52 @@ fn tile_rows(isa: Isa) -> usize {
 
 /// What every band of one call shares: the ISA and, for the tiled path, the weights packed
 /// `[group][panel][term][rows]` (zero rows past the group's channels).
-struct Job {
+struct Job<'p> {
     isa: Isa,
-    packed: Option<Vec<f32>>,
+    packed: Option<Cow<'p, [f32]>>,
 }
 
-impl Job {
-    fn new(conv: &DirectConv<'_>) -> Job {
-        let isa = Isa::active();
-        if !conv.tiled() {
-            return Job { isa, packed: None };
-        }
-        let rows = tile_rows(isa);
-        let terms = conv.cg * conv.taps.kernel_len();
-        let panels = conv.mg.div_ceil(rows);
-        let mut packed = vec![0.0f32; conv.groups * panels * terms * rows];
-        for (gp, panel) in packed.chunks_exact_mut(terms * rows).enumerate() {
-            let (g, p) = (gp / panels, gp % panels);
-            for r in 0..rows.min(conv.mg - p * rows) {
-                let m = g * conv.mg + p * rows + r;
-                for (j, &w) in conv.weight[m * terms..][..terms].iter().enumerate() {
-                    panel[j * rows + r] = w;
-                }
+/// Weights `[groups * mg, terms]` packed for the tiled path of `isa`, when a group has enough
+/// output channels to take it (a copy, no arithmetic).
+pub(super) fn pack_tiled(
+    isa: Isa,
+    weight: &[f32],
+    groups: usize,
+    mg: usize,
+    terms: usize,
+) -> Option<Vec<f32>> {
+    if mg < TILED_MIN_CHANNELS {
+        return None;
+    }
+    let rows = tile_rows(isa);
+    let panels = mg.div_ceil(rows);
+    let mut packed = vec![0.0f32; groups * panels * terms * rows];
+    for (gp, panel) in packed.chunks_exact_mut(terms * rows).enumerate() {
+        let (g, p) = (gp / panels, gp % panels);
+        for r in 0..rows.min(mg - p * rows) {
+            let m = g * mg + p * rows + r;
+            for (j, &w) in weight[m * terms..][..terms].iter().enumerate() {
+                panel[j * rows + r] = w;
             }
         }
-        Job {
-            isa,
-            packed: Some(packed),
-        }
+    }
+    Some(packed)
+}
+
+impl<'p> Job<'p> {
+    /// `prepacked`: the tiled weights packed for `isa` ahead of time, if any.
+    fn new(conv: &DirectConv<'_>, prepacked: Option<(Isa, &'p [f32])>) -> Job<'p> {
+        let isa = Isa::active();
+        let packed = match prepacked {
+            Some((packed_isa, packed)) if packed_isa == isa && conv.tiled() => {
+                Some(Cow::Borrowed(packed))
+            }
+            _ => {
+                let terms = conv.cg * conv.taps.kernel_len();
+                pack_tiled(isa, conv.weight, conv.groups, conv.mg, terms).map(Cow::Owned)
+            }
+        };
+        Job { isa, packed }
     }
 }
 
@@ -685,9 +712,14 @@ unsafe fn band_neon(job: &BandJob<'_>, outs: Band<'_>) {
 }
 
 /// Direct convolution of `batch` images into `out` (`[N, M, out...]`), in parallel over
-/// (image, group, band).
-pub(super) fn conv_direct(conv: &DirectConv<'_>, batch: usize, out: &mut [f32]) {
-    let job = Job::new(conv);
+/// (image, group, band); `prepacked` as [`pack_tiled`] made it for that ISA.
+pub(super) fn conv_direct(
+    conv: &DirectConv<'_>,
+    prepacked: Option<(Isa, &[f32])>,
+    batch: usize,
+    out: &mut [f32],
+) {
+    let job = Job::new(conv, prepacked);
     let t = &conv.taps;
     let out_len = t.output_len();
     let band_axis = conv.band_axis();

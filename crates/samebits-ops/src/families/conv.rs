@@ -20,9 +20,10 @@ use crate::staging::{f32_values, known_dtype, known_shape, store_f32, tensor_typ
 use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
 use samebits_ir::{DType, Graph, Tensor, Value, ValueType};
 use samebits_kernels::{
-    ConvGeometry, ConvTransposeGeometry, OutputMap, conv_f32, conv_f32_mapped,
+    ConvGeometry, ConvTransposeGeometry, OutputMap, PackedConvWeights, conv_f32, conv_f32_mapped,
     conv_transpose_f32_mapped,
 };
+use std::sync::OnceLock;
 
 pub fn register(r: &mut Registry) {
     r.register("", "Conv", |ctx| Ok(Box::new(Conv::parse("Conv", ctx)?)));
@@ -48,11 +49,13 @@ fn split_nc(op: &str, what: &str, shape: &[usize]) -> Result<(usize, usize, Vec<
     Ok((shape[0], shape[1], shape[2..].to_vec()))
 }
 
-/// Conv's attributes.
+/// Conv's attributes, and its weight packed at the first run when it is a constant.
 #[derive(Debug)]
 struct Conv {
     spatial: SpatialAttrs,
     groups: usize,
+    /// `Some` when the weight is a constant of the plan: its packing, made once.
+    packed: Option<OnceLock<PackedConvWeights>>,
 }
 
 impl Conv {
@@ -62,9 +65,11 @@ impl Conv {
         if groups < 1 {
             bail!("{op}: attribute \"group\" must be >= 1, got {groups}");
         }
+        let constant_weight = ctx.constant_inputs.get(1).copied().unwrap_or(false);
         Ok(Conv {
             spatial: SpatialAttrs::parse(op, &args)?,
             groups: groups as usize,
+            packed: constant_weight.then(OnceLock::new),
         })
     }
 
@@ -186,7 +191,20 @@ impl Conv {
         let shape = Conv::output_shape(&geometry);
         let mut out = vec![0.0f32; shape.iter().product()];
         if !out.is_empty() {
-            conv_f32_mapped(&geometry, &input, &weight, bias.as_deref(), map, &mut out);
+            // A constant weight is packed once (copies only, the same bits as packing per call).
+            let packed = self
+                .packed
+                .as_ref()
+                .map(|p| p.get_or_init(|| PackedConvWeights::new(&geometry, &weight)));
+            conv_f32_mapped(
+                &geometry,
+                &input,
+                &weight,
+                packed,
+                bias.as_deref(),
+                map,
+                &mut out,
+            );
         }
         store_f32(x.dtype(), shape, out)
     }
@@ -273,7 +291,9 @@ struct ConvTranspose {
 impl ConvTranspose {
     fn parse(ctx: &BuildContext) -> Result<ConvTranspose> {
         let args = NodeArgs::new(ctx.node);
-        let Conv { spatial, groups } = Conv::parse("ConvTranspose", ctx)?;
+        let Conv {
+            spatial, groups, ..
+        } = Conv::parse("ConvTranspose", ctx)?;
         let non_negative = |name: &str| -> Result<Option<Vec<usize>>> {
             match args.ints(name)? {
                 Some(v) if v.iter().any(|&x| x < 0) => {
