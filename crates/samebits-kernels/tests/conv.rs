@@ -427,6 +427,20 @@ fn conv_transpose_matches_oracle_on_every_isa() {
             pads_end: vec![0, 0],
             output_padding: vec![0, 0],
         },
+        // Unit stride with dilation (ONNX test_convtranspose_dilations), 6 output channels.
+        ConvTransposeGeometry {
+            batch: 1,
+            in_channels: 3,
+            out_channels: 6,
+            groups: 1,
+            in_spatial: vec![3, 5],
+            kernel: vec![2, 3],
+            strides: vec![1, 1],
+            dilations: vec![2, 1],
+            pads_begin: vec![0, 1],
+            pads_end: vec![1, 0],
+            output_padding: vec![0, 0],
+        },
         // Leading padding past the kernel extent (the gather-matrix path).
         ConvTransposeGeometry {
             batch: 1,

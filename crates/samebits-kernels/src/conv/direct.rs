@@ -51,8 +51,8 @@ thread_local! {
 
 /// The operands of one direct convolution: input `[N, C, real...]`, weights `[M, C/g, k...]`
 /// (for transposed convolution, the filters rearranged to this layout), and the convolution
-/// the kernel runs (`taps`: stride 1 and the flipped taps over the upsampled input when
-/// `upsample` is not all ones).
+/// the kernel runs (`taps`: for a transposed convolution, stride 1 over the upsampled input,
+/// taps read flipped).
 pub(super) struct DirectConv<'a> {
     pub taps: Taps,
     /// Spatial size of the input tensor (widened to 3 axes).
@@ -60,6 +60,8 @@ pub(super) struct DirectConv<'a> {
     /// Input `i` lies at position `i * upsample` of the input the taps read (transposed
     /// convolution); all ones otherwise.
     pub upsample: [usize; 3],
+    /// A transposed convolution: tap `t` reads offset `k - 1 - t`.
+    pub transposed: bool,
     pub groups: usize,
     /// Input channels per group.
     pub cg: usize,
@@ -203,11 +205,11 @@ impl DirectConv<'_> {
     }
 
     /// Offsets, relative to a line's base in the box, of each term (input channel, tap) in
-    /// canonical order; upsampled (transposed) convolutions read tap `t` at `k - 1 - t`.
+    /// canonical order; transposed convolutions read tap `t` at `k - 1 - t`.
     fn term_offsets(&self, shape: &BoxShape) -> Vec<usize> {
         let t = &self.taps;
         let channel_len = shape.floats();
-        let flip = self.upsample != [1; 3];
+        let flip = self.transposed;
         let mut offsets = Vec::with_capacity(self.cg * t.kernel_len());
         for c in 0..self.cg {
             for tap in 0..t.kernel_len() {
