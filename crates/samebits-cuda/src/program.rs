@@ -80,6 +80,27 @@ fn unary_kernels() -> String {
     src
 }
 
+/// `sb_activation(a, v, p0, p1)`: activation number `a` of [`Activation::ALL`] (chain steps).
+fn activation_switch() -> String {
+    let mut src = String::from(
+        "__device__ __forceinline__ float sb_activation(int a, float v, float p0, float p1)\n{\n  \
+         switch (a) {\n",
+    );
+    for (i, &a) in Activation::ALL.iter().enumerate() {
+        src.push_str(&format!(
+            "    case {i}: return {};\n",
+            activation_expression(a)
+        ));
+    }
+    src.push_str("    default: return v;\n  }\n}\n");
+    src
+}
+
+/// The number of `a` in [`Activation::ALL`] (its parameters aside), as `sb_activation` takes it.
+pub(crate) fn activation_index(a: Activation) -> Option<usize> {
+    Activation::ALL.iter().position(|b| b.name() == a.name())
+}
+
 /// The whole CUDA source of the backend.
 pub(crate) fn source() -> String {
     [
@@ -96,6 +117,7 @@ pub(crate) fn source() -> String {
         POOL,
         RESIZE,
         LAYOUT,
+        &activation_switch(),
         CHAIN,
     ]
     .join("\n")

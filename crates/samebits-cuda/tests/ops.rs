@@ -828,12 +828,118 @@ fn elementwise_chain(device: &Device) {
         .constant("lo", scalar(0.25))
         .constant("k", random(&mut rng, &[1, c, 1, 1], 1.0));
     check(device, &case);
+    // The activations a chain takes: Sigmoid, HardSigmoid (non-default alpha, beta), HardSwish.
+    let act = chain_node(
+        &["x", "r"],
+        vec![
+            node("Sigmoid", &["x"], &["t0"], vec![]),
+            node("Mul", &["t0", "r"], &["t1"], vec![]),
+            node(
+                "HardSigmoid",
+                &["t1"],
+                &["t2"],
+                vec![
+                    ("alpha", Attribute::Float(0.3)),
+                    ("beta", Attribute::Float(0.25)),
+                ],
+            ),
+            node("HardSwish", &["t2"], &["y0"], vec![]),
+        ],
+    );
+    let case = Case::new("ElementwiseChain activations", act)
+        .input("x", random(&mut rng, &x_shape, 8.0))
+        .input("r", random(&mut rng, &x_shape, 4.0));
+    check(device, &case);
 }
 test_device!(
     elementwise_chain,
     elementwise_chain_cpu,
     elementwise_chain_cuda
 );
+
+/// A `samebits::ConvChain` node: `conv` (its output "c") then the chain `body` reading "c"
+/// among `body_inputs`; the node's inputs are the convolution's, then the body's others.
+fn conv_chain_node(conv: Node, body_inputs: &[&str], body: Vec<Node>) -> Node {
+    let chain = chain_node(body_inputs, body);
+    let Some(Attribute::Graph(body)) = chain.attributes.get("body") else {
+        unreachable!("chain_node sets the body")
+    };
+    let conv_graph = Graph {
+        name: "conv".into(),
+        inputs: conv
+            .inputs
+            .iter()
+            .map(|n| ValueInfo {
+                name: n.clone(),
+                ty: None,
+            })
+            .collect(),
+        outputs: vec![ValueInfo {
+            name: conv.outputs[0].clone(),
+            ty: None,
+        }],
+        nodes: vec![conv.clone()],
+        ..Graph::default()
+    };
+    let mut inputs: Vec<&str> = conv.inputs.iter().map(String::as_str).collect();
+    inputs.extend(body_inputs.iter().filter(|n| **n != "c"));
+    let mut n = node(
+        "ConvChain",
+        &inputs,
+        &["y"],
+        vec![
+            ("conv", Attribute::Graph(Box::new(conv_graph))),
+            ("body", Attribute::Graph(body.clone())),
+        ],
+    );
+    n.domain = "samebits".into();
+    n
+}
+
+fn conv_chain(device: &Device) {
+    let mut rng = Rng::new(29);
+    // Conv with bias, then Mul by a per-channel scale and HardSwish (the conv output is the
+    // chain's second input).
+    let conv = node(
+        "Conv",
+        &["x", "w", "b"],
+        &["c"],
+        vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[2, 2]))],
+    );
+    let body = vec![
+        node("Mul", &["k", "c"], &["t0"], vec![]),
+        node("HardSwish", &["t0"], &["y0"], vec![]),
+    ];
+    let case = Case::new(
+        "ConvChain conv hard swish",
+        conv_chain_node(conv, &["k", "c"], body),
+    )
+    .input("x", random(&mut rng, &[2, 5, 9, 11], 2.0))
+    .constant("w", random(&mut rng, &[6, 5, 3, 3], 0.5))
+    .constant("b", random(&mut rng, &[6], 0.5))
+    .constant("k", random(&mut rng, &[1, 6, 1, 1], 1.5));
+    check(device, &case);
+    // ConvTranspose without bias, then Add of a full-size input and Sigmoid.
+    let conv = node(
+        "ConvTranspose",
+        &["x", "w"],
+        &["c"],
+        vec![("strides", ints(&[2, 2]))],
+    );
+    let body = vec![
+        node("Add", &["c", "r"], &["t0"], vec![]),
+        node("Sigmoid", &["t0"], &["y0"], vec![]),
+    ];
+    let case = Case::new(
+        "ConvChain transposed sigmoid",
+        conv_chain_node(conv, &["c", "r"], body),
+    )
+    .input("x", random(&mut rng, &[1, 4, 6, 5], 2.0))
+    .constant("w", random(&mut rng, &[4, 3, 2, 2], 0.5))
+    .input("r", random(&mut rng, &[1, 3, 12, 10], 2.0));
+    check(device, &case);
+}
+test_device!(conv_chain, conv_chain_cpu, conv_chain_cuda);
 
 /// The default operation set: convolutions (pointwise and im2col) and Gemm on cuBLAS with TF32
 /// where it loads: no fallback, and within TF32's error of the reproducible result.

@@ -1,17 +1,19 @@
-//! N-d convolution (1D/2D/3D) and transposed convolution: direct for depthwise-like groups,
-//! otherwise through im2col and the canonical GEMM.
+//! N-d convolution (1D/2D/3D) and transposed convolution: the direct kernel of
+//! `conv/direct.rs`, or the canonical GEMM for 1x1 convolutions read in place.
 //!
 //! Implements contract sections `conv` and `conv-transpose` (docs/contract.md). Tensors are
 //! dense NC(D)(H)W row-major; weights are `[M, C/g, k...]` (conv) or `[C, M/g, k...]`
-//! (transposed conv). Groups of at most `direct::MAX_GROUP_CHANNELS` input channels (depthwise)
-//! take the direct kernel of `conv/direct.rs`. Otherwise the taps of every output are written as
-//! one column of an im2col matrix, rows ordered (input channel in group, kernel taps row-major),
-//! with `0.0` for taps that fall in the padding (or, transposed, that no input reaches); the GEMM
-//! then reduces each column against a filter row in the canonical order. Convolution builds the
-//! im2col matrix in column blocks of bounded size, one block per parallel task in thread-local
-//! scratch, against weights packed once per call. Images are independent, so an image's bits do
-//! not depend on the batch size. 1x1 convolutions with unit stride and no padding read the input
-//! in place (the same order, no copy).
+//! (transposed conv). Convolutions take the direct kernel, which reads every term from a
+//! zero-padded copy of the input (transposed: of the zero-upsampled input), except 1x1
+//! convolutions with unit stride, no padding and more than `direct::MAX_GROUP_CHANNELS` input
+//! channels per group: the GEMM reads their input planes in place, in column blocks, against
+//! weights packed once per call. Transposed convolutions whose leading padding exceeds the
+//! kernel extent write each block's taps as columns of a gather matrix, rows ordered (input
+//! channel in group, kernel taps row-major), with `0.0` for taps no input reaches, which the
+//! GEMM reduces in the canonical order. Images are independent, so an image's bits do not
+//! depend on the batch size. An optional [`OutputMap`] transforms finished outputs (after the
+//! bias) block by block while they are still in cache: the hook through which an operator
+//! applies an elementwise epilogue without another pass over memory.
 
 mod direct;
 
@@ -19,8 +21,17 @@ use std::cell::Cell;
 
 use rayon::prelude::*;
 
-use crate::gemm::{Epilogue, MatRef, OutLayout, PackedA, gemm, gemm_serial};
+use crate::gemm::{Epilogue, MatRef, OutLayout, PackedA, gemm_serial};
+use crate::isa::Isa;
 use direct::DirectConv;
+
+/// An in-place transformation of finished convolution outputs, applied once to every output
+/// after `acc + bias` (contract: conv). `values` are the outputs of output channel `channel` at
+/// flat indices `start .. start + values.len()` of the `[N, M, out...]` output; a call never
+/// spans two channels or images. Calls come from any thread, in any order.
+pub trait OutputMap: Sync {
+    fn apply(&self, channel: usize, start: usize, values: &mut [f32]);
+}
 
 /// Geometry of a convolution. Spatial vectors have one entry per spatial axis (1 to 3).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -182,62 +193,6 @@ impl Taps {
     }
 }
 
-/// Writes columns `col0 .. col0 + cols` of the im2col matrix of `planes` into `columns`
-/// (`[rows, cols]` row-major): row `c * kernel_len + t`, column = output position (row-major),
-/// value = the input under tap `t`, or `0.0` in the padding.
-fn im2col(taps: &Taps, planes: &[f32], col0: usize, cols: usize, columns: &mut [f32]) {
-    let (kernel_len, in_len) = (taps.kernel_len(), taps.input_len());
-    let [_, in_h, in_w] = taps.input;
-    let [_, out_h, out_w] = taps.output;
-    let (stride_w, pad_w) = (taps.strides[2], taps.pads_begin[2]);
-    for (row, column_row) in columns.chunks_exact_mut(cols).enumerate() {
-        let (c, t) = (row / kernel_len, row % kernel_len);
-        let plane = &planes[c * in_len..(c + 1) * in_len];
-        let tap = taps.tap(t);
-        // Input coordinate of output `o` on `axis`: o * s + t * d - pad, when inside the input.
-        let at = |axis: usize, o: usize| {
-            (o * taps.strides[axis] + tap[axis] * taps.dilations[axis])
-                .checked_sub(taps.pads_begin[axis])
-                .filter(|&v| v < taps.input[axis])
-        };
-        // Output columns `ow_lo .. ow_hi` read input column `ow * s + shift - pad` in the input.
-        let shift = tap[2] * taps.dilations[2];
-        let ow_hi = (in_w + pad_w)
-            .saturating_sub(shift)
-            .div_ceil(stride_w)
-            .min(out_w);
-        let ow_lo = pad_w.saturating_sub(shift).div_ceil(stride_w).min(ow_hi);
-        let mut pos = col0;
-        let mut dst = column_row;
-        while !dst.is_empty() {
-            let (line, ow0) = (pos / out_w, pos % out_w);
-            let seg = (out_w - ow0).min(dst.len());
-            let (now, rest) = std::mem::take(&mut dst).split_at_mut(seg);
-            let (lo, hi) = (ow_lo.clamp(ow0, ow0 + seg), ow_hi.clamp(ow0, ow0 + seg));
-            match (at(0, line / out_h), at(1, line % out_h)) {
-                (Some(d), Some(h)) if lo < hi => {
-                    let src = &plane[(d * in_h + h) * in_w..][..in_w];
-                    now[..lo - ow0].fill(0.0);
-                    now[hi - ow0..].fill(0.0);
-                    let inside = &mut now[lo - ow0..hi - ow0];
-                    let first = lo * stride_w + shift - pad_w;
-                    if stride_w == 1 {
-                        inside.copy_from_slice(&src[first..first + inside.len()]);
-                    } else {
-                        let src = &src[first..=first + (inside.len() - 1) * stride_w];
-                        for (ow, v) in inside.iter_mut().enumerate() {
-                            *v = src[ow * stride_w];
-                        }
-                    }
-                }
-                _ => now.fill(0.0),
-            }
-            pos += seg;
-            dst = rest;
-        }
-    }
-}
-
 /// Bias broadcast over the output positions: element `(group, m, p)` is `bias[group * mg + m]`.
 fn bias_epilogue(bias: Option<&[f32]>, out_per_group: usize) -> Epilogue<'_> {
     match bias {
@@ -261,6 +216,78 @@ pub fn conv_f32(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
+    conv_f32_mapped(geometry, input, weight, None, bias, None, out);
+}
+
+/// A convolution weight (`[M, C/g, k...]`) rearranged once for the kernels of the ISA active
+/// when it was packed, so that repeated calls skip that copy (packing only copies, contract:
+/// conv). Calls on another ISA, or with another weight shape, pack for themselves.
+pub struct PackedConvWeights {
+    isa: Isa,
+    /// `(out channels, groups, terms per output)` of the weight.
+    shape: (usize, usize, usize),
+    /// The direct kernel's register-tile layout, when groups have enough output channels.
+    tiled: Option<Vec<f32>>,
+    /// The GEMM's panels, for 1x1 convolutions read in place.
+    gemm: Option<PackedA>,
+}
+
+impl std::fmt::Debug for PackedConvWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedConvWeights")
+            .field("isa", &self.isa)
+            .field("shape", &self.shape)
+            .field("tiled", &self.tiled.is_some())
+            .field("gemm", &self.gemm.is_some())
+            .finish()
+    }
+}
+
+impl PackedConvWeights {
+    /// Packs `weight` of a convolution with `geometry`'s channels, groups and kernel.
+    pub fn new(geometry: &ConvGeometry, weight: &[f32]) -> PackedConvWeights {
+        geometry.check();
+        let groups = geometry.groups;
+        let (cg, mg) = (
+            geometry.in_channels / groups,
+            geometry.out_channels / groups,
+        );
+        let terms = cg * geometry.kernel.iter().product::<usize>();
+        assert_eq!(
+            weight.len(),
+            geometry.out_channels * terms,
+            "PackedConvWeights: length"
+        );
+        let isa = Isa::active();
+        let gemm = (terms == cg && cg > direct::MAX_GROUP_CHANNELS).then(|| {
+            PackedA::for_active_isa(groups, mg, terms, &MatRef::row_major(weight, mg, terms))
+        });
+        PackedConvWeights {
+            isa,
+            shape: (geometry.out_channels, groups, terms),
+            tiled: direct::pack_tiled(isa, weight, groups, mg, terms),
+            gemm,
+        }
+    }
+
+    /// This packing, when it fits a call on `isa` with this weight shape.
+    fn usable(&self, isa: Isa, shape: (usize, usize, usize)) -> Option<&PackedConvWeights> {
+        (self.isa == isa && self.shape == shape).then_some(self)
+    }
+}
+
+/// [`conv_f32`] with `weight` optionally also given packed (`packed`, made from the same
+/// values by [`PackedConvWeights::new`]), then `map` applied to every finished output (see
+/// [`OutputMap`]).
+pub fn conv_f32_mapped(
+    geometry: &ConvGeometry,
+    input: &[f32],
+    weight: &[f32],
+    packed: Option<&PackedConvWeights>,
+    bias: Option<&[f32]>,
+    map: Option<&dyn OutputMap>,
+    out: &mut [f32],
+) {
     geometry.check();
     let (input_len, weight_len, output_len) = geometry.sizes();
     assert_eq!(input.len(), input_len, "conv_f32: input length");
@@ -275,67 +302,89 @@ pub fn conv_f32(
         geometry.in_channels / groups,
         geometry.out_channels / groups,
     );
-    if cg <= direct::MAX_GROUP_CHANNELS {
+    let pointwise = taps.kernel_len() == 1
+        && taps.strides == [1; 3]
+        && taps.pads_begin == [0; 3]
+        && geometry.pads_end.iter().all(|&p| p == 0);
+    let packed = packed.and_then(|p| {
+        p.usable(
+            Isa::active(),
+            (geometry.out_channels, groups, cg * taps.kernel_len()),
+        )
+    });
+    if !pointwise || cg <= direct::MAX_GROUP_CHANNELS {
+        let prepacked = packed.and_then(|p| Some((p.isa, p.tiled.as_deref()?)));
         let conv = DirectConv {
-            taps: &taps,
+            taps,
+            real: taps.input,
+            upsample: [1; 3],
+            transposed: false,
             groups,
             cg,
             mg,
             input,
             weight,
             bias,
+            map,
         };
-        direct::conv_direct(&conv, geometry.batch, out);
+        direct::conv_direct(&conv, prepacked, geometry.batch, out);
         return;
     }
     let (in_len, out_len) = (taps.input_len(), taps.output_len());
     let reduction = cg * taps.kernel_len();
     let weights = MatRef::row_major(weight, mg, reduction);
     let epilogue = bias_epilogue(bias, mg);
-    let pointwise = taps.kernel_len() == 1
-        && taps.strides == [1; 3]
-        && taps.pads_begin == [0; 3]
-        && geometry.pads_end.iter().all(|&p| p == 0);
     let images = out
         .chunks_exact_mut(geometry.out_channels * out_len)
         .zip(input.chunks_exact(geometry.in_channels * in_len));
-    if pointwise {
-        for (out_image, planes) in images {
-            let col_view = MatRef::row_major(planes, cg, in_len);
-            gemm(
-                groups, mg, out_len, reduction, weights, col_view, epilogue, out_image,
-            );
+    let packed_here;
+    let packed = match packed.and_then(|p| p.gemm.as_ref()) {
+        Some(packed) => packed,
+        None => {
+            packed_here = PackedA::for_active_isa(groups, mg, reduction, &weights);
+            &packed_here
         }
-        return;
-    }
-    let packed = PackedA::for_active_isa(groups, mg, reduction, &weights);
+    };
     gemm_over_column_blocks(
         images,
         &taps,
-        im2col,
-        &packed,
+        Columns::InPlace,
+        packed,
         &epilogue,
+        map,
         (groups, reduction, mg),
     );
 }
 
+/// Where the reduction rows of a column block come from.
+#[derive(Clone, Copy)]
+enum Columns {
+    /// Written into thread-local scratch: `build(taps, planes, col0, cols, scratch)` (the
+    /// gather matrix of transposed convolution).
+    Built(fn(&Taps, &[f32], usize, usize, &mut [f32])),
+    /// The input planes themselves (1x1 convolution, unit stride, no padding).
+    InPlace,
+}
+
 /// One column-block GEMM pass, shared by convolution and transposed convolution: for each
-/// image, the output columns are split into blocks of `im2col_block_columns`; `build_columns`
-/// writes each block's reduction rows into thread-local scratch, and the packed filters
-/// multiply them (contract: conv, conv-transpose). Blocks run in parallel; each output is one
-/// task's canonical chain, so the split does not change bits.
+/// image, the output columns are split into blocks of `im2col_block_columns`; `columns` gives
+/// each block's reduction rows, the packed filters multiply them (contract: conv,
+/// conv-transpose), and `map` transforms the finished block. Blocks run in parallel; each output
+/// is one task's canonical chain, so the split does not change bits.
 fn gemm_over_column_blocks<'a>(
     images: impl Iterator<Item = (&'a mut [f32], &'a [f32])>,
     taps: &Taps,
-    build_columns: fn(&Taps, &[f32], usize, usize, &mut [f32]),
+    columns: Columns,
     packed: &PackedA,
     epilogue: &Epilogue,
+    map: Option<&dyn OutputMap>,
     (groups, reduction, mg): (usize, usize, usize),
 ) {
     let out_len = taps.output_len();
     let rows = groups * reduction;
     let block = im2col_block_columns(rows, out_len);
-    for (out_image, planes) in images {
+    let image_len = groups * mg * out_len;
+    for (image, (out_image, planes)) in images.enumerate() {
         let layout = OutLayout {
             ptr: out_image.as_mut_ptr(),
             batch_stride: mg * out_len,
@@ -346,23 +395,48 @@ fn gemm_over_column_blocks<'a>(
             .for_each(|task| {
                 let col0 = task * block;
                 let cols = block.min(out_len - col0);
-                let mut columns = COLUMNS.take();
-                columns.resize(rows * cols, 0.0);
-                build_columns(taps, planes, col0, cols, &mut columns);
-                let col_view = MatRef {
-                    data: &columns[..],
-                    offset: 0,
-                    batch_stride: reduction * cols,
-                    row_stride: cols,
-                    col_stride: 1,
-                };
                 let out_block = layout.shifted_to_column(col0);
-                // SAFETY: task `task` is the only writer of output columns `col0 .. col0 + cols`
-                // of every (group, channel) row of this image, which `out_block` addresses
-                // inside `out_image`. The bias epilogue broadcasts over columns (column stride
-                // 0), so the local column index it gets is immaterial.
-                unsafe { gemm_serial(packed, cols, &col_view, epilogue, out_block) };
-                COLUMNS.set(columns);
+                match columns {
+                    Columns::Built(build) => {
+                        let mut scratch = COLUMNS.take();
+                        scratch.resize(rows * cols, 0.0);
+                        build(taps, planes, col0, cols, &mut scratch);
+                        let col_view = MatRef {
+                            data: &scratch[..],
+                            offset: 0,
+                            batch_stride: reduction * cols,
+                            row_stride: cols,
+                            col_stride: 1,
+                        };
+                        // SAFETY: task `task` is the only writer of output columns `col0 ..
+                        // col0 + cols` of every (group, channel) row of this image, which
+                        // `out_block` addresses inside `out_image`. The bias epilogue
+                        // broadcasts over columns (column stride 0), so the local column index
+                        // it gets is immaterial.
+                        unsafe { gemm_serial(packed, cols, &col_view, epilogue, out_block) };
+                        COLUMNS.set(scratch);
+                    }
+                    Columns::InPlace => {
+                        let col_view = MatRef {
+                            data: planes,
+                            offset: col0,
+                            batch_stride: reduction * out_len,
+                            row_stride: out_len,
+                            col_stride: 1,
+                        };
+                        // SAFETY: as above.
+                        unsafe { gemm_serial(packed, cols, &col_view, epilogue, out_block) };
+                    }
+                }
+                let Some(map) = map else { return };
+                for m in 0..groups * mg {
+                    // SAFETY: as above: columns `col0 .. col0 + cols` of row `m` belong to this
+                    // task alone, and `gemm_serial` has returned.
+                    let values = unsafe {
+                        std::slice::from_raw_parts_mut(out_block.ptr.add(m * out_len), cols)
+                    };
+                    map.apply(m, image * image_len + m * out_len + col0, values);
+                }
             });
     }
 }
@@ -526,6 +600,18 @@ pub fn conv_transpose_f32(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
+    conv_transpose_f32_mapped(geometry, input, weight, bias, None, out);
+}
+
+/// [`conv_transpose_f32`], then `map` applied to every finished output (see [`OutputMap`]).
+pub fn conv_transpose_f32_mapped(
+    geometry: &ConvTransposeGeometry,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    map: Option<&dyn OutputMap>,
+    out: &mut [f32],
+) {
     geometry.check();
     let (input_len, weight_len, output_len) = geometry.sizes();
     assert_eq!(input.len(), input_len, "conv_transpose_f32: input length");
@@ -568,6 +654,41 @@ pub fn conv_transpose_f32(
                 .copy_from_slice(&weight[src..src + kernel_len]);
         }
     }
+    // The direct kernel over the zero-upsampled input needs the box to start at or before the
+    // first input: `dil * (k - 1) >= pad_begin` on every axis.
+    let lead: Option<Vec<usize>> = (0..geometry.in_spatial.len())
+        .map(|d| {
+            (geometry.dilations[d] * (geometry.kernel[d] - 1)).checked_sub(geometry.pads_begin[d])
+        })
+        .collect();
+    if let Some(lead) = lead {
+        let dims = geometry.in_spatial.len();
+        let upsampled: Vec<usize> = (0..dims)
+            .map(|d| (geometry.in_spatial[d] - 1) * geometry.strides[d] + 1)
+            .collect();
+        let conv = DirectConv {
+            taps: Taps::new(
+                &upsampled,
+                &out_spatial,
+                &geometry.kernel,
+                &vec![1; dims],
+                &geometry.dilations,
+                &lead,
+            ),
+            real: taps.input,
+            upsample: taps.strides,
+            transposed: true,
+            groups,
+            cg,
+            mg,
+            input,
+            weight: &filters,
+            bias,
+            map,
+        };
+        direct::conv_direct(&conv, None, geometry.batch, out);
+        return;
+    }
     let filters_view = MatRef::row_major(&filters[..], mg, reduction);
     let packed = PackedA::for_active_isa(groups, mg, reduction, &filters_view);
     let epilogue = bias_epilogue(bias, mg);
@@ -577,9 +698,10 @@ pub fn conv_transpose_f32(
     gemm_over_column_blocks(
         images,
         &taps,
-        gather_columns,
+        Columns::Built(gather_columns),
         &packed,
         &epilogue,
+        map,
         (groups, reduction, mg),
     );
 }

@@ -12,7 +12,8 @@
 //! - [`gemm`]: [`gemm_f32`] / [`gemm()`] (f32, f16, bf16 inputs, [`Epilogue`]) over [`MatRef`]
 //!   strided views; [`PackedB`] and [`gemm_packed_b`] for a B packed once and reused.
 //! - [`conv`]: [`conv_f32`] and [`conv_transpose_f32`] (1D/2D/3D, groups, strides, dilations,
-//!   pads, output padding) described by [`ConvGeometry`] / [`ConvTransposeGeometry`].
+//!   pads, output padding) described by [`ConvGeometry`] / [`ConvTransposeGeometry`]; their
+//!   `_mapped` forms apply an [`OutputMap`] to the finished outputs (fused epilogues).
 //! - [`pool`]: [`pool_f32`] (max / average, N-d, ceil mode, count_include_pad) described by
 //!   [`PoolGeometry`], and [`global_pool_f32`].
 //! - [`reduce`]: [`reduce_f32`] ([`ReduceKind`]: sum, sum of squares, product, max, min) and
@@ -29,7 +30,10 @@ pub use canonical::{
     REDUCTION_TILE, canonical_dot, canonical_dot_strided, canonical_prod, canonical_prod_strided,
     canonical_sum, canonical_sum_squares_strided, canonical_sum_strided,
 };
-pub use conv::{ConvGeometry, ConvTransposeGeometry, conv_f32, conv_transpose_f32};
+pub use conv::{
+    ConvGeometry, ConvTransposeGeometry, OutputMap, PackedConvWeights, conv_f32, conv_f32_mapped,
+    conv_transpose_f32, conv_transpose_f32_mapped,
+};
 pub use gemm::{Epilogue, GemmInput, MatRef, PackedB, gemm, gemm_f32, gemm_packed_b};
 pub use isa::{Isa, IsaError, set_forced_isa, with_isa};
 pub use pool::{PoolGeometry, PoolKind, global_pool_f32, pool_f32};

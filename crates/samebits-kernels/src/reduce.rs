@@ -213,8 +213,10 @@ fn reduce_run_on<R: Reducer>(isa: Isa, x: &[f32], lanes: Lanes, out: &mut [f32])
     }
 }
 
-/// Outputs per parallel task.
+/// Most outputs per parallel task.
 const OUTPUTS_PER_TASK: usize = 256;
+/// Terms per parallel task that long reductions (few outputs, each of many terms) aim for.
+const TERMS_PER_TASK: usize = 1 << 14;
 
 fn reduce_with<R: Reducer>(data: &[f32], len: usize, inner: usize, out: &mut [f32]) {
     if len == 0 {
@@ -222,10 +224,12 @@ fn reduce_with<R: Reducer>(data: &[f32], len: usize, inner: usize, out: &mut [f3
         return;
     }
     let isa = Isa::active();
-    out.par_chunks_mut(OUTPUTS_PER_TASK)
+    // Tiling only: each output is its own chain whatever task computes it.
+    let per_task = (TERMS_PER_TASK / len).clamp(1, OUTPUTS_PER_TASK);
+    out.par_chunks_mut(per_task)
         .enumerate()
         .for_each(|(task, chunk)| {
-            let mut flat = task * OUTPUTS_PER_TASK;
+            let mut flat = task * per_task;
             let mut chunk = chunk;
             while !chunk.is_empty() {
                 let (o, i) = (flat / inner, flat % inner);

@@ -4,8 +4,10 @@ mod common;
 
 use common::{Rng, assert_bits_eq, on_every_isa, on_threads};
 use samebits_kernels::{
-    ConvGeometry, ConvTransposeGeometry, Isa, canonical_dot, conv_f32, conv_transpose_f32,
+    ConvGeometry, ConvTransposeGeometry, Isa, OutputMap, PackedConvWeights, canonical_dot,
+    conv_f32, conv_f32_mapped, conv_transpose_f32, conv_transpose_f32_mapped,
 };
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Row-major multi-index of `flat` in `shape`.
 fn unflatten(mut flat: usize, shape: &[usize]) -> Vec<usize> {
@@ -425,6 +427,34 @@ fn conv_transpose_matches_oracle_on_every_isa() {
             pads_end: vec![0, 0],
             output_padding: vec![0, 0],
         },
+        // Unit stride with dilation (ONNX test_convtranspose_dilations), 6 output channels.
+        ConvTransposeGeometry {
+            batch: 1,
+            in_channels: 3,
+            out_channels: 6,
+            groups: 1,
+            in_spatial: vec![3, 5],
+            kernel: vec![2, 3],
+            strides: vec![1, 1],
+            dilations: vec![2, 1],
+            pads_begin: vec![0, 1],
+            pads_end: vec![1, 0],
+            output_padding: vec![0, 0],
+        },
+        // Leading padding past the kernel extent (the gather-matrix path).
+        ConvTransposeGeometry {
+            batch: 1,
+            in_channels: 5,
+            out_channels: 6,
+            groups: 1,
+            in_spatial: vec![6, 7],
+            kernel: vec![3, 2],
+            strides: vec![2, 3],
+            dilations: vec![1, 1],
+            pads_begin: vec![3, 2],
+            pads_end: vec![0, 1],
+            output_padding: vec![0, 0],
+        },
         // 3D, 17 channels x 8 taps = 136 terms (3 tiles).
         ConvTransposeGeometry {
             batch: 1,
@@ -486,6 +516,122 @@ fn conv_is_close_to_float64() {
         assert!(
             (v - exact).abs() <= 1e-5 * magnitude,
             "m = {m}: {v} vs {exact}"
+        );
+    }
+}
+
+/// Flips the lowest bit of each value it sees (so a value mapped twice would come back
+/// unchanged), and records whether a call's channel disagrees with its flat indices.
+struct FlipLowBit {
+    out_channels: usize,
+    plane: usize,
+    wrong_channel: AtomicBool,
+}
+
+impl OutputMap for FlipLowBit {
+    fn apply(&self, channel: usize, start: usize, values: &mut [f32]) {
+        let last = start + values.len() - 1;
+        for flat in [start, last] {
+            if flat / self.plane % self.out_channels != channel {
+                self.wrong_channel.store(true, Ordering::Relaxed);
+            }
+        }
+        for v in values {
+            *v = f32::from_bits(v.to_bits() ^ 1);
+        }
+    }
+}
+
+/// Weights packed ahead of time (on the ISA of the call, and on another one, which the call
+/// must ignore) give the bits of weights packed by the call.
+#[test]
+fn prepacked_weights_give_the_same_bits() {
+    let mut rng = Rng::new(25);
+    for g in conv_cases()
+        .into_iter()
+        .chain(direct_cases())
+        .chain(im2col_cases())
+    {
+        let (xl, wl, ol) = g.sizes();
+        let (x, w, bias) = (rng.vec(xl), rng.vec(wl), rng.vec(g.out_channels));
+        let want = conv_oracle(&g, &x, &w, Some(&bias));
+        for isa in Isa::available() {
+            for packed_on in Isa::available() {
+                let packed = on_threads(1, packed_on, || PackedConvWeights::new(&g, &w));
+                let got = on_threads(2, isa, || {
+                    let mut out = vec![f32::NAN; ol];
+                    conv_f32_mapped(&g, &x, &w, Some(&packed), Some(&bias), None, &mut out);
+                    out
+                });
+                let what = format!("{g:?} on {isa}, packed on {packed_on}");
+                assert_bits_eq(&got, &want, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn an_output_map_sees_every_finished_output_once() {
+    let mut rng = Rng::new(24);
+    let flipped =
+        |v: &[f32]| -> Vec<f32> { v.iter().map(|x| f32::from_bits(x.to_bits() ^ 1)).collect() };
+    for g in conv_cases()
+        .into_iter()
+        .chain(direct_cases())
+        .chain(im2col_cases())
+    {
+        let (xl, wl, ol) = g.sizes();
+        let (x, w, bias) = (rng.vec(xl), rng.vec(wl), rng.vec(g.out_channels));
+        let want = flipped(&conv_oracle(&g, &x, &w, Some(&bias)));
+        for isa in Isa::available() {
+            for threads in [1, 2] {
+                let map = FlipLowBit {
+                    out_channels: g.out_channels,
+                    plane: ol / (g.batch * g.out_channels),
+                    wrong_channel: AtomicBool::new(false),
+                };
+                let got = on_threads(threads, isa, || {
+                    let mut out = vec![f32::NAN; ol];
+                    conv_f32_mapped(&g, &x, &w, None, Some(&bias), Some(&map), &mut out);
+                    out
+                });
+                let what = format!("{g:?} on {isa}, {threads} threads");
+                assert_bits_eq(&got, &want, &what);
+                assert!(!map.wrong_channel.into_inner(), "{what}: wrong channel");
+            }
+        }
+    }
+    let g = ConvTransposeGeometry {
+        batch: 2,
+        in_channels: 6,
+        out_channels: 5,
+        groups: 1,
+        in_spatial: vec![9, 7],
+        kernel: vec![2, 2],
+        strides: vec![2, 2],
+        dilations: vec![1, 1],
+        pads_begin: vec![0, 0],
+        pads_end: vec![0, 0],
+        output_padding: vec![0, 0],
+    };
+    let (xl, wl, ol) = g.sizes();
+    let (x, w) = (rng.vec(xl), rng.vec(wl));
+    let want = flipped(&conv_transpose_oracle(&g, &x, &w, None));
+    for isa in Isa::available() {
+        let map = FlipLowBit {
+            out_channels: g.out_channels,
+            plane: ol / (g.batch * g.out_channels),
+            wrong_channel: AtomicBool::new(false),
+        };
+        let got = on_threads(2, isa, || {
+            let mut out = vec![f32::NAN; ol];
+            conv_transpose_f32_mapped(&g, &x, &w, None, Some(&map), &mut out);
+            out
+        });
+        assert_bits_eq(&got, &want, &format!("transposed on {isa}"));
+        assert!(
+            !map.wrong_channel.into_inner(),
+            "transposed on {isa}: wrong channel"
         );
     }
 }

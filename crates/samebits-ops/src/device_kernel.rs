@@ -118,6 +118,16 @@ pub enum ShapedKernel {
     /// `samebits::ElementwiseChain`, and BatchNormalization in inference as a one-step chain
     /// (contract `elementwise-fusion`, `normalization`).
     Chain(ChainKernel),
+    /// `samebits::ConvChain`: the convolution `conv` ([`ShapedKernel::Conv`] or
+    /// [`ShapedKernel::ConvTranspose`], reading the node's first `conv_inputs` inputs), then
+    /// `chain` with the convolution's output as its input `mapped` and the node's other inputs,
+    /// in order, as its other inputs.
+    ConvChain {
+        conv: Box<ShapedKernel>,
+        conv_inputs: usize,
+        chain: ChainKernel,
+        mapped: usize,
+    },
 }
 
 impl ShapedKernel {
@@ -130,6 +140,15 @@ impl ShapedKernel {
             }
             ShapedKernel::Copy { parts, .. } => parts.iter().any(|p| p.input == i),
             ShapedKernel::Chain(chain) => i < chain.layouts.len(),
+            ShapedKernel::ConvChain {
+                conv,
+                conv_inputs,
+                chain,
+                ..
+            } => match i < *conv_inputs {
+                true => conv.reads_on_device(i),
+                false => i + 1 < conv_inputs + chain.layouts.len(),
+            },
         }
     }
 
@@ -145,7 +164,9 @@ impl ShapedKernel {
             ShapedKernel::GlobalPool { shape, .. } => vec![shape.clone()],
             ShapedKernel::Resize(taps) => vec![taps.out_shape.clone()],
             ShapedKernel::Copy { outputs, .. } => outputs.clone(),
-            ShapedKernel::Chain(chain) => vec![chain.shape.clone()],
+            ShapedKernel::Chain(chain) | ShapedKernel::ConvChain { chain, .. } => {
+                vec![chain.shape.clone()]
+            }
         }
     }
 }
@@ -229,6 +250,8 @@ pub enum ChainOp {
     /// `((x - mean) * rstd) * scale + bias`, `rstd = 1 / sqrt(var + epsilon)`; operands x,
     /// scale, bias, mean, var.
     BatchNorm { epsilon: f32 },
+    /// The samebits-math activation (Sigmoid, HardSigmoid, HardSwish) of one operand.
+    Activation(Activation),
 }
 
 /// Where a chain step's operand comes from.

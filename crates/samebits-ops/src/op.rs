@@ -68,6 +68,9 @@ pub struct BuildContext<'a> {
     pub opsets: &'a OpsetImports,
     /// Input types known at build time (`None` where unknown), one per node input.
     pub input_types: &'a [Option<ValueType>],
+    /// Whether each node input is a constant of the plan (an initializer), so that an op may
+    /// prepare it once (pack weights) and reuse that for every run; empty when unknown.
+    pub constant_inputs: &'a [bool],
     /// Names of outer-scope values that this node's subgraphs read; the interpreter appends
     /// their values after the node's own inputs when it evaluates the op.
     pub captures: &'a [String],

@@ -10,8 +10,9 @@ use crate::{BuildContext, Op, OpError, OperationSet, Result};
 use samebits_ir::{Attribute, Dim, Graph, Node, OpsetImports, Value, ValueType};
 use std::collections::{BTreeSet, HashMap};
 
-/// Called after each step with the node's description and its outputs (tracing, dumps).
-pub type StepObserver<'a> = &'a mut dyn FnMut(&str, &[Value]);
+/// Called after each step with the node's description and its outputs (tracing, dumps); `Send`
+/// so that a run may move to a thread of the rayon pool.
+pub type StepObserver<'a> = &'a mut (dyn FnMut(&str, &[Value]) + Send);
 
 /// Options for one [`Plan::run`].
 #[derive(Default)]
@@ -227,6 +228,11 @@ impl Plan {
             let captures: Vec<String> = node_captures(node).into_iter().collect();
             let input_types: Vec<Option<ValueType>> =
                 node.inputs.iter().map(|i| graph.value_type(i)).collect();
+            let constant_inputs: Vec<bool> = node
+                .inputs
+                .iter()
+                .map(|i| graph.initializers.contains_key(i))
+                .collect();
             let opset = registry::opset_of(opsets, &node.domain);
             let ctx = BuildContext {
                 node,
@@ -234,6 +240,7 @@ impl Plan {
                 operation_set,
                 opsets,
                 input_types: &input_types,
+                constant_inputs: &constant_inputs,
                 captures: &captures,
             };
             let op = registry::global().build(&ctx).map_err(|e| e.at(&desc))?;

@@ -48,6 +48,7 @@ pub fn run(model: &mut Model, operation_set: OperationSet) -> Result<usize> {
             operation_set,
             opsets: &opsets,
             input_types: &input_types,
+            constant_inputs: &[],
             captures: &[],
         };
         let err = |source: samebits_ops::OpError| PassError::Op {

@@ -1,14 +1,16 @@
 //! Pass 5: elementwise fusion. A run of consecutive elementwise nodes of f32 (or not yet known)
-//! dtype (Add, Sub, Mul, Div,
-//! Relu, Clip, inference BatchNormalization), each after the first reading a value of the run,
-//! whose intermediate values nobody outside the run reads, becomes one
-//! `samebits::ElementwiseChain` node carrying the original nodes as its `body` graph. The fused
-//! op computes each output element by the same IEEE operations in the same order as the
-//! original nodes (contract section `elementwise-fusion`), so fusion never changes bits; it
-//! only saves the memory passes and allocations of the intermediates.
+//! dtype (Add, Sub, Mul, Div, Relu, Clip, Sigmoid, HardSigmoid, HardSwish, inference
+//! BatchNormalization), each after the first reading a value of the run, whose intermediate
+//! values nobody outside the run reads, becomes one `samebits::ElementwiseChain` node carrying
+//! the original nodes as its `body` graph. A run may also start with a Conv or ConvTranspose
+//! (then one elementwise node suffices): it becomes one `samebits::ConvChain` node, the
+//! convolution in its `conv` graph, the elementwise nodes in its `body`. The fused ops compute
+//! each output element by the same IEEE operations in the same order as the original nodes
+//! (contract section `elementwise-fusion`), so fusion never changes bits; it only saves the
+//! memory passes and allocations of the intermediates.
 
 use samebits_ir::{Attribute, DType, Graph, Model, Node, ValueInfo};
-use samebits_ops::fused::{DOMAIN, MAX_CHAIN, OP_TYPE, is_fusable};
+use samebits_ops::fused::{CONV_CHAIN, DOMAIN, MAX_CHAIN, OP_TYPE, is_conv_head, is_fusable};
 use samebits_ops::registry;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,18 +24,23 @@ pub struct FusionReport {
 pub fn run(model: &mut Model) -> FusionReport {
     let opset = registry::opset_of(&model.opset_imports, "");
     let graph = &mut model.graph;
+    // An unknown dtype may still be f32 (the ops check at run time and otherwise run their
+    // parts one after the other); a known other dtype never takes the fast path.
+    let maybe_f32 = |node: &Node| {
+        graph
+            .value_type(&node.outputs[0])
+            .and_then(|t| t.dtype())
+            .is_none_or(|d| d == DType::F32)
+    };
     let fusable: Vec<bool> = graph
         .nodes
         .iter()
-        .map(|node| {
-            // An unknown dtype may still be f32 (the op checks at run time and otherwise
-            // runs its body node by node); a known other dtype never takes the fast path.
-            is_fusable(node, opset)
-                && graph
-                    .value_type(&node.outputs[0])
-                    .and_then(|t| t.dtype())
-                    .is_none_or(|d| d == DType::F32)
-        })
+        .map(|node| is_fusable(node, opset) && maybe_f32(node))
+        .collect();
+    let head: Vec<bool> = graph
+        .nodes
+        .iter()
+        .map(|node| is_conv_head(node) && maybe_f32(node))
         .collect();
     // Readers of each value: node indices, `usize::MAX` for a graph output.
     let mut readers: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -60,7 +67,7 @@ pub fn run(model: &mut Model) -> FusionReport {
     let mut chains = Vec::new();
     let mut s = 0;
     while s < graph.nodes.len() {
-        if !fusable[s] {
+        if !fusable[s] && !head[s] {
             s += 1;
             continue;
         }
@@ -86,6 +93,7 @@ pub fn run(model: &mut Model) -> FusionReport {
         }
     }
     let nodes_fused = chains.iter().map(|c| c.len()).sum();
+    let is_head = |i: usize| head[i];
     let report = FusionReport {
         chains: chains.len(),
         nodes_fused,
@@ -100,13 +108,66 @@ pub fn run(model: &mut Model) -> FusionReport {
                 chains.next();
                 let mut members = vec![node];
                 members.extend(old.by_ref().take(len - 1).map(|(_, n)| n));
-                nodes.push(fused_node(graph, members));
+                nodes.push(if is_head(i) {
+                    let conv = members.remove(0);
+                    conv_chain_node(graph, conv, members)
+                } else {
+                    fused_node(graph, members)
+                });
             }
             _ => nodes.push(node),
         }
     }
     graph.nodes = nodes;
     report
+}
+
+/// The `ConvChain` node replacing `conv` and the chain `members` that follows it.
+fn conv_chain_node(graph: &Graph, conv: Node, members: Vec<Node>) -> Node {
+    let chain = fused_node(graph, members);
+    let Some(Attribute::Graph(body)) = chain.attributes.get("body") else {
+        unreachable!("fused_node sets the body")
+    };
+    let conv_output = &conv.outputs[0];
+    let mut inputs: Vec<String> = conv.inputs.clone();
+    inputs.extend(chain.inputs.iter().filter(|n| *n != conv_output).cloned());
+    let conv_graph = Graph {
+        name: conv.name.clone(),
+        inputs: conv
+            .inputs
+            .iter()
+            .filter(|n| !n.is_empty())
+            .map(|n| ValueInfo {
+                name: n.clone(),
+                ty: graph.value_type(n),
+            })
+            .collect(),
+        outputs: vec![ValueInfo {
+            name: conv_output.clone(),
+            ty: graph.value_type(conv_output),
+        }],
+        nodes: vec![conv.clone()],
+        initializers: BTreeMap::new(),
+        value_types: BTreeMap::new(),
+    };
+    Node {
+        name: format!(
+            "fused {}",
+            if conv.name.is_empty() {
+                conv_output
+            } else {
+                &conv.name
+            }
+        ),
+        op_type: CONV_CHAIN.to_string(),
+        domain: DOMAIN.to_string(),
+        inputs,
+        outputs: chain.outputs.clone(),
+        attributes: BTreeMap::from([
+            ("conv".to_string(), Attribute::Graph(Box::new(conv_graph))),
+            ("body".to_string(), Attribute::Graph(body.clone())),
+        ]),
+    }
 }
 
 /// The `ElementwiseChain` node replacing `members` (a chain, in order).

@@ -2,7 +2,9 @@
 //! becomes one `samebits::ElementwiseChain` node whose outputs have the same bits as the
 //! unfused graph's (the reference is the unfused graph run by the same interpreter), on the
 //! fast path and on the node-by-node fallback, for special values (NaN, ±0, ±inf, subnormals)
-//! and ordinary ones. An intermediate read outside the chain ends the chain before it.
+//! and ordinary ones. An intermediate read outside the chain ends the chain before it. NaN
+//! results compare as NaN: their sign and payload are hardware-defined and not part of the
+//! contract (docs/contract.md, "Arithmetic"; vector code may pick either operand's NaN).
 
 use samebits_ir::{
     Attribute, DType, Graph, Model, Node, Shape, Tensor, Value, ValueInfo, ValueType,
@@ -131,7 +133,7 @@ fn run(graph: &Graph, x: &Tensor, se: &Tensor) -> Vec<Vec<u32>> {
             t.as_slice::<f32>()
                 .unwrap()
                 .iter()
-                .map(|f| f.to_bits())
+                .map(|f| if f.is_nan() { f32::NAN } else { *f }.to_bits())
                 .collect()
         })
         .collect()

@@ -10,6 +10,7 @@ use crate::{Result, RuntimeError};
 use samebits_cuda::{CudaBackend, CudaExecutor};
 pub use samebits_cuda::{IoValue, RunStats};
 use samebits_ir::Value;
+use samebits_kernels::{Isa, with_isa};
 use samebits_ops::{Plan, RunOptions};
 use std::collections::HashMap;
 use std::fmt;
@@ -120,7 +121,14 @@ impl Executor {
         options: RunOptions,
     ) -> Result<(Vec<Value>, Option<RunStats>)> {
         match &self.cuda {
-            None => Ok((self.plan.run(inputs, options)?, None)),
+            None => {
+                // The whole run goes to one thread of the rayon pool, so that the ops' parallel
+                // loops start from inside it (work stealing) instead of each waking the pool
+                // from outside and sleeping until it is done; the caller's ISA scope goes along.
+                let isa = Isa::active();
+                let outputs = rayon::scope(|_| with_isa(isa, || self.plan.run(inputs, options)));
+                Ok((outputs?, None))
+            }
             Some(cuda) => {
                 let (outputs, stats) = cuda.run_with(inputs, options).map_err(cuda_error)?;
                 Ok((outputs, Some(stats)))

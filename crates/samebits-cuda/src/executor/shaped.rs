@@ -38,7 +38,9 @@ pub(super) fn resolve(step: &PlanStep<'_>, slots: &[Slot]) -> Option<ShapedKerne
     let supported = match &kernel {
         ShapedKernel::Resize(taps) => resize_supported(taps),
         ShapedKernel::Copy { parts, .. } => parts.iter().all(copy_supported),
-        ShapedKernel::Chain(chain) => chain_supported(chain),
+        ShapedKernel::Chain(chain) | ShapedKernel::ConvChain { chain, .. } => {
+            chain_supported(chain)
+        }
         _ => true,
     };
     (f32_inputs && supported && kernel.output_shapes().len() == step.outputs.len())
@@ -77,13 +79,25 @@ impl CudaExecutor {
             })
         };
         let backend = &self.backend;
-        let bias = buffers.get(2).copied().flatten();
-        let buffers_out: Vec<DeviceBuffer> = match kernel {
-            ShapedKernel::Conv(g) => {
-                vec![backend.conv(g, input(0)?, input(1)?, bias, self.kernel_set)?]
+        // A convolution's output from inputs X, W and the bias among the first `count`.
+        let convolve = |conv: &ShapedKernel, count: usize| {
+            let bias = buffers[..count.min(buffers.len())]
+                .get(2)
+                .copied()
+                .flatten();
+            match conv {
+                ShapedKernel::Conv(g) => {
+                    backend.conv(g, input(0)?, input(1)?, bias, self.kernel_set)
+                }
+                ShapedKernel::ConvTranspose(g) => {
+                    backend.conv_transpose(g, input(0)?, input(1)?, bias)
+                }
+                _ => Err(CudaError::Invalid("ConvChain: no convolution".into())),
             }
-            ShapedKernel::ConvTranspose(g) => {
-                vec![backend.conv_transpose(g, input(0)?, input(1)?, bias)?]
+        };
+        let buffers_out: Vec<DeviceBuffer> = match kernel {
+            ShapedKernel::Conv(_) | ShapedKernel::ConvTranspose(_) => {
+                vec![convolve(kernel, buffers.len())?]
             }
             ShapedKernel::Pool(g, kind) => vec![backend.pool(g, *kind, input(0)?)?],
             ShapedKernel::GlobalPool {
@@ -96,6 +110,22 @@ impl CudaExecutor {
             ShapedKernel::Chain(chain) => {
                 let inputs = (0..chain.layouts.len())
                     .map(input)
+                    .collect::<Result<Vec<_>>>()?;
+                vec![backend.chain(chain, &inputs)?]
+            }
+            ShapedKernel::ConvChain {
+                conv,
+                conv_inputs,
+                chain,
+                mapped,
+            } => {
+                let y = convolve(conv, *conv_inputs)?;
+                let inputs = (0..chain.layouts.len())
+                    .map(|c| match c.cmp(mapped) {
+                        std::cmp::Ordering::Equal => Ok(&y),
+                        std::cmp::Ordering::Less => input(conv_inputs + c),
+                        std::cmp::Ordering::Greater => input(conv_inputs + c - 1),
+                    })
                     .collect::<Result<Vec<_>>>()?;
                 vec![backend.chain(chain, &inputs)?]
             }

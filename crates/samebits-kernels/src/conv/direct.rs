@@ -1,40 +1,67 @@
-//! Direct convolution for groups with few input channels (depthwise 3x3 / 5x5 above all).
+//! Direct convolution: every convolution except 1x1 read in place, and transposed convolution.
 //!
-//! Implements contract section `conv` (docs/contract.md) without an im2col matrix. A task takes
-//! one image, one group and a band of output lines (rows, or depth slices in 3D). It copies the
-//! input region the band reads into a zero-padded scratch box, one per input channel of the
-//! group, with each box row split into `stride` phases (padded columns `r, r + s, r + 2s, ...`)
-//! so that every tap of a line reads consecutive floats. Then, line by line, SIMD lanes are
-//! consecutive output columns and each lane runs its output's own chain over (input channel,
-//! kernel tap row-major): tiles of 64 terms from `+0.0`, `p = fma(x, w, p)` with `x = 0.0` for a
-//! tap in the padding (executed, never skipped), partials folded left to right, then `+ bias`.
-//! These are the bits of im2col + GEMM. The box is thread-local scratch, bounded by band size.
+//! Implements contract sections `conv` and `conv-transpose` (docs/contract.md) without an
+//! im2col matrix. A task takes one image, one group and a band of output lines (rows, or depth
+//! slices in 3D). It copies the input region the band reads into a zero-padded scratch box, one
+//! per input channel of the group, with each box row split into `stride` phases (padded columns
+//! `r, r + s, r + 2s, ...`) so that every tap of a line reads consecutive floats. Then, line by
+//! line, SIMD lanes are consecutive output columns and each lane runs its output's own chain
+//! over (input channel, kernel tap row-major): tiles of 64 terms from `+0.0`,
+//! `p = fma(w, x, p)` with `x = 0.0` for a tap in the padding (executed, never skipped),
+//! partials folded left to right, then `+ bias`. These are the bits of im2col + GEMM.
+//!
+//! With several output channels per group, a register tile holds `R` output channels times
+//! two vectors of columns ([`panel_tile`], one generic body over the [`Lanes`] of each ISA):
+//! each box load serves `R` channels, weights are packed `[term][R]` once per call.
+//!
+//! A transposed convolution is the same computation on a box holding the zero-upsampled
+//! input: input `i` sits at virtual position `i * s`, the box starts `dil * (k - 1) - pad`
+//! before it, and the term of tap `t` reads offset `(k - 1 - t) * dil`, so output `o` reads
+//! virtual position `o + pad - t * dil` as section `conv-transpose` writes (every tap a term,
+//! zero where no input reaches). The box is thread-local scratch, bounded by band size. The
+//! optional [`OutputMap`] transforms each output line once it is complete.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 
 use rayon::prelude::*;
 
-use super::Taps;
+use super::{OutputMap, Taps};
 use crate::canonical::REDUCTION_TILE;
 use crate::isa::Isa;
 
-/// Most input channels per group that take the direct path (depthwise has one).
+/// Most input channels per group that take the direct path when 1x1 reads in place instead.
 pub(super) const MAX_GROUP_CHANNELS: usize = 4;
 /// Floats of padded input per task that bands aim for.
 const BOX_FLOATS: usize = 1 << 16;
-/// Lanes of the main column blocks of a line.
+/// Lanes of the main column blocks of a line (one output channel at a time).
 const WIDE: usize = 64;
 /// Lanes of the remaining column blocks; lines are computed `NARROW`-rounded.
 const NARROW: usize = 16;
+/// Columns of a register tile of several channels on the widest ISA; lines are computed
+/// rounded up to it.
+const TILE_COLUMNS: usize = 32;
+/// Fewest output channels per group that take the register tiles of several channels.
+const TILED_MIN_CHANNELS: usize = 4;
 
 thread_local! {
     /// Per-thread padded input box, reused across calls.
     static BOX: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
-/// The operands of one direct convolution (input `[N, C, in...]`, weight `[M, C/g, k...]`).
+/// The operands of one direct convolution: input `[N, C, real...]`, weights `[M, C/g, k...]`
+/// (for transposed convolution, the filters rearranged to this layout), and the convolution
+/// the kernel runs (`taps`: for a transposed convolution, stride 1 over the upsampled input,
+/// taps read flipped).
 pub(super) struct DirectConv<'a> {
-    pub taps: &'a Taps,
+    pub taps: Taps,
+    /// Spatial size of the input tensor (widened to 3 axes).
+    pub real: [usize; 3],
+    /// Input `i` lies at position `i * upsample` of the input the taps read (transposed
+    /// convolution); all ones otherwise.
+    pub upsample: [usize; 3],
+    /// A transposed convolution: tap `t` reads offset `k - 1 - t`.
+    pub transposed: bool,
     pub groups: usize,
     /// Input channels per group.
     pub cg: usize,
@@ -43,6 +70,7 @@ pub(super) struct DirectConv<'a> {
     pub input: &'a [f32],
     pub weight: &'a [f32],
     pub bias: Option<&'a [f32]>,
+    pub map: Option<&'a dyn OutputMap>,
 }
 
 /// Box layout of one band: axes 0 and 1 (depth, height) start at padded position `start` and
@@ -66,14 +94,19 @@ impl DirectConv<'_> {
         if self.taps.output[0] > 1 { 0 } else { 1 }
     }
 
-    /// Output columns computed per line (rounded up to whole `NARROW` blocks).
+    /// Output columns computed per line (rounded up to whole column blocks of either path).
     fn padded_width(&self) -> usize {
-        self.taps.output[2].next_multiple_of(NARROW)
+        self.taps.output[2].next_multiple_of(TILE_COLUMNS)
+    }
+
+    /// Whether the output channels of a group go through register tiles of several channels.
+    fn tiled(&self) -> bool {
+        self.mg >= TILED_MIN_CHANNELS
     }
 
     /// The box read by output lines `lo .. hi` along the band axis.
     fn box_shape(&self, lo: usize, hi: usize) -> BoxShape {
-        let t = self.taps;
+        let t = &self.taps;
         let band_axis = self.band_axis();
         let mut start = [0; 2];
         let mut len = [0; 2];
@@ -105,28 +138,44 @@ impl DirectConv<'_> {
         lines.div_ceil(wanted_bands).min(by_budget).max(1)
     }
 
+    /// The input position on `axis` at padded position `p`, if there is an input there.
+    fn source(&self, axis: usize, p: usize) -> Option<usize> {
+        let v = p.checked_sub(self.taps.pads_begin[axis])?;
+        let up = self.upsample[axis];
+        (v.is_multiple_of(up) && v / up < self.real[axis]).then_some(v / up)
+    }
+
     /// Fills `bx` with the zero-padded input of `image`, group `g`, for `shape`.
     fn fill_box(&self, image: usize, g: usize, shape: &BoxShape, bx: &mut [f32]) {
-        let t = self.taps;
-        let in_len = t.input_len();
-        let [_, in_h, in_w] = t.input;
-        let (stride_w, pad_w) = (t.strides[2], t.pads_begin[2]);
+        let t = &self.taps;
+        let [_, in_h, in_w] = self.real;
+        let in_len = self.real.iter().product::<usize>();
+        let (stride_w, pad_w, up_w) = (t.strides[2], t.pads_begin[2], self.upsample[2]);
         let in_channels = self.groups * self.cg;
         for (c, channel_box) in bx.chunks_exact_mut(shape.floats()).enumerate() {
             let plane = &self.input[(image * in_channels + g * self.cg + c) * in_len..][..in_len];
             for (row, dst) in channel_box.chunks_exact_mut(shape.row_len).enumerate() {
                 let (bd, bh) = (row / shape.len[1], row % shape.len[1]);
-                let d = (shape.start[0] + bd).checked_sub(t.pads_begin[0]);
-                let h = (shape.start[1] + bh).checked_sub(t.pads_begin[1]);
-                let src = match (d, h) {
-                    (Some(d), Some(h)) if d < t.input[0] && h < in_h => {
-                        &plane[(d * in_h + h) * in_w..][..in_w]
-                    }
+                let src = match (
+                    self.source(0, shape.start[0] + bd),
+                    self.source(1, shape.start[1] + bh),
+                ) {
+                    (Some(d), Some(h)) => &plane[(d * in_h + h) * in_w..][..in_w],
                     _ => {
                         dst.fill(0.0);
                         continue;
                     }
                 };
+                if up_w > 1 {
+                    // Upsampled (stride 1 in the box): input `i` at column `i * up + pad`.
+                    dst.fill(0.0);
+                    for (i, &x) in src.iter().enumerate() {
+                        if let Some(v) = dst.get_mut(i * up_w + pad_w) {
+                            *v = x;
+                        }
+                    }
+                    continue;
+                }
                 for (phase, dst) in dst.chunks_exact_mut(shape.phase_len).enumerate() {
                     // Padded column `q * s + phase` is input column `q * s + phase - pad`,
                     // inside the input for `q_lo <= q < q_hi`.
@@ -156,14 +205,21 @@ impl DirectConv<'_> {
     }
 
     /// Offsets, relative to a line's base in the box, of each term (input channel, tap) in
-    /// canonical order.
+    /// canonical order; transposed convolutions read tap `t` at `k - 1 - t`.
     fn term_offsets(&self, shape: &BoxShape) -> Vec<usize> {
-        let t = self.taps;
+        let t = &self.taps;
         let channel_len = shape.floats();
+        let flip = self.transposed;
         let mut offsets = Vec::with_capacity(self.cg * t.kernel_len());
         for c in 0..self.cg {
             for tap in 0..t.kernel_len() {
-                let [kd, kh, kw] = t.tap(tap);
+                let mut at = t.tap(tap);
+                if flip {
+                    for (a, k) in at.iter_mut().zip(t.kernel) {
+                        *a = k - 1 - *a;
+                    }
+                }
+                let [kd, kh, kw] = at;
                 let (dd, dh, dw) = (
                     kd * t.dilations[0],
                     kh * t.dilations[1],
@@ -182,33 +238,103 @@ impl DirectConv<'_> {
 
     /// Computes output lines `lo .. hi` (along the band axis) of image `image`, group `g`;
     /// `outs[mm]` is that band of output channel `g * mg + mm`.
-    fn run_band(&self, isa: Isa, image: usize, g: usize, lo: usize, hi: usize, outs: Band<'_>) {
+    fn run_band(
+        &self,
+        job: &Job<'_>,
+        image: usize,
+        g: usize,
+        lo: usize,
+        hi: usize,
+        outs: Band<'_>,
+    ) {
         let shape = self.box_shape(lo, hi);
         let mut bx = BOX.take();
         bx.resize(self.cg * shape.floats(), 0.0);
         self.fill_box(image, g, &shape, &mut bx);
         let offsets = self.term_offsets(&shape);
-        let job = BandJob {
+        let band = BandJob {
             conv: self,
             shape: &shape,
             bx: &bx,
             offsets: &offsets,
+            packed: job.packed.as_deref(),
+            image,
             g,
             lo,
         };
-        match isa {
+        match job.isa {
             // SAFETY: `isa` comes from `Isa::active()`, which only returns available ISAs.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { band_avx512(&job, outs) },
+            Isa::Avx512 => unsafe { band_avx512(&band, outs) },
             // SAFETY: as above.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { band_avx2(&job, outs) },
+            Isa::Avx2 => unsafe { band_avx2(&band, outs) },
             // SAFETY: as above.
             #[cfg(target_arch = "aarch64")]
-            Isa::Neon => unsafe { band_neon(&job, outs) },
-            _ => job.run(outs),
+            Isa::Neon => unsafe { band_neon(&band, outs) },
+            _ => band.run::<[f32; 8], 4>(outs),
         }
         BOX.set(bx);
+    }
+}
+
+/// Register tile height (output channels) of each ISA's tiled path.
+fn tile_rows(isa: Isa) -> usize {
+    match isa {
+        Isa::Avx512 => 8,
+        Isa::Avx2 => 6,
+        _ => 4,
+    }
+}
+
+/// What every band of one call shares: the ISA and, for the tiled path, the weights packed
+/// `[group][panel][term][rows]` (zero rows past the group's channels).
+struct Job<'p> {
+    isa: Isa,
+    packed: Option<Cow<'p, [f32]>>,
+}
+
+/// Weights `[groups * mg, terms]` packed for the tiled path of `isa`, when a group has enough
+/// output channels to take it (a copy, no arithmetic).
+pub(super) fn pack_tiled(
+    isa: Isa,
+    weight: &[f32],
+    groups: usize,
+    mg: usize,
+    terms: usize,
+) -> Option<Vec<f32>> {
+    if mg < TILED_MIN_CHANNELS {
+        return None;
+    }
+    let rows = tile_rows(isa);
+    let panels = mg.div_ceil(rows);
+    let mut packed = vec![0.0f32; groups * panels * terms * rows];
+    for (gp, panel) in packed.chunks_exact_mut(terms * rows).enumerate() {
+        let (g, p) = (gp / panels, gp % panels);
+        for r in 0..rows.min(mg - p * rows) {
+            let m = g * mg + p * rows + r;
+            for (j, &w) in weight[m * terms..][..terms].iter().enumerate() {
+                panel[j * rows + r] = w;
+            }
+        }
+    }
+    Some(packed)
+}
+
+impl<'p> Job<'p> {
+    /// `prepacked`: the tiled weights packed for `isa` ahead of time, if any.
+    fn new(conv: &DirectConv<'_>, prepacked: Option<(Isa, &'p [f32])>) -> Job<'p> {
+        let isa = Isa::active();
+        let packed = match prepacked {
+            Some((packed_isa, packed)) if packed_isa == isa && conv.tiled() => {
+                Some(Cow::Borrowed(packed))
+            }
+            _ => {
+                let terms = conv.cg * conv.taps.kernel_len();
+                pack_tiled(isa, conv.weight, conv.groups, conv.mg, terms).map(Cow::Owned)
+            }
+        };
+        Job { isa, packed }
     }
 }
 
@@ -221,18 +347,27 @@ struct BandJob<'a> {
     shape: &'a BoxShape,
     bx: &'a [f32],
     offsets: &'a [usize],
+    packed: Option<&'a [f32]>,
+    image: usize,
     g: usize,
     lo: usize,
 }
 
 impl BandJob<'_> {
+    /// Computes the band, `R` output channels per register tile of two `V` (tiled path), or
+    /// one channel at a time.
     #[inline(always)]
-    fn run(&self, mut outs: Band<'_>) {
+    fn run<V: Lanes, const R: usize>(&self, mut outs: Band<'_>) {
         let conv = self.conv;
-        let t = conv.taps;
+        let t = &conv.taps;
         let out_w = t.output[2];
         let terms = self.offsets.len();
         let lines = outs[0].len() / out_w;
+        // Flat output index of this band's first element in channel 0 of image 0.
+        let line_floats: usize = t.output[conv.band_axis() + 1..].iter().product();
+        let (out_len, channels) = (t.output_len(), conv.groups * conv.mg);
+        let band_start = self.lo * line_floats;
+        let panels = conv.mg.div_ceil(R);
         for li in 0..lines {
             // Output line (od, oh) and the box row its first tap reads.
             let (od, oh) = if conv.band_axis() == 0 {
@@ -243,22 +378,88 @@ impl BandJob<'_> {
             let row_d = od * t.strides[0] - self.shape.start[0];
             let row_h = oh * t.strides[1] - self.shape.start[1];
             let base = (row_d * self.shape.len[1] + row_h) * self.shape.row_len;
-            for (mm, out) in outs.iter_mut().enumerate() {
-                let m = self.g * conv.mg + mm;
-                let weights = &conv.weight[m * terms..][..terms];
-                let bias = conv.bias.map(|b| b[m]);
-                let line = &mut out[li * out_w..][..out_w];
-                let mut ow = 0;
-                while ow < out_w {
-                    // The last block may reach past `out_w` (into the box's zero columns);
-                    // those lanes are not stored.
-                    let x = &self.bx[base + ow..];
-                    if out_w - ow >= WIDE {
-                        chain_lanes::<WIDE>(x, self.offsets, weights, bias, &mut line[ow..]);
-                        ow += WIDE;
-                    } else {
-                        chain_lanes::<NARROW>(x, self.offsets, weights, bias, &mut line[ow..]);
-                        ow += NARROW;
+            match self.packed {
+                Some(packed) => {
+                    for p in 0..panels {
+                        let weights = &packed[(self.g * panels + p) * terms * R..][..terms * R];
+                        let first = p * R;
+                        let bias: [f32; R] = std::array::from_fn(|r| {
+                            let m = (self.g * conv.mg + first + r).min(channels - 1);
+                            conv.bias.map_or(0.0, |b| b[m])
+                        });
+                        let rows = R.min(conv.mg - first);
+                        let mut ow = 0;
+                        while ow < out_w {
+                            // SAFETY: the box row holds `padded_width` columns past every
+                            // term's offset (see `box_shape`), and `ow < out_w`.
+                            let total = unsafe {
+                                panel_tile::<V, R>(
+                                    self.bx[base + ow..].as_ptr(),
+                                    self.offsets,
+                                    weights,
+                                )
+                            };
+                            let width = (out_w - ow).min(2 * V::N);
+                            for (r, halves) in total.iter().enumerate().take(rows) {
+                                let mut values = [0.0f32; 2 * TILE_COLUMNS];
+                                // SAFETY: `values` holds `2 * V::N <= 2 * TILE_COLUMNS` floats.
+                                unsafe {
+                                    halves[0].store(values.as_mut_ptr());
+                                    halves[1].store(values.as_mut_ptr().add(V::N));
+                                }
+                                let line = &mut outs[first + r][li * out_w + ow..][..width];
+                                for (o, &v) in line.iter_mut().zip(&values) {
+                                    *o = if conv.bias.is_some() { v + bias[r] } else { v };
+                                }
+                            }
+                            ow += 2 * V::N;
+                        }
+                        if let Some(map) = conv.map {
+                            for r in 0..rows {
+                                let m = self.g * conv.mg + first + r;
+                                let start =
+                                    (self.image * channels + m) * out_len + band_start + li * out_w;
+                                map.apply(m, start, &mut outs[first + r][li * out_w..][..out_w]);
+                            }
+                        }
+                    }
+                }
+                None => {
+                    for (mm, out) in outs.iter_mut().enumerate() {
+                        let m = self.g * conv.mg + mm;
+                        let weights = &conv.weight[m * terms..][..terms];
+                        let bias = conv.bias.map(|b| b[m]);
+                        let line = &mut out[li * out_w..][..out_w];
+                        let mut ow = 0;
+                        while ow < out_w {
+                            // The last block may reach past `out_w` (into the box's zero
+                            // columns); those lanes are not stored.
+                            let x = &self.bx[base + ow..];
+                            if out_w - ow >= WIDE {
+                                chain_lanes::<WIDE>(
+                                    x,
+                                    self.offsets,
+                                    weights,
+                                    bias,
+                                    &mut line[ow..],
+                                );
+                                ow += WIDE;
+                            } else {
+                                chain_lanes::<NARROW>(
+                                    x,
+                                    self.offsets,
+                                    weights,
+                                    bias,
+                                    &mut line[ow..],
+                                );
+                                ow += NARROW;
+                            }
+                        }
+                        if let Some(map) = conv.map {
+                            let start =
+                                (self.image * channels + m) * out_len + band_start + li * out_w;
+                            map.apply(m, start, line);
+                        }
                     }
                 }
             }
@@ -316,12 +517,184 @@ fn tile_chain<const L: usize>(x: &[f32], offsets: &[usize], weights: &[f32]) -> 
     partial
 }
 
+/// A SIMD register of `N` f32 lanes, each lane one output column with its own chain.
+trait Lanes: Copy {
+    const N: usize;
+    /// # Safety
+    /// The register type's ISA is available.
+    unsafe fn zero() -> Self;
+    /// # Safety
+    /// As [`Lanes::zero`].
+    unsafe fn splat(v: f32) -> Self;
+    /// # Safety
+    /// As [`Lanes::zero`], and `p` points to `N` readable floats.
+    unsafe fn load(p: *const f32) -> Self;
+    /// # Safety
+    /// As [`Lanes::zero`], and `p` points to `N` writable floats.
+    unsafe fn store(self, p: *mut f32);
+    /// `fma(a, b, c)` per lane, one rounding.
+    /// # Safety
+    /// As [`Lanes::zero`].
+    unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
+    /// # Safety
+    /// As [`Lanes::zero`].
+    unsafe fn add(a: Self, b: Self) -> Self;
+}
+
+impl Lanes for [f32; 8] {
+    const N: usize = 8;
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        [0.0; 8]
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        [v; 8]
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: the caller passes 8 readable floats.
+        unsafe { p.cast::<[f32; 8]>().read_unaligned() }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        // SAFETY: the caller passes 8 writable floats.
+        unsafe { p.cast::<[f32; 8]>().write_unaligned(self) }
+    }
+    #[inline(always)]
+    unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
+        std::array::from_fn(|i| a[i].mul_add(b[i], c[i]))
+    }
+    #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        std::array::from_fn(|i| a[i] + b[i])
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Lanes;
+    use std::arch::x86_64::*;
+
+    impl Lanes for __m512 {
+        const N: usize = 16;
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            // SAFETY: AVX-512F is available (caller contract).
+            unsafe { _mm512_setzero_ps() }
+        }
+        #[inline(always)]
+        unsafe fn splat(v: f32) -> Self {
+            // SAFETY: as above.
+            unsafe { _mm512_set1_ps(v) }
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            // SAFETY: as above, and 16 readable floats.
+            unsafe { _mm512_loadu_ps(p) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            // SAFETY: as above, and 16 writable floats.
+            unsafe { _mm512_storeu_ps(p, self) }
+        }
+        #[inline(always)]
+        unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
+            // SAFETY: as above.
+            unsafe { _mm512_fmadd_ps(a, b, c) }
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self, b: Self) -> Self {
+            // SAFETY: as above.
+            unsafe { _mm512_add_ps(a, b) }
+        }
+    }
+
+    impl Lanes for __m256 {
+        const N: usize = 8;
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            // SAFETY: AVX2 and FMA are available (caller contract).
+            unsafe { _mm256_setzero_ps() }
+        }
+        #[inline(always)]
+        unsafe fn splat(v: f32) -> Self {
+            // SAFETY: as above.
+            unsafe { _mm256_set1_ps(v) }
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            // SAFETY: as above, and 8 readable floats.
+            unsafe { _mm256_loadu_ps(p) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            // SAFETY: as above, and 8 writable floats.
+            unsafe { _mm256_storeu_ps(p, self) }
+        }
+        #[inline(always)]
+        unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
+            // SAFETY: as above.
+            unsafe { _mm256_fmadd_ps(a, b, c) }
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self, b: Self) -> Self {
+            // SAFETY: as above.
+            unsafe { _mm256_add_ps(a, b) }
+        }
+    }
+}
+
+/// `R` output channels by `2 * V::N` columns: lane `l` of channel `r` is the canonical chain
+/// (contract: canonical-sum) over terms `j` of `weights[j * R + r] * x[offsets[j] + l]`: tiles
+/// of 64 terms from `+0.0` with `fma`, partials folded left to right.
+///
+/// # Safety
+/// `V`'s ISA is available, and `x.add(offsets[j])` points to `2 * V::N` readable floats for
+/// every `j`; `weights` holds `offsets.len() * R` floats.
+#[inline(always)]
+unsafe fn panel_tile<V: Lanes, const R: usize>(
+    x: *const f32,
+    offsets: &[usize],
+    weights: &[f32],
+) -> [[V; 2]; R] {
+    // SAFETY: the caller guarantees the ISA and the extents.
+    unsafe {
+        let mut total = [[V::zero(); 2]; R];
+        for (tile, (offsets, weights)) in offsets
+            .chunks(REDUCTION_TILE)
+            .zip(weights.chunks(REDUCTION_TILE * R))
+            .enumerate()
+        {
+            let mut acc = [[V::zero(); 2]; R];
+            for (&offset, w) in offsets.iter().zip(weights.chunks_exact(R)) {
+                let x0 = V::load(x.add(offset));
+                let x1 = V::load(x.add(offset + V::N));
+                for (acc_r, &w_r) in acc.iter_mut().zip(w) {
+                    let w_r = V::splat(w_r);
+                    acc_r[0] = V::fma(w_r, x0, acc_r[0]);
+                    acc_r[1] = V::fma(w_r, x1, acc_r[1]);
+                }
+            }
+            if tile == 0 {
+                total = acc;
+            } else {
+                for (total_r, acc_r) in total.iter_mut().zip(&acc) {
+                    total_r[0] = V::add(total_r[0], acc_r[0]);
+                    total_r[1] = V::add(total_r[1], acc_r[1]);
+                }
+            }
+        }
+        total
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 /// # Safety
 /// The CPU supports AVX-512F.
 unsafe fn band_avx512(job: &BandJob<'_>, outs: Band<'_>) {
-    job.run(outs)
+    job.run::<std::arch::x86_64::__m512, 8>(outs)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -329,7 +702,7 @@ unsafe fn band_avx512(job: &BandJob<'_>, outs: Band<'_>) {
 /// # Safety
 /// The CPU supports AVX2 and FMA.
 unsafe fn band_avx2(job: &BandJob<'_>, outs: Band<'_>) {
-    job.run(outs)
+    job.run::<std::arch::x86_64::__m256, 6>(outs)
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -337,14 +710,19 @@ unsafe fn band_avx2(job: &BandJob<'_>, outs: Band<'_>) {
 /// # Safety
 /// The CPU supports NEON.
 unsafe fn band_neon(job: &BandJob<'_>, outs: Band<'_>) {
-    job.run(outs)
+    job.run::<[f32; 8], 4>(outs)
 }
 
 /// Direct convolution of `batch` images into `out` (`[N, M, out...]`), in parallel over
-/// (image, group, band).
-pub(super) fn conv_direct(conv: &DirectConv<'_>, batch: usize, out: &mut [f32]) {
-    let isa = Isa::active();
-    let t = conv.taps;
+/// (image, group, band); `prepacked` as [`pack_tiled`] made it for that ISA.
+pub(super) fn conv_direct(
+    conv: &DirectConv<'_>,
+    prepacked: Option<(Isa, &[f32])>,
+    batch: usize,
+    out: &mut [f32],
+) {
+    let job = Job::new(conv, prepacked);
+    let t = &conv.taps;
     let out_len = t.output_len();
     let band_axis = conv.band_axis();
     let line_floats: usize = t.output[band_axis + 1..].iter().product();
@@ -372,6 +750,6 @@ pub(super) fn conv_direct(conv: &DirectConv<'_>, batch: usize, out: &mut [f32]) 
     tasks.into_par_iter().for_each(|(image, g, band, outs)| {
         let lo = band * band_lines;
         let hi = (lo + band_lines).min(t.output[band_axis]);
-        conv.run_band(isa, image, g, lo, hi, outs);
+        conv.run_band(&job, image, g, lo, hi, outs);
     });
 }

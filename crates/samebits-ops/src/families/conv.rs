@@ -6,7 +6,14 @@
 //! `samebits-kernels` (contract sections `conv` and `conv-transpose`). f16 / bf16 tensors are
 //! computed in f32 and rounded once at the store. ConvInteger runs the f32 kernel on the
 //! zero-point-shifted integers when every partial sum is exact in f32, and is refused otherwise.
+//!
+//! `samebits::ConvChain` (emitted by the fusion pass, samebits-passes `fusion.rs`) is a Conv or
+//! ConvTranspose followed by an elementwise chain (`fused.rs`) that alone reads its output: the
+//! kernel applies the chain to each block of finished outputs through an `OutputMap` (contract
+//! section `elementwise-fusion`), or, where the chain's fast path does not apply, the two run
+//! one after the other. The same bits either way.
 
+use super::fused::{CONV_CHAIN, ChainInput, ElementwiseChain};
 use crate::device_kernel::input_shape;
 use crate::registry::Registry;
 use crate::spatial::{AutoPad, SpatialAttrs, check_windows_fit};
@@ -15,15 +22,24 @@ use crate::{
     BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, ShapedKernel, bail,
     unsupported,
 };
-use samebits_ir::{DType, Tensor, Value, ValueType};
-use samebits_kernels::{ConvGeometry, ConvTransposeGeometry, conv_f32, conv_transpose_f32};
+use samebits_ir::{DType, Graph, Tensor, Value, ValueType};
+use samebits_kernels::{
+    ConvGeometry, ConvTransposeGeometry, OutputMap, PackedConvWeights, conv_f32, conv_f32_mapped,
+    conv_transpose_f32_mapped,
+};
+use std::sync::OnceLock;
 
 pub fn register(r: &mut Registry) {
     r.register("", "Conv", |ctx| Ok(Box::new(Conv::parse("Conv", ctx)?)));
     r.register("", "ConvInteger", |ctx| {
         Ok(Box::new(ConvInteger(Conv::parse("ConvInteger", ctx)?)))
     });
-    r.register("", "ConvTranspose", conv_transpose);
+    r.register("", "ConvTranspose", |ctx| {
+        Ok(Box::new(ConvTranspose::parse(ctx)?))
+    });
+    r.register(super::fused::DOMAIN, CONV_CHAIN, |ctx| {
+        Ok(Box::new(ConvChain::build(ctx)?))
+    });
 }
 
 /// Batch, channels and spatial sizes of an `[N, C, spatial...]` tensor with 1 to 3 spatial
@@ -37,11 +53,13 @@ fn split_nc(op: &str, what: &str, shape: &[usize]) -> Result<(usize, usize, Vec<
     Ok((shape[0], shape[1], shape[2..].to_vec()))
 }
 
-/// Conv's attributes.
+/// Conv's attributes, and its weight packed at the first run when it is a constant.
 #[derive(Debug)]
 struct Conv {
     spatial: SpatialAttrs,
     groups: usize,
+    /// `Some` when the weight is a constant of the plan: its packing, made once.
+    packed: Option<OnceLock<PackedConvWeights>>,
 }
 
 impl Conv {
@@ -51,9 +69,11 @@ impl Conv {
         if groups < 1 {
             bail!("{op}: attribute \"group\" must be >= 1, got {groups}");
         }
+        let constant_weight = ctx.constant_inputs.get(1).copied().unwrap_or(false);
         Ok(Conv {
             spatial: SpatialAttrs::parse(op, &args)?,
             groups: groups as usize,
+            packed: constant_weight.then(OnceLock::new),
         })
     }
 
@@ -139,6 +159,30 @@ impl Op for Conv {
     }
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        Ok(vec![self.compute(inputs, None)?.into()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], _inputs: &Inputs) -> Result<ShapedKernel> {
+        let geometry = self.geometry(input_shape(shapes, 0)?, input_shape(shapes, 1)?)?;
+        let bias = shapes.get(2).copied().flatten();
+        check_bias("Conv", bias, geometry.out_channels)?;
+        Ok(ShapedKernel::Conv(geometry))
+    }
+}
+
+impl Conv {
+    /// The output shape for these inputs.
+    fn out_shape(&self, inputs: &Inputs) -> Result<Vec<usize>> {
+        let (x, w) = (inputs.tensor(0)?, inputs.tensor(1)?);
+        Ok(Conv::output_shape(&self.geometry(x.shape(), w.shape())?))
+    }
+
+    /// The convolution, with `map` applied to its finished f32 outputs.
+    fn compute(&self, inputs: &Inputs, map: Option<&dyn OutputMap>) -> Result<Tensor> {
         let (x, w, b) = (inputs.tensor(0)?, inputs.tensor(1)?, inputs.opt_tensor(2)?);
         let geometry = self.geometry(x.shape(), w.shape())?;
         check_bias("Conv", b.map(Tensor::shape), geometry.out_channels)?;
@@ -159,20 +203,22 @@ impl Op for Conv {
         let shape = Conv::output_shape(&geometry);
         let mut out = vec![0.0f32; shape.iter().product()];
         if !out.is_empty() {
-            conv_f32(&geometry, &input, &weight, bias.as_deref(), &mut out);
+            // A constant weight is packed once (copies only, the same bits as packing per call).
+            let packed = self
+                .packed
+                .as_ref()
+                .map(|p| p.get_or_init(|| PackedConvWeights::new(&geometry, &weight)));
+            conv_f32_mapped(
+                &geometry,
+                &input,
+                &weight,
+                packed,
+                bias.as_deref(),
+                map,
+                &mut out,
+            );
         }
-        Ok(vec![store_f32(x.dtype(), shape, out)?.into()])
-    }
-
-    fn device_kernel(&self) -> Option<DeviceKernel> {
-        Some(DeviceKernel::Shaped)
-    }
-
-    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], _inputs: &Inputs) -> Result<ShapedKernel> {
-        let geometry = self.geometry(input_shape(shapes, 0)?, input_shape(shapes, 1)?)?;
-        let bias = shapes.get(2).copied().flatten();
-        check_bias("Conv", bias, geometry.out_channels)?;
-        Ok(ShapedKernel::Conv(geometry))
+        store_f32(x.dtype(), shape, out)
     }
 }
 
@@ -254,26 +300,28 @@ struct ConvTranspose {
     output_shape: Option<Vec<usize>>,
 }
 
-fn conv_transpose(ctx: &BuildContext) -> Result<Box<dyn Op>> {
-    let args = NodeArgs::new(ctx.node);
-    let Conv { spatial, groups } = Conv::parse("ConvTranspose", ctx)?;
-    let non_negative = |name: &str| -> Result<Option<Vec<usize>>> {
-        match args.ints(name)? {
-            Some(v) if v.iter().any(|&x| x < 0) => {
-                bail!("ConvTranspose: attribute \"{name}\" must be non-negative, got {v:?}")
-            }
-            v => Ok(v.map(|v| v.iter().map(|&x| x as usize).collect())),
-        }
-    };
-    Ok(Box::new(ConvTranspose {
-        spatial,
-        groups,
-        output_padding: non_negative("output_padding")?,
-        output_shape: non_negative("output_shape")?,
-    }))
-}
-
 impl ConvTranspose {
+    fn parse(ctx: &BuildContext) -> Result<ConvTranspose> {
+        let args = NodeArgs::new(ctx.node);
+        let Conv {
+            spatial, groups, ..
+        } = Conv::parse("ConvTranspose", ctx)?;
+        let non_negative = |name: &str| -> Result<Option<Vec<usize>>> {
+            match args.ints(name)? {
+                Some(v) if v.iter().any(|&x| x < 0) => {
+                    bail!("ConvTranspose: attribute \"{name}\" must be non-negative, got {v:?}")
+                }
+                v => Ok(v.map(|v| v.iter().map(|&x| x as usize).collect())),
+            }
+        };
+        Ok(ConvTranspose {
+            spatial,
+            groups,
+            output_padding: non_negative("output_padding")?,
+            output_shape: non_negative("output_shape")?,
+        })
+    }
+
     /// The kernel geometry: pads from `output_shape` (or, for `SAME_*`, from the target size
     /// `in * stride`) as the ONNX spec writes them, else from `pads`. A target larger than the
     /// unpadded output grows `output_padding` instead (extra positions at the end).
@@ -391,6 +439,30 @@ impl Op for ConvTranspose {
     }
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        Ok(vec![self.compute(inputs, None)?.into()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], _inputs: &Inputs) -> Result<ShapedKernel> {
+        let geometry = self.geometry(input_shape(shapes, 0)?, input_shape(shapes, 1)?)?;
+        let bias = shapes.get(2).copied().flatten();
+        check_bias("ConvTranspose", bias, geometry.out_channels)?;
+        Ok(ShapedKernel::ConvTranspose(geometry))
+    }
+}
+
+impl ConvTranspose {
+    /// The output shape for these inputs.
+    fn out_shape(&self, inputs: &Inputs) -> Result<Vec<usize>> {
+        let (x, w) = (inputs.tensor(0)?, inputs.tensor(1)?);
+        Ok(Self::output_shape(&self.geometry(x.shape(), w.shape())?))
+    }
+
+    /// The transposed convolution, with `map` applied to its finished f32 outputs.
+    fn compute(&self, inputs: &Inputs, map: Option<&dyn OutputMap>) -> Result<Tensor> {
         let (x, w, b) = (inputs.tensor(0)?, inputs.tensor(1)?, inputs.opt_tensor(2)?);
         let geometry = self.geometry(x.shape(), w.shape())?;
         check_bias("ConvTranspose", b.map(Tensor::shape), geometry.out_channels)?;
@@ -413,19 +485,160 @@ impl Op for ConvTranspose {
         let shape = Self::output_shape(&geometry);
         let mut out = vec![0.0f32; shape.iter().product()];
         if !out.is_empty() {
-            conv_transpose_f32(&geometry, &input, &weight, bias.as_deref(), &mut out);
+            conv_transpose_f32_mapped(&geometry, &input, &weight, bias.as_deref(), map, &mut out);
         }
-        Ok(vec![store_f32(x.dtype(), shape, out)?.into()])
+        store_f32(x.dtype(), shape, out)
+    }
+}
+
+/// The convolution a [`ConvChain`] starts with.
+#[derive(Debug)]
+enum Head {
+    Conv(Conv),
+    Transpose(ConvTranspose),
+}
+
+impl Head {
+    fn out_shape(&self, inputs: &Inputs) -> Result<Vec<usize>> {
+        match self {
+            Head::Conv(c) => c.out_shape(inputs),
+            Head::Transpose(c) => c.out_shape(inputs),
+        }
+    }
+
+    fn compute(&self, inputs: &Inputs, map: Option<&dyn OutputMap>) -> Result<Tensor> {
+        match self {
+            Head::Conv(c) => c.compute(inputs, map),
+            Head::Transpose(c) => c.compute(inputs, map),
+        }
+    }
+}
+
+/// `samebits::ConvChain`: attribute `conv` is a graph of one Conv or ConvTranspose node, `body`
+/// the elementwise chain (`fused.rs`) with the convolution's output among its inputs. The
+/// node's inputs are the convolution's, then the chain's other inputs in body order.
+#[derive(Debug)]
+struct ConvChain {
+    head: Head,
+    /// Inputs of the convolution node (X, W and B when given).
+    head_inputs: usize,
+    chain: ElementwiseChain,
+    /// The body input that is the convolution's output.
+    mapped: usize,
+}
+
+impl ConvChain {
+    fn build(ctx: &BuildContext) -> Result<ConvChain> {
+        let args = NodeArgs::new(ctx.node);
+        let conv: &Graph = args.graph("conv")?;
+        let body: &Graph = args.graph("body")?;
+        let [node] = conv.nodes.as_slice() else {
+            bail!("{CONV_CHAIN}: attribute \"conv\" must hold one node");
+        };
+        let inner = BuildContext { node, ..*ctx };
+        let head = match (node.domain.as_str(), node.op_type.as_str()) {
+            ("", "Conv") => Head::Conv(Conv::parse("Conv", &inner)?),
+            ("", "ConvTranspose") => Head::Transpose(ConvTranspose::parse(&inner)?),
+            _ => bail!(
+                "{CONV_CHAIN}: {} is no Conv or ConvTranspose",
+                node.describe()
+            ),
+        };
+        let Some(mapped) = body.inputs.iter().position(|v| v.name == node.outputs[0]) else {
+            bail!("{CONV_CHAIN}: the chain does not read the convolution's output");
+        };
+        if ctx.node.inputs.len() + 1 != node.inputs.len() + body.inputs.len() {
+            bail!(
+                "{CONV_CHAIN}: {} inputs, expected the convolution's {} and the chain's {} \
+                 others",
+                ctx.node.inputs.len(),
+                node.inputs.len(),
+                body.inputs.len() - 1
+            );
+        }
+        Ok(ConvChain {
+            head,
+            head_inputs: node.inputs.len(),
+            chain: ElementwiseChain::from_body(body, ctx.opsets, ctx.operation_set)?,
+            mapped,
+        })
+    }
+
+    fn chain_inputs(&self) -> usize {
+        self.chain.input_count()
+    }
+
+    /// The node input of chain input `i` (not the mapped one).
+    fn chain_input(&self, i: usize) -> usize {
+        self.head_inputs + i - usize::from(i > self.mapped)
+    }
+}
+
+impl Op for ConvChain {
+    fn infer(&self, _inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        Ok(vec![self.chain.output_type()])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let count = self.head_inputs + self.chain_inputs() - 1;
+        if inputs.len() != count {
+            bail!(
+                "{CONV_CHAIN}: expected {count} inputs, got {}",
+                inputs.len()
+            );
+        }
+        let head_inputs = &inputs[..self.head_inputs];
+        if inputs.tensor(0)?.dtype() == DType::F32 {
+            let shape = self.head.out_shape(head_inputs)?;
+            let chain_inputs: Option<Vec<ChainInput>> = (0..self.chain_inputs())
+                .map(|i| {
+                    if i == self.mapped {
+                        return Some(ChainInput::Mapped(&shape));
+                    }
+                    let t = inputs.value(self.chain_input(i)).ok()?.as_tensor().ok()?;
+                    Some(ChainInput::Tensor(t))
+                })
+                .collect();
+            if let Some(prepared) = chain_inputs.and_then(|c| self.chain.prepare(&c)) {
+                return Ok(vec![
+                    self.head.compute(head_inputs, Some(&prepared))?.into(),
+                ]);
+            }
+        }
+        let y = Value::Tensor(self.head.compute(head_inputs, None)?);
+        let fed = (0..self.chain_inputs())
+            .map(|i| match i == self.mapped {
+                true => Ok(y.clone()),
+                false => inputs.value(self.chain_input(i)).cloned(),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.chain.run_fallback(fed)
     }
 
     fn device_kernel(&self) -> Option<DeviceKernel> {
         Some(DeviceKernel::Shaped)
     }
 
-    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], _inputs: &Inputs) -> Result<ShapedKernel> {
-        let geometry = self.geometry(input_shape(shapes, 0)?, input_shape(shapes, 1)?)?;
-        let bias = shapes.get(2).copied().flatten();
-        check_bias("ConvTranspose", bias, geometry.out_channels)?;
-        Ok(ShapedKernel::ConvTranspose(geometry))
+    /// The convolution's kernel, then the chain's over its output (two launches on a device).
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], inputs: &Inputs) -> Result<ShapedKernel> {
+        let head_shapes = &shapes[..self.head_inputs.min(shapes.len())];
+        let head_values = &inputs[..self.head_inputs.min(inputs.len())];
+        let conv = match &self.head {
+            Head::Conv(c) => c.shaped_kernel(head_shapes, head_values)?,
+            Head::Transpose(c) => c.shaped_kernel(head_shapes, head_values)?,
+        };
+        let out = conv.output_shapes().swap_remove(0);
+        let chain_shapes = (0..self.chain_inputs())
+            .map(|i| match i == self.mapped {
+                true => Ok(out.as_slice()),
+                false => input_shape(shapes, self.chain_input(i)),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ShapedKernel::ConvChain {
+            conv: Box::new(conv),
+            conv_inputs: self.head_inputs,
+            chain: self.chain.chain_kernel(&chain_shapes)?,
+            mapped: self.mapped,
+        })
     }
 }

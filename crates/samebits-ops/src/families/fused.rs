@@ -12,6 +12,11 @@
 //! one value per channel (`[C]` for BatchNormalization's parameters, `[1, C, 1, ...]` under
 //! broadcasting) and each binary node has at least one full-size operand. Anything else runs
 //! the body node by node as an ordinary plan, the same bits as before fusion.
+//!
+//! The same evaluator ([`Prepared`]) serves as a convolution's epilogue (`samebits::ConvChain`,
+//! `conv.rs`): one chain input is then the convolution's output, transformed in place block by
+//! block as the kernel finishes it. Blocks of 64 lanes are evaluated instruction by instruction
+//! in code compiled for the active ISA (wider registers, the same IEEE operations).
 
 use super::elementwise::{Binary, Unary, f32_binary, f32_unary};
 use super::normalization::rsqrt_eps;
@@ -20,10 +25,13 @@ use crate::registry::Registry;
 use crate::{
     BinaryKernel, BuildContext, ChainKernel, ChainLayout as Layout, ChainOp,
     ChainOperand as Operand, ChainStep, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError,
-    Plan, Result, RunOptions, ShapedKernel, bail,
+    OperationSet, Plan, Result, RunOptions, ShapedKernel, bail,
 };
 use rayon::prelude::*;
-use samebits_ir::{DType, Graph, Node, Tensor, Value, ValueType};
+use samebits_ir::{Graph, Node, OpsetImports, Tensor, Value, ValueType};
+use samebits_kernels::{Isa, OutputMap};
+use samebits_math::Activation;
+use std::cell::Cell;
 
 /// The op type the fusion pass emits, in domain [`DOMAIN`].
 pub const OP_TYPE: &str = "ElementwiseChain";
@@ -31,6 +39,16 @@ pub const OP_TYPE: &str = "ElementwiseChain";
 pub const DOMAIN: &str = "samebits";
 /// Most nodes in one chain (register file size).
 pub const MAX_CHAIN: usize = 16;
+/// The op type of a convolution whose output feeds a chain (`conv.rs`), in domain [`DOMAIN`].
+pub const CONV_CHAIN: &str = "ConvChain";
+
+/// Whether the fusion pass may start a `ConvChain` with `node`: a Conv or ConvTranspose of the
+/// default domain with one output.
+pub fn is_conv_head(node: &Node) -> bool {
+    (node.domain.is_empty() || node.domain == "ai.onnx")
+        && matches!(node.op_type.as_str(), "Conv" | "ConvTranspose")
+        && node.outputs.len() == 1
+}
 
 pub fn register(r: &mut Registry) {
     r.register(DOMAIN, OP_TYPE, |ctx| {
@@ -48,7 +66,7 @@ pub fn is_fusable(node: &Node, opset: i64) -> bool {
     let all_present = node.inputs.iter().all(|i| !i.is_empty());
     match node.op_type.as_str() {
         "Add" | "Sub" | "Mul" | "Div" => arity == 2 && all_present,
-        "Relu" => arity == 1 && all_present,
+        "Relu" | "Sigmoid" | "HardSigmoid" | "HardSwish" => arity == 1 && all_present,
         // The input-bound form (opset 11 on); bounds may be omitted.
         "Clip" => opset >= 11 && (1..=3).contains(&arity) && !node.inputs[0].is_empty(),
         "BatchNormalization" => {
@@ -72,6 +90,9 @@ enum Kind {
     BatchNorm {
         epsilon: f32,
     },
+    /// A samebits-math composite activation (Sigmoid, HardSigmoid, HardSwish), the function the
+    /// standalone op applies.
+    Activation(Activation),
 }
 
 #[derive(Debug)]
@@ -82,7 +103,7 @@ struct Instr {
 
 /// The fused op: the body parsed into instructions, and the body as a plan for the general case.
 #[derive(Debug)]
-struct ElementwiseChain {
+pub(super) struct ElementwiseChain {
     instrs: Vec<Instr>,
     inputs: usize,
     output_type: Option<ValueType>,
@@ -92,6 +113,15 @@ struct ElementwiseChain {
 impl ElementwiseChain {
     fn build(ctx: &BuildContext) -> Result<ElementwiseChain> {
         let body: &Graph = NodeArgs::new(ctx.node).graph("body")?;
+        ElementwiseChain::from_body(body, ctx.opsets, ctx.operation_set)
+    }
+
+    /// The chain of a `body` graph (its nodes in order, one output).
+    pub(super) fn from_body(
+        body: &Graph,
+        opsets: &OpsetImports,
+        operation_set: OperationSet,
+    ) -> Result<ElementwiseChain> {
         if body.outputs.len() != 1 || body.nodes.is_empty() || body.nodes.len() > MAX_CHAIN {
             bail!(
                 "{OP_TYPE}: body needs 1 to {MAX_CHAIN} nodes and one output, has {} nodes and \
@@ -100,7 +130,7 @@ impl ElementwiseChain {
                 body.outputs.len()
             );
         }
-        let opset = crate::registry::opset_of(ctx.opsets, "");
+        let opset = crate::registry::opset_of(opsets, "");
         let mut names: Vec<&str> = body.inputs.iter().map(|v| v.name.as_str()).collect();
         let inputs = names.len();
         let mut instrs = Vec::with_capacity(body.nodes.len());
@@ -133,6 +163,15 @@ impl ElementwiseChain {
                 "Div" => Kind::Binary(Binary::Div),
                 "Relu" => Kind::Relu,
                 "Clip" => Kind::Clip,
+                "Sigmoid" => Kind::Activation(Activation::Sigmoid),
+                "HardSwish" => Kind::Activation(Activation::HardSwish),
+                "HardSigmoid" => {
+                    let args = NodeArgs::new(node);
+                    Kind::Activation(Activation::HardSigmoid {
+                        alpha: args.float_or("alpha", 0.2)?,
+                        beta: args.float_or("beta", 0.5)?,
+                    })
+                }
                 _ => Kind::BatchNorm {
                     epsilon: NodeArgs::new(node).float_or("epsilon", 1e-5)?,
                 },
@@ -147,17 +186,25 @@ impl ElementwiseChain {
             instrs,
             inputs,
             output_type: body.outputs[0].ty.clone(),
-            fallback: Plan::build(body, ctx.opsets, ctx.operation_set, &[])?,
+            fallback: Plan::build(body, opsets, operation_set, &[])?,
         })
     }
 
-    /// The operands' layouts and the output shape when the fast path applies.
-    /// (The operands must also be f32 tensors.)
+    /// Number of chain inputs (the body's inputs).
+    pub(super) fn input_count(&self) -> usize {
+        self.inputs
+    }
+
+    /// The chain's output type, as the body declares it.
+    pub(super) fn output_type(&self) -> Option<ValueType> {
+        self.output_type.clone()
+    }
+
+    /// The operands' layouts and the output shape when the fast path applies to chain inputs
+    /// of these shapes (all f32).
     fn fast_layout(&self, shapes: &[&[usize]]) -> Option<(Vec<usize>, Vec<Layout>)> {
-        let shape = shapes
-            .iter()
-            .max_by_key(|s| s.iter().product::<usize>())?
-            .to_vec();
+        let numel = |s: &[usize]| s.iter().product::<usize>();
+        let shape = shapes.iter().max_by_key(|s| numel(s))?.to_vec();
         let channels = (shape.len() >= 2).then(|| shape[1]);
         let layouts: Vec<Layout> = shapes
             .iter()
@@ -175,7 +222,9 @@ impl ElementwiseChain {
                     let (a, b) = (layout(&instr.operands[0]), layout(&instr.operands[1]));
                     matches!(a, Some(Layout::Full)) || matches!(b, Some(Layout::Full))
                 }
-                Kind::Relu => matches!(layout(&instr.operands[0]), Some(Layout::Full)),
+                Kind::Relu | Kind::Activation(_) => {
+                    matches!(layout(&instr.operands[0]), Some(Layout::Full))
+                }
                 Kind::Clip => {
                     matches!(layout(&instr.operands[0]), Some(Layout::Full))
                         && instr.operands[1..]
@@ -222,12 +271,18 @@ impl Layout {
     }
 }
 
-/// Lanes per register.
-const LANES: usize = 64;
+/// Lanes per register (a block of outputs evaluated instruction by instruction: long enough
+/// that the per-instruction dispatch is small next to the vector work).
+const LANES: usize = 256;
 /// Elements per parallel task.
 const TASK_ELEMENTS: usize = 1 << 14;
 /// Outputs below this count run on the calling thread.
 const PARALLEL_MIN: usize = 1 << 15;
+
+thread_local! {
+    /// Per-thread chain registers, reused across calls.
+    static REGISTERS: Cell<Vec<[f32; LANES]>> = const { Cell::new(Vec::new()) };
+}
 
 /// An operand's values for one block of lanes.
 #[derive(Clone, Copy)]
@@ -236,86 +291,56 @@ enum Lanes<'a> {
     Splat(f32),
 }
 
-/// The chain's operands resolved for evaluation.
-struct Operands<'a> {
+/// A chain input as [`ElementwiseChain::prepare`] takes it.
+#[derive(Clone, Copy)]
+pub(super) enum ChainInput<'a> {
+    /// A tensor (the fast path needs f32).
+    Tensor(&'a Tensor),
+    /// The values [`Prepared::apply`] transforms in place: a full-size f32 tensor of this shape.
+    Mapped(&'a [usize]),
+}
+
+/// A chain whose fast path applies to given inputs: operands resolved, ready to evaluate any
+/// range of outputs, on any thread.
+pub(super) struct Prepared<'a> {
+    chain: &'a ElementwiseChain,
+    shape: Vec<usize>,
+    /// Per chain input, its values (empty for the mapped input).
     data: Vec<&'a [f32]>,
     layouts: Vec<Layout>,
+    /// The chain input that [`Prepared::apply`] transforms in place.
+    mapped: Option<usize>,
     /// Per instruction, per channel, `rstd` of BatchNormalization (empty for other kinds).
     rstd: Vec<Vec<f32>>,
+    /// The ISA of the thread that prepared the chain (worker threads run the same code path).
+    isa: Isa,
 }
 
 impl ElementwiseChain {
-    /// Evaluates outputs `start .. start + out.len()` (flat indices; a range lies within one
-    /// channel row when there are channel operands, see `eval_fast`).
-    fn eval_range(&self, ops: &Operands, start: usize, channel: usize, out: &mut [f32]) {
-        let mut regs = [[0.0f32; LANES]; MAX_CHAIN];
-        let mut done = 0;
-        while done < out.len() {
-            let n = LANES.min(out.len() - done);
-            let at = start + done;
-            for (j, instr) in self.instrs.iter().enumerate() {
-                let (before, rest) = regs.split_at_mut(j);
-                let dst = &mut rest[0][..n];
-                let lanes = |o: &Operand| operand_lanes(o, ops, before, at, n, channel);
-                match instr.kind {
-                    Kind::Binary(op) => binary_lanes(
-                        op,
-                        lanes(&instr.operands[0]),
-                        lanes(&instr.operands[1]),
-                        dst,
-                    ),
-                    Kind::Relu => {
-                        let Lanes::Each(x) = lanes(&instr.operands[0]) else {
-                            unreachable!("checked by fast_layout")
-                        };
-                        for (d, &v) in dst.iter_mut().zip(x) {
-                            *d = f32_unary(Unary::Relu, v);
-                        }
-                    }
-                    Kind::Clip => {
-                        let Lanes::Each(x) = lanes(&instr.operands[0]) else {
-                            unreachable!("checked by fast_layout")
-                        };
-                        let bound = |k: usize| match instr.operands.get(k) {
-                            Some(o @ Operand::Input(_)) => match lanes(o) {
-                                Lanes::Splat(v) => Some(v),
-                                Lanes::Each(_) => unreachable!("checked by fast_layout"),
-                            },
-                            _ => None,
-                        };
-                        clip_lanes(x, bound(1), bound(2), dst);
-                    }
-                    Kind::BatchNorm { .. } => {
-                        let Lanes::Each(x) = lanes(&instr.operands[0]) else {
-                            unreachable!("checked by fast_layout")
-                        };
-                        let param = |k: usize| match instr.operands[k] {
-                            Operand::Input(i) => ops.data[i][channel],
-                            _ => unreachable!("checked by fast_layout"),
-                        };
-                        let (scale, bias, mean) = (param(1), param(2), param(3));
-                        let rstd = ops.rstd[j][channel];
-                        for (d, &s) in dst.iter_mut().zip(x) {
-                            *d = ((s - mean) * rstd) * scale + bias;
-                        }
-                    }
+    /// The fast path for these inputs (in body-input order), or `None` when it does not apply:
+    /// a non-f32 tensor, an operand layout it does not take, or a mapped input that is not
+    /// full size.
+    pub(super) fn prepare<'a>(&'a self, inputs: &[ChainInput<'a>]) -> Option<Prepared<'a>> {
+        let mut shapes = Vec::with_capacity(inputs.len());
+        let mut data = Vec::with_capacity(inputs.len());
+        let mut mapped = None;
+        for (i, input) in inputs.iter().enumerate() {
+            match *input {
+                ChainInput::Tensor(t) => {
+                    shapes.push(t.shape());
+                    data.push(t.as_slice::<f32>().ok()?);
+                }
+                ChainInput::Mapped(shape) => {
+                    shapes.push(shape);
+                    data.push(&[][..]);
+                    mapped = Some(i);
                 }
             }
-            out[done..done + n].copy_from_slice(&regs[self.instrs.len() - 1][..n]);
-            done += n;
         }
-    }
-
-    fn eval_fast(
-        &self,
-        tensors: &[&Tensor],
-        shape: Vec<usize>,
-        layouts: Vec<Layout>,
-    ) -> Result<Tensor> {
-        let data = tensors
-            .iter()
-            .map(|t| t.as_slice::<f32>())
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let (shape, layouts) = self.fast_layout(&shapes)?;
+        if mapped.is_some_and(|i| layouts[i] != Layout::Full) {
+            return None;
+        }
         let rstd = self
             .instrs
             .iter()
@@ -326,18 +351,164 @@ impl ElementwiseChain {
                 _ => Vec::new(),
             })
             .collect();
-        let ops = Operands {
+        Some(Prepared {
+            chain: self,
+            shape,
             data,
             layouts,
+            mapped,
             rstd,
-        };
-        let numel: usize = shape.iter().product();
-        // With channel operands, work goes by rows of one channel; otherwise by flat blocks.
-        let per_channel = ops.layouts.contains(&Layout::Channel)
+            isa: Isa::active(),
+        })
+    }
+
+    /// Runs the body node by node (the general case), on `inputs` in body-input order.
+    pub(super) fn run_fallback(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        self.fallback.run(inputs, RunOptions::default())
+    }
+}
+
+impl Prepared<'_> {
+    /// Whether some operand takes one value per channel, so that a range of outputs must lie
+    /// within one channel row.
+    fn per_channel(&self) -> bool {
+        self.layouts.contains(&Layout::Channel)
             || self
+                .chain
                 .instrs
                 .iter()
-                .any(|i| matches!(i.kind, Kind::BatchNorm { .. }));
+                .any(|i| matches!(i.kind, Kind::BatchNorm { .. }))
+    }
+
+    /// Evaluates outputs `start .. start + values.len()` (flat indices) into `values`, reading
+    /// the mapped input (if any) from `values` first. With channel operands the range lies in
+    /// one row of channel `channel`.
+    fn run(&self, start: usize, channel: usize, values: &mut [f32]) {
+        match self.isa {
+            // SAFETY: `isa` came from `Isa::active()`, which only returns available ISAs.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { self.run_avx512(start, channel, values) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { self.run_avx2(start, channel, values) },
+            _ => self.run_blocks(start, channel, values),
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    /// # Safety
+    /// The CPU supports AVX-512F.
+    unsafe fn run_avx512(&self, start: usize, channel: usize, values: &mut [f32]) {
+        self.run_blocks(start, channel, values)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    /// # Safety
+    /// The CPU supports AVX2.
+    unsafe fn run_avx2(&self, start: usize, channel: usize, values: &mut [f32]) {
+        self.run_blocks(start, channel, values)
+    }
+
+    /// The lanes `at .. at + main.len()` of operand `o` (`main`: the mapped input's,
+    /// `temps`: the earlier instructions' results).
+    #[inline(always)]
+    fn operand<'s>(
+        &'s self,
+        o: &Operand,
+        main: &'s [f32],
+        temps: &'s [[f32; LANES]],
+        at: usize,
+        channel: usize,
+    ) -> Lanes<'s> {
+        let n = main.len();
+        match *o {
+            Operand::Input(i) if Some(i) == self.mapped => Lanes::Each(main),
+            Operand::Input(i) => match self.layouts[i] {
+                Layout::Full => Lanes::Each(&self.data[i][at..at + n]),
+                Layout::Scalar => Lanes::Splat(self.data[i][0]),
+                Layout::Channel => Lanes::Splat(self.data[i][channel]),
+            },
+            Operand::Temp(t) => Lanes::Each(&temps[t][..n]),
+            Operand::Absent => unreachable!("checked by fast_layout"),
+        }
+    }
+
+    /// [`Prepared::run`]'s body, `LANES` lanes at a time (contract: elementwise-fusion).
+    #[inline(always)]
+    fn run_blocks(&self, start: usize, channel: usize, values: &mut [f32]) {
+        let instrs = &self.chain.instrs;
+        // Registers: the mapped input's lanes, then one row per instruction (thread-local
+        // scratch, so that short ranges do not pay for clearing it).
+        let mut scratch = REGISTERS.take();
+        scratch.resize(instrs.len() + 1, [0.0; LANES]);
+        let (main, regs) = scratch
+            .split_first_mut()
+            .expect("one row per instruction and main");
+        for (b, block) in values.chunks_mut(LANES).enumerate() {
+            let n = block.len();
+            let at = start + b * LANES;
+            main[..n].copy_from_slice(block);
+            for (j, instr) in instrs.iter().enumerate() {
+                let (before, rest) = regs.split_at_mut(j);
+                let dst = &mut rest[0][..n];
+                let lanes = |o: &Operand| self.operand(o, &main[..n], before, at, channel);
+                let each = |o: &Operand| match lanes(o) {
+                    Lanes::Each(x) => x,
+                    Lanes::Splat(_) => unreachable!("checked by fast_layout"),
+                };
+                match instr.kind {
+                    Kind::Binary(op) => binary_lanes(
+                        op,
+                        lanes(&instr.operands[0]),
+                        lanes(&instr.operands[1]),
+                        dst,
+                    ),
+                    Kind::Relu => {
+                        for (d, &v) in dst.iter_mut().zip(each(&instr.operands[0])) {
+                            *d = f32_unary(Unary::Relu, v);
+                        }
+                    }
+                    Kind::Activation(a) => {
+                        for (d, &v) in dst.iter_mut().zip(each(&instr.operands[0])) {
+                            *d = a.eval(v);
+                        }
+                    }
+                    Kind::Clip => {
+                        let bound = |k: usize| match instr.operands.get(k) {
+                            Some(o @ Operand::Input(_)) => match lanes(o) {
+                                Lanes::Splat(v) => Some(v),
+                                Lanes::Each(_) => unreachable!("checked by fast_layout"),
+                            },
+                            _ => None,
+                        };
+                        clip_lanes(each(&instr.operands[0]), bound(1), bound(2), dst);
+                    }
+                    Kind::BatchNorm { .. } => {
+                        let param = |k: usize| match instr.operands[k] {
+                            Operand::Input(i) => self.data[i][channel],
+                            _ => unreachable!("checked by fast_layout"),
+                        };
+                        let (scale, bias, mean) = (param(1), param(2), param(3));
+                        let rstd = self.rstd[j][channel];
+                        for (d, &s) in dst.iter_mut().zip(each(&instr.operands[0])) {
+                            *d = ((s - mean) * rstd) * scale + bias;
+                        }
+                    }
+                }
+            }
+            block.copy_from_slice(&regs[instrs.len() - 1][..n]);
+        }
+        REGISTERS.set(scratch);
+    }
+
+    /// The whole output as a new tensor (no mapped input), in parallel over blocks.
+    fn eval(&self) -> Result<Tensor> {
+        let shape = &self.shape;
+        let numel: usize = shape.iter().product();
+        // With channel operands, work goes by rows of one channel; otherwise by flat blocks.
+        let per_channel = self.per_channel();
         let (row, channels) = if per_channel {
             (shape[2..].iter().product::<usize>().max(1), shape[1])
         } else {
@@ -354,7 +525,7 @@ impl ElementwiseChain {
             for (r, piece) in chunk.chunks_mut(row).enumerate() {
                 let at = start + r * row;
                 let channel = if per_channel { at / row % channels } else { 0 };
-                self.eval_range(&ops, at, channel, piece);
+                self.run(at, channel, piece);
             }
         };
         if numel >= PARALLEL_MIN {
@@ -362,28 +533,15 @@ impl ElementwiseChain {
         } else {
             out.chunks_mut(block).enumerate().for_each(task);
         }
-        Ok(Tensor::from_vec(shape, out)?)
+        Ok(Tensor::from_vec(shape.clone(), out)?)
     }
 }
 
-/// The lanes `at .. at + n` of operand `o` (`temps`: the results of earlier instructions).
-#[inline(always)]
-fn operand_lanes<'a>(
-    o: &Operand,
-    ops: &'a Operands,
-    temps: &'a [[f32; LANES]],
-    at: usize,
-    n: usize,
-    channel: usize,
-) -> Lanes<'a> {
-    match *o {
-        Operand::Input(i) => match ops.layouts[i] {
-            Layout::Full => Lanes::Each(&ops.data[i][at..at + n]),
-            Layout::Scalar => Lanes::Splat(ops.data[i][0]),
-            Layout::Channel => Lanes::Splat(ops.data[i][channel]),
-        },
-        Operand::Temp(t) => Lanes::Each(&temps[t][..n]),
-        Operand::Absent => unreachable!("checked by fast_layout"),
+impl OutputMap for Prepared<'_> {
+    /// `values` (the mapped input at `start ..`, all in channel `channel`) become the chain's
+    /// outputs there.
+    fn apply(&self, channel: usize, start: usize, values: &mut [f32]) {
+        self.run(start, channel, values);
     }
 }
 
@@ -444,19 +602,16 @@ impl Op for ElementwiseChain {
                 inputs.len()
             );
         }
-        let tensors: Option<Vec<&Tensor>> = (0..self.inputs)
-            .map(|i| inputs.value(i).ok()?.as_tensor().ok())
+        let tensors: Option<Vec<ChainInput>> = (0..self.inputs)
+            .map(|i| Some(ChainInput::Tensor(inputs.value(i).ok()?.as_tensor().ok()?)))
             .collect();
-        if let Some(tensors) = tensors.filter(|t| t.iter().all(|t| t.dtype() == DType::F32)) {
-            let shapes: Vec<&[usize]> = tensors.iter().map(|t| t.shape()).collect();
-            if let Some((shape, layouts)) = self.fast_layout(&shapes) {
-                return Ok(vec![self.eval_fast(&tensors, shape, layouts)?.into()]);
-            }
+        if let Some(prepared) = tensors.and_then(|t| self.prepare(&t)) {
+            return Ok(vec![prepared.eval()?.into()]);
         }
         let fed = (0..self.inputs)
             .map(|i| inputs.value(i).cloned())
             .collect::<Result<Vec<_>>>()?;
-        self.fallback.run(fed, RunOptions::default())
+        self.run_fallback(fed)
     }
 
     fn device_kernel(&self) -> Option<DeviceKernel> {
@@ -469,7 +624,15 @@ impl Op for ElementwiseChain {
         let shapes = (0..self.inputs)
             .map(|i| input_shape(shapes, i))
             .collect::<Result<Vec<_>>>()?;
-        let Some((shape, layouts)) = self.fast_layout(&shapes) else {
+        Ok(ShapedKernel::Chain(self.chain_kernel(&shapes)?))
+    }
+}
+
+impl ElementwiseChain {
+    /// The device form of the fast path for chain inputs of these shapes, or an error when the
+    /// fast path does not take them.
+    pub(super) fn chain_kernel(&self, shapes: &[&[usize]]) -> Result<ChainKernel> {
+        let Some((shape, layouts)) = self.fast_layout(shapes) else {
             bail!("{OP_TYPE}: operands outside the fused layouts");
         };
         let steps = self
@@ -485,14 +648,15 @@ impl Op for ElementwiseChain {
                     Kind::Relu => ChainOp::Relu,
                     Kind::Clip => ChainOp::Clip,
                     Kind::BatchNorm { epsilon } => ChainOp::BatchNorm { epsilon },
+                    Kind::Activation(a) => ChainOp::Activation(a),
                 },
                 operands: instr.operands.clone(),
             })
             .collect();
-        Ok(ShapedKernel::Chain(ChainKernel {
+        Ok(ChainKernel {
             shape,
             layouts,
             steps,
-        }))
+        })
     }
 }

@@ -363,6 +363,7 @@ mod tests {
             operation_set: crate::OperationSet::Reproducible,
             opsets: &opsets,
             input_types: &[],
+            constant_inputs: &[],
             captures: &[],
         };
         crate::registry::global().build(&ctx).unwrap()

@@ -222,6 +222,13 @@ pub trait Real:
     fn exp(self, correctly_rounded: bool) -> Self;
     /// Natural logarithm, chosen like [`Real::exp`].
     fn ln(self, correctly_rounded: bool) -> Self;
+    /// `dst[i] = src[i].exp(correctly_rounded)`: the same values, through samebits-math's
+    /// slice loop (vectorised where available) for f32.
+    fn exp_slice(src: &[Self], dst: &mut [Self], correctly_rounded: bool) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = s.exp(correctly_rounded);
+        }
+    }
 }
 
 impl Real for f32 {
@@ -257,6 +264,15 @@ impl Real for f32 {
             samebits_math::exp(self)
         } else {
             f32::exp(self)
+        }
+    }
+    fn exp_slice(src: &[f32], dst: &mut [f32], correctly_rounded: bool) {
+        if correctly_rounded {
+            samebits_math::exp_slice(src, dst);
+        } else {
+            for (d, &s) in dst.iter_mut().zip(src) {
+                *d = f32::exp(s);
+            }
         }
     }
     fn ln(self, correctly_rounded: bool) -> f32 {

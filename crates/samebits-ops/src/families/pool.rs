@@ -111,6 +111,8 @@ struct Pool {
     ceil_mode: bool,
     /// MaxPool's Indices: column-major positions within a plane instead of row-major.
     column_major_indices: bool,
+    /// Whether the node asks for MaxPool's second output, Indices (computed only then).
+    indices: bool,
 }
 
 fn pool(ctx: &BuildContext, name: &'static str, op: WindowOp) -> Result<Box<dyn Op>> {
@@ -124,6 +126,7 @@ fn pool(ctx: &BuildContext, name: &'static str, op: WindowOp) -> Result<Box<dyn 
         op,
         ceil_mode: args.int_or("ceil_mode", 0)? != 0,
         column_major_indices: args.int_or("storage_order", 0)? != 0,
+        indices: ctx.node.outputs.get(1).is_some_and(|o| !o.is_empty()),
     }))
 }
 
@@ -320,7 +323,7 @@ impl Op for Pool {
             }
         }
         let mut results = Vec::new();
-        if self.op == WindowOp::Max {
+        if self.op == WindowOp::Max && self.indices {
             let indices = self.max_indices(&geometry, &values, &out);
             results.push(Tensor::from_vec(shape.clone(), indices)?);
         }

@@ -48,9 +48,8 @@ pub fn softmax_row<R: Real>(row: &mut [R], log: bool, correctly_rounded: bool) {
             *v = (*v - m) - log_s;
         }
     } else {
-        for v in row.iter_mut() {
-            *v = (*v - m).exp(correctly_rounded);
-        }
+        let shifted: Vec<R> = row.iter().map(|&v| v - m).collect();
+        R::exp_slice(&shifted, row, correctly_rounded);
         let s = R::sum_strided(row, 1, row.len());
         for v in row.iter_mut() {
             *v = *v / s;

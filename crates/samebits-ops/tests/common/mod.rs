@@ -193,6 +193,7 @@ pub fn infer_shape(
         operation_set: OperationSet::Reproducible,
         opsets: &opsets,
         input_types: &types,
+        constant_inputs: &[],
         captures: &[],
     };
     let op = samebits_ops::registry::global().build(&ctx)?;

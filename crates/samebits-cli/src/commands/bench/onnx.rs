@@ -168,19 +168,30 @@ pub fn device_summary(stats: &RunStats) -> String {
     )
 }
 
-/// Runs once, attributing the time between consecutive steps to the op type of the later one.
+/// Steps listed one by one after the per-op-type table.
+const SLOWEST_STEPS: usize = 20;
+
+/// Runs once, attributing the time between consecutive steps to the op type of the later one;
+/// prints the time per op type, then the slowest steps with their first output's shape.
 fn print_profile(
     compiled: &samebits_runtime::CompiledModel,
     inputs: &BTreeMap<String, Value>,
 ) -> Result<()> {
     let mut per_op: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    let mut steps: Vec<(f64, String, String)> = Vec::new();
     let mut last = Instant::now();
-    let mut observer = |node: &str, _: &[Value]| {
+    let mut observer = |node: &str, outputs: &[Value]| {
         let now = Instant::now();
+        let ms = (now - last).as_secs_f64() * 1e3;
         let op = node.split_whitespace().next().unwrap_or(node).to_string();
         let entry = per_op.entry(op).or_default();
-        entry.0 += (now - last).as_secs_f64() * 1e3;
+        entry.0 += ms;
         entry.1 += 1;
+        let shape = match outputs.first().map(Value::as_tensor) {
+            Some(Ok(t)) => format!("{:?}", t.shape()),
+            _ => String::new(),
+        };
+        steps.push((ms, node.to_string(), shape));
         last = now;
     };
     compiled.run_with(
@@ -194,6 +205,11 @@ fn print_profile(
     println!("{:<24} {:>10} {:>6}", "op", "ms", "nodes");
     for (op, (ms, n)) in rows {
         println!("{op:<24} {ms:>10.3} {n:>6}");
+    }
+    steps.sort_by(|a, b| b.0.total_cmp(&a.0));
+    println!("\n{:>10}  slowest steps (output shape)", "ms");
+    for (ms, node, shape) in steps.iter().take(SLOWEST_STEPS) {
+        println!("{ms:>10.3}  {node} {shape}");
     }
     Ok(())
 }
