@@ -114,8 +114,8 @@ pub enum GemmEpilogue<'a> {
 /// How the GEMM is launched. Every choice gives the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmLaunch {
-    /// [`GemmLaunch::SplitK`] for M <= 8, else 64 x 128 blocks when they give every
-    /// multiprocessor a block, else 64 x 64.
+    /// [`GemmLaunch::SplitK`] for M <= 8, else the largest warp-tiled blocks that give every
+    /// multiprocessor a block and fit its shared memory, else 64 x 64 warp-tiled blocks.
     Auto,
     /// 128 x 128 output blocks, 8 x 8 outputs per thread, K steps of 8 in a 4-deep ring.
     Tiled128x128K8,
@@ -125,12 +125,27 @@ pub enum GemmLaunch {
     Tiled64x128,
     /// 64 x 64 output blocks, 4 x 4 outputs per thread.
     Tiled64x64,
+    /// Warp-tiled 128 x 128 output blocks (256 threads, two blocks per SM), 8 x 8 outputs per
+    /// thread, running sums in shared memory.
+    Warp128x128,
+    /// Warp-tiled 128 x 256 output blocks (256 threads, one block per SM), 16 x 8 outputs per
+    /// thread, running sums in shared memory.
+    Warp128x256,
+    /// As [`GemmLaunch::Warp128x256`], K steps of 16 in a 3-deep ring.
+    Warp128x256K16,
+    /// Warp-tiled 64 x 128 output blocks (128 threads), 8 x 8 outputs per thread, running sums
+    /// in shared memory.
+    Warp64x128,
+    /// Warp-tiled 64 x 64 output blocks (128 threads), 8 x 4 outputs per thread, running sums
+    /// in shared memory.
+    Warp64x64,
     /// Each 64-term tile of each output on its own thread, folded in the same kernel (M <= 8).
     SplitK,
 }
 
 /// A tiled configuration: kernel name stem, block rows, block columns, threads, K step,
-/// ring stages.
+/// ring stages, and whether the running sums live in shared memory (kernels/gemm.cu
+/// `sb_gemm_warp`) rather than in registers (`sb_gemm_tiled`).
 struct Tiled {
     launch: GemmLaunch,
     stem: &'static str,
@@ -139,17 +154,30 @@ struct Tiled {
     threads: u32,
     k_step: usize,
     stages: usize,
+    shared_sums: bool,
 }
 
 impl Tiled {
-    /// Dynamic shared memory of a block: the operand ring (kernels/gemm.cu).
-    fn shared_bytes(&self) -> u32 {
-        (self.stages * self.k_step * (self.rows + 4 + self.cols + 4) * 4) as u32
+    /// Dynamic shared memory of a block: the operand ring, then the running sums
+    /// (kernels/gemm.cu).
+    fn shared_bytes(&self) -> usize {
+        let ring = self.stages * self.k_step * (self.rows + 4 + self.cols + 4);
+        let sums = if self.shared_sums {
+            self.rows * self.cols
+        } else {
+            0
+        };
+        4 * (ring + sums)
+    }
+
+    /// Thread blocks of a `[batch, m, n]` output.
+    fn blocks(&self, shape: GemmShape) -> usize {
+        shape.m.div_ceil(self.rows) * shape.n.div_ceil(self.cols) * shape.batch
     }
 }
 
 impl GemmLaunch {
-    const TILED: [Tiled; 4] = [
+    const TILED: [Tiled; 9] = [
         Tiled {
             launch: GemmLaunch::Tiled128x128K8,
             stem: "sb_gemm_tiled_128x128k8",
@@ -158,6 +186,7 @@ impl GemmLaunch {
             threads: 256,
             k_step: 8,
             stages: 4,
+            shared_sums: false,
         },
         Tiled {
             launch: GemmLaunch::Tiled128x128K16,
@@ -167,6 +196,7 @@ impl GemmLaunch {
             threads: 256,
             k_step: 16,
             stages: 3,
+            shared_sums: false,
         },
         Tiled {
             launch: GemmLaunch::Tiled64x128,
@@ -176,6 +206,7 @@ impl GemmLaunch {
             threads: 128,
             k_step: 16,
             stages: 3,
+            shared_sums: false,
         },
         Tiled {
             launch: GemmLaunch::Tiled64x64,
@@ -185,17 +216,88 @@ impl GemmLaunch {
             threads: 256,
             k_step: 16,
             stages: 3,
+            shared_sums: false,
+        },
+        Tiled {
+            launch: GemmLaunch::Warp128x128,
+            stem: "sb_gemm_warp_128x128",
+            rows: 128,
+            cols: 128,
+            threads: 256,
+            k_step: 8,
+            stages: 4,
+            shared_sums: true,
+        },
+        Tiled {
+            launch: GemmLaunch::Warp128x256,
+            stem: "sb_gemm_warp_128x256",
+            rows: 128,
+            cols: 256,
+            threads: 256,
+            k_step: 8,
+            stages: 4,
+            shared_sums: true,
+        },
+        Tiled {
+            launch: GemmLaunch::Warp128x256K16,
+            stem: "sb_gemm_warp_128x256k16",
+            rows: 128,
+            cols: 256,
+            threads: 256,
+            k_step: 16,
+            stages: 3,
+            shared_sums: true,
+        },
+        Tiled {
+            launch: GemmLaunch::Warp64x128,
+            stem: "sb_gemm_warp_64x128",
+            rows: 64,
+            cols: 128,
+            threads: 128,
+            k_step: 8,
+            stages: 4,
+            shared_sums: true,
+        },
+        Tiled {
+            launch: GemmLaunch::Warp64x64,
+            stem: "sb_gemm_warp_64x64",
+            rows: 64,
+            cols: 64,
+            threads: 128,
+            k_step: 8,
+            stages: 4,
+            shared_sums: true,
         },
     ];
 
     /// Every explicit launch shape.
-    pub const FORCED: [GemmLaunch; 5] = [
+    pub const FORCED: [GemmLaunch; 10] = [
         GemmLaunch::Tiled128x128K8,
         GemmLaunch::Tiled128x128K16,
         GemmLaunch::Tiled64x128,
         GemmLaunch::Tiled64x64,
+        GemmLaunch::Warp128x128,
+        GemmLaunch::Warp128x256,
+        GemmLaunch::Warp128x256K16,
+        GemmLaunch::Warp64x128,
+        GemmLaunch::Warp64x64,
         GemmLaunch::SplitK,
     ];
+
+    fn tiled(self) -> &'static Tiled {
+        GemmLaunch::TILED
+            .iter()
+            .find(|t| t.launch == self)
+            .expect("every launch but Auto and SplitK is tiled")
+    }
+
+    /// The kernel names of every tiled configuration (element-copied and 16-byte-copied B).
+    pub fn kernel_names() -> Vec<String> {
+        GemmLaunch::TILED
+            .iter()
+            .flat_map(|t| [format!("{}_e", t.stem), format!("{}_v", t.stem)])
+            .collect()
+    }
 }
 
 /// Weights of the split-K GEMV: f32 or bf16 elements.
@@ -318,15 +420,18 @@ impl CudaBackend {
         let (raw_epilogue, c_view) = raw_epilogue(epilogue, batch, m, n)?;
         let how = match how {
             GemmLaunch::Auto if m <= SPLIT_K_MAX_M => GemmLaunch::SplitK,
-            GemmLaunch::Auto => {
-                // 64 x 128 blocks were the fastest at 4096^3 on an H100 (NOTES.md).
-                let blocks = m.div_ceil(64) * n.div_ceil(128) * batch;
-                if blocks >= self.sm_count() {
-                    GemmLaunch::Tiled64x128
-                } else {
-                    GemmLaunch::Tiled64x64
-                }
-            }
+            GemmLaunch::Auto => [
+                GemmLaunch::Warp128x256,
+                GemmLaunch::Warp128x128,
+                GemmLaunch::Warp64x128,
+            ]
+            .into_iter()
+            .find(|l| {
+                let t = l.tiled();
+                t.blocks(shape) >= self.sm_count()
+                    && t.shared_bytes() <= self.max_shared_per_block()
+            })
+            .unwrap_or(GemmLaunch::Warp64x64),
             other => other,
         };
         if how == GemmLaunch::SplitK {
@@ -343,10 +448,7 @@ impl CudaBackend {
         if out.is_empty() {
             return Ok(out);
         }
-        let tiled = GemmLaunch::TILED
-            .iter()
-            .find(|t| t.launch == how)
-            .expect("every launch but SplitK is tiled");
+        let tiled = how.tiled();
         // 16-byte copies of B: unit stride along n, every row start 16-byte aligned.
         let aligned = |x: usize| x.is_multiple_of(4);
         let b_vec = b.col_stride == 1
@@ -357,9 +459,20 @@ impl CudaBackend {
         let name = format!("{}_{}", tiled.stem, if b_vec { "v" } else { "e" });
         let f = self.function(&name)?;
         let shared = tiled.shared_bytes();
+        if shared > self.max_shared_per_block() {
+            return Err(CudaError::Invalid(format!(
+                "gemm {how:?}: {shared} bytes of shared memory per block, the device has {}",
+                self.max_shared_per_block()
+            )));
+        }
         f.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             shared as i32,
+        )?;
+        // Shared memory before L1 (a hint), so that two blocks of Warp128x128 fit an SM.
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            100,
         )?;
         let config = LaunchConfig {
             grid_dim: (
@@ -368,7 +481,7 @@ impl CudaBackend {
                 batch as u32,
             ),
             block_dim: (tiled.threads, 1, 1),
-            shared_mem_bytes: shared,
+            shared_mem_bytes: shared as u32,
         };
         // The epilogue's c, or any live buffer when there is none (never read).
         let c_buffer = c_view.map_or(a.buffer, |c| c.buffer);

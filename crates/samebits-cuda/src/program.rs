@@ -164,5 +164,11 @@ mod tests {
         ] {
             assert!(text.contains(kernel), "{kernel} missing from the PTX");
         }
+        for kernel in crate::GemmLaunch::kernel_names() {
+            assert!(
+                text.contains(&format!(".entry {kernel}(")),
+                "{kernel} missing from the PTX"
+            );
+        }
     }
 }
