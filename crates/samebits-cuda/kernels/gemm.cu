@@ -4,14 +4,10 @@
 // contract: gemm, gemm-epilogue (docs/contract.md). Every output is the canonical dot product
 // (canonical-sum: tiles of 64 k-steps, each `p = fma(a, b, p)` from +0.0, folded s = p_0,
 // s = s + p_j) followed by the epilogue, whatever kernel or launch shape computes it:
-// - sb_gemm_tiled_<config>: each output is owned by exactly one thread, which keeps its tile
-//   chain `p` and its running sum `s` in registers. Shared-memory K steps (BK = 8 or 16) divide
-//   the 64-term tile, so the fold happens after every 64 / BK steps and at k = K. K is never
-//   padded: the last partial step runs only over the valid k. The operand tiles travel from
-//   global to shared memory by `cp.async` through a STAGES-deep ring (design after the
-//   register-tiled SIMT GEMMs of CUTLASS and of S. Boehm's "How to optimize a CUDA matmul"),
-//   A stored k-major (transposed on the way, 4-byte copies) so that each thread reads its A
-//   and B fragments with 16-byte shared loads.
+// - sb_gemm_warp_<config>: each output is owned by exactly one thread, which keeps its tile
+//   chain `p` in a register and its running sum `s` in shared memory. Shared-memory K steps
+//   (BK = 8 or 16) divide the 64-term tile, so the fold happens after every 64 / BK steps and at
+//   k = K. K is never padded: the last partial step runs only over the valid k.
 // - sb_gemv_<layout>_m<MT>: M <= 8 rows. A block owns CB consecutive columns and a run of
 //   64-term tiles; one thread runs each (column, tile) chain for all rows, so a chain is never
 //   split. Partials go to shared memory and are folded left to right in the same kernel; when
@@ -61,177 +57,12 @@ __device__ __forceinline__ void sb_cp_async_commit() { asm volatile("cp.async.co
 template <int N>
 __device__ __forceinline__ void sb_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// Reads W (4 or 2) consecutive 16- or 8-byte aligned floats of shared memory in one access.
-template <int W>
-__device__ __forceinline__ void sb_load_shared(const float* src, float* dst)
+// Reads 4 consecutive 16-byte aligned floats of shared memory in one access.
+__device__ __forceinline__ void sb_load_shared4(const float* src, float* dst)
 {
-  if constexpr (W == 4) {
-    const float4 q = *reinterpret_cast<const float4*>(src);
-    dst[0] = q.x; dst[1] = q.y; dst[2] = q.z; dst[3] = q.w;
-  } else {
-    const float2 q = *reinterpret_cast<const float2*>(src);
-    dst[0] = q.x; dst[1] = q.y;
-  }
+  const float4 q = *reinterpret_cast<const float4*>(src);
+  dst[0] = q.x; dst[1] = q.y; dst[2] = q.z; dst[3] = q.w;
 }
-
-// Register-tiled GEMM: a BM x BN block of C per thread block, TM x TN outputs per thread
-// (two TM/2 x TN/2 quadrants BM/2 and BN/2 apart, so shared-memory reads are conflict free).
-// B_VEC: B has unit stride along n, 16-byte aligned rows and N % 4 == 0, and is copied in
-// 16-byte pieces; otherwise every operand element is copied alone (any strides).
-template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool B_VEC>
-__device__ __forceinline__ void sb_gemm_tiled(int M, int N, int K, const float* A, SbMat a,
-                                              const float* B, SbMat b, float* C, SbEpilogue ep,
-                                              const float* c_in)
-{
-  static_assert(SB_TILE % BK == 0, "shared-memory K steps must divide the 64-term tile");
-  constexpr int COLS = BN / TN;
-  constexpr int THREADS = (BM / TM) * COLS;
-  constexpr int A_PITCH = BM + 4, B_PITCH = BN + 4;
-  constexpr int A_LOADS = BM * BK / THREADS;
-  constexpr int B_LOADS = B_VEC ? BN * BK / 4 / THREADS : BN * BK / THREADS;
-  static_assert(A_LOADS * THREADS == BM * BK && B_LOADS > 0, "tile loads must split evenly");
-  extern __shared__ __align__(16) float sb_gemm_smem[];
-  float* As = sb_gemm_smem;                          // [STAGES][BK][A_PITCH], k-major
-  float* Bs = sb_gemm_smem + STAGES * BK * A_PITCH;  // [STAGES][BK][B_PITCH]
-
-  const int tid = threadIdx.x;
-  const int tx = tid % COLS, ty = tid / COLS;
-  const long long batch = blockIdx.z;
-  const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-  const float* Ab = A + a.offset + batch * a.batch_stride;
-  const float* Bb = B + b.offset + batch * b.batch_stride;
-  // Element copies: consecutive threads walk the operand's unit-stride axis (coalesced).
-  const bool a_k_fastest = a.col_stride == 1;
-  const bool b_n_fastest = b.col_stride == 1 || b.row_stride != 1;
-
-  // Queues the copies of k-step block [k0, k0 + BK) into ring slot `slot`. Elements outside
-  // the matrices are zero-filled (never used: rows and columns past M, N are not stored, and
-  // k past K is never stepped).
-  auto load_stage = [&](int slot, int k0) {
-    float* as = As + slot * BK * A_PITCH;
-    float* bs = Bs + slot * BK * B_PITCH;
-#pragma unroll
-    for (int r = 0; r < A_LOADS; ++r) {
-      const int e = tid + r * THREADS;
-      const int ii = a_k_fastest ? e / BK : e % BM, kk = a_k_fastest ? e % BK : e / BM;
-      const int gi = row0 + ii, gk = k0 + kk;
-      const bool ok = gi < M && gk < K;
-      const float* src = ok ? Ab + gi * a.row_stride + gk * a.col_stride : Ab;
-      sb_cp_async4(as + kk * A_PITCH + ii, src, ok ? 4 : 0);
-    }
-#pragma unroll
-    for (int r = 0; r < B_LOADS; ++r) {
-      const int e = tid + r * THREADS;
-      if constexpr (B_VEC) {
-        const int jj = (e % (BN / 4)) * 4, kk = e / (BN / 4);
-        const int gj = col0 + jj, gk = k0 + kk;
-        const bool ok = gj < N && gk < K;
-        const float* src = ok ? Bb + gk * b.row_stride + gj : Bb;
-        sb_cp_async16(bs + kk * B_PITCH + jj, src, ok ? 16 : 0);
-      } else {
-        const int jj = b_n_fastest ? e % BN : e / BK, kk = b_n_fastest ? e / BN : e % BK;
-        const int gj = col0 + jj, gk = k0 + kk;
-        const bool ok = gj < N && gk < K;
-        const float* src = ok ? Bb + gk * b.row_stride + gj * b.col_stride : Bb;
-        sb_cp_async4(bs + kk * B_PITCH + jj, src, ok ? 4 : 0);
-      }
-    }
-  };
-
-  float p[TM][TN], s[TM][TN];
-#pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      p[i][j] = 0.0f;
-      s[i][j] = 0.0f;
-    }
-
-  // One k-step of every chain of this thread: p = fma(A[i, k], B[k, j], p).
-  auto step = [&](const float* as, const float* bs) {
-    float av[TM], bv[TN];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      sb_load_shared<TM / 2>(as + h * BM / 2 + ty * TM / 2, av + h * TM / 2);
-      sb_load_shared<TN / 2>(bs + h * BN / 2 + tx * TN / 2, bv + h * TN / 2);
-    }
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) p[i][j] = __fmaf_rn(av[i], bv[j], p[i][j]);
-  };
-
-  const int k_steps = (K + BK - 1) / BK;
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < k_steps) load_stage(st, st * BK);
-    sb_cp_async_commit();
-  }
-  for (int t = 0; t < k_steps; ++t) {
-    sb_cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    const int next = t + STAGES - 1;
-    if (next < k_steps) load_stage(next % STAGES, next * BK);
-    sb_cp_async_commit();
-
-    const int slot = t % STAGES;
-    const float* as = As + slot * BK * A_PITCH;
-    const float* bs = Bs + slot * BK * B_PITCH;
-    const int k0 = t * BK;
-    const int kc = min(BK, K - k0);
-    if (kc == BK) {
-#pragma unroll
-      for (int kk = 0; kk < BK; ++kk) step(as + kk * A_PITCH, bs + kk * B_PITCH);
-    } else {
-      for (int kk = 0; kk < kc; ++kk) step(as + kk * A_PITCH, bs + kk * B_PITCH);
-    }
-    const int k_end = k0 + kc;
-    if (k_end % SB_TILE == 0 || k_end == K) {
-      const bool first = k_end <= SB_TILE;
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          s[i][j] = sb_fold_sum(s[i][j], p[i][j], first);
-          // p = +0.0 through an opaque move: a literal zero lets the compiler specialise the
-          // next tile's chains and run out of registers (spills).
-          asm volatile("mov.b32 %0, 0;" : "=f"(p[i][j]));
-        }
-    }
-  }
-  sb_cp_async_wait<0>();
-
-  float* Cb = C + batch * (long long)M * N;
-#pragma unroll
-  for (int i = 0; i < TM; ++i) {
-    const int gi = row0 + (i / (TM / 2)) * (BM / 2) + ty * TM / 2 + i % (TM / 2);
-    if (gi >= M) continue;
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int gj = col0 + (j / (TN / 2)) * (BN / 2) + tx * TN / 2 + j % (TN / 2);
-      if (gj < N) Cb[(long long)gi * N + gj] = sb_apply_epilogue(ep, c_in, s[i][j], batch, gi, gj);
-    }
-  }
-}
-
-// The launch configurations (name, BM, BN, TM, TN, BK, STAGES, blocks per SM); each comes with
-// element-copied B (`_e`) and 16-byte-copied B (`_v`). Dynamic shared memory:
-// STAGES * BK * (BM + 4 + BN + 4) floats. They differ only in how outputs are spread over
-// threads and how operands travel, never in any output's order, so they give equal bits.
-#define SB_GEMM_KERNEL(name, BM, BN, TM, TN, BK, STAGES, MIN_BLOCKS, B_VEC)                      \
-  extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)                 \
-      sb_gemm_tiled_##name(int M, int N, int K, const float* A, SbMat a, const float* B, SbMat b, \
-                           float* C, SbEpilogue ep, const float* c_in)                            \
-  {                                                                                               \
-    sb_gemm_tiled<BM, BN, TM, TN, BK, STAGES, B_VEC>(M, N, K, A, a, B, b, C, ep, c_in);           \
-  }
-#define SB_GEMM_CONFIG(name, BM, BN, TM, TN, BK, STAGES, MIN_BLOCKS)             \
-  SB_GEMM_KERNEL(name##_e, BM, BN, TM, TN, BK, STAGES, MIN_BLOCKS, false)        \
-  SB_GEMM_KERNEL(name##_v, BM, BN, TM, TN, BK, STAGES, MIN_BLOCKS, true)
-SB_GEMM_CONFIG(128x128k8, 128, 128, 8, 8, 8, 4, 1)
-SB_GEMM_CONFIG(128x128k16, 128, 128, 8, 8, 16, 3, 1)
-SB_GEMM_CONFIG(64x128k16, 64, 128, 8, 8, 16, 3, 2)
-SB_GEMM_CONFIG(64x64k16, 64, 64, 4, 4, 16, 3, 2)
 
 // ---------------------------------------------------------------------------------------------
 // Warp-tiled GEMM (sb_gemm_warp_<config>), after the SIMT GEMMs of CUTLASS, S. Boehm's "How to
@@ -245,7 +76,8 @@ SB_GEMM_CONFIG(64x64k16, 64, 64, 4, 4, 16, 3, 2)
 // The tile chains `p` live in registers; the running sums `s` live in shared memory (one float4
 // slot per 4 outputs, slot q of thread t at q * THREADS + t, so a warp's slots are contiguous),
 // read and written only at the 64-term tile boundaries. That halves the registers per output:
-// 8 x 8 outputs per thread fit two 256-thread blocks per SM. Fragments are double-buffered in
+// a thread holds 16 x 8 chains in 216 registers (128 x 256 blocks, one per SM), or 8 x 8 in 121
+// (64 x 128 blocks, three per SM). Fragments are double-buffered in
 // registers (the next k-step's operands are read while this one's FMAs run) and the operand
 // tiles arrive by cp.async through a STAGES-deep ring with one barrier per BK k-steps.
 
@@ -361,9 +193,9 @@ __device__ __forceinline__ void sb_gemm_warp(int M, int N, int K, const float* A
   // Reads the fragments of k-step row `as` / `bs` into buffer `buf`.
   auto load_fragments = [&](int buf, const float* as, const float* bs) {
 #pragma unroll
-    for (int f = 0; f < FM; ++f) sb_load_shared<4>(as + a_off + f * 16, af[buf] + 4 * f);
+    for (int f = 0; f < FM; ++f) sb_load_shared4(as + a_off + f * 16, af[buf] + 4 * f);
 #pragma unroll
-    for (int g = 0; g < FN; ++g) sb_load_shared<4>(bs + b_off + g * 32, bf[buf] + 4 * g);
+    for (int g = 0; g < FN; ++g) sb_load_shared4(bs + b_off + g * 32, bf[buf] + 4 * g);
   };
   // One k-step of every chain of this thread: p = fma(A[i, k], B[k, j], p).
   auto fmas = [&](int buf) {
@@ -456,8 +288,9 @@ __device__ __forceinline__ void sb_gemm_warp(int M, int N, int K, const float* A
   }
 }
 
-// The warp-tiled configurations (name, BM, BN, FM, FN, BK, STAGES, blocks per SM), each with
-// element-copied B (`_e`) and 16-byte-copied B (`_v`). Dynamic shared memory:
+// The warp-tiled configurations (name, BM, BN, FM, FN, BK, STAGES, blocks per SM for
+// __launch_bounds__), each with element-copied B (`_e`) and 16-byte-copied B (`_v`); src/gemm.rs
+// `GemmLaunch` picks one (NOTES.md has their timings). Dynamic shared memory:
 // (STAGES * BK * (BM + 4 + BN + 4) + BM * BN) floats (the ring, then the running sums).
 #define SB_GEMM_WARP_KERNEL(name, BM, BN, FM, FN, BK, STAGES, MIN_BLOCKS, B_VEC)                          \
   extern "C" __global__ void __launch_bounds__(32 * (BM / (16 * FM)) * (BN / (32 * FN)), MIN_BLOCKS)      \
@@ -469,9 +302,7 @@ __device__ __forceinline__ void sb_gemm_warp(int M, int N, int K, const float* A
 #define SB_GEMM_WARP_CONFIG(name, BM, BN, FM, FN, BK, STAGES, MIN_BLOCKS)      \
   SB_GEMM_WARP_KERNEL(name##_e, BM, BN, FM, FN, BK, STAGES, MIN_BLOCKS, false) \
   SB_GEMM_WARP_KERNEL(name##_v, BM, BN, FM, FN, BK, STAGES, MIN_BLOCKS, true)
-SB_GEMM_WARP_CONFIG(128x128, 128, 128, 2, 2, 8, 4, 2)
-SB_GEMM_WARP_CONFIG(128x256, 128, 256, 4, 2, 8, 4, 1)
-SB_GEMM_WARP_CONFIG(128x256k16, 128, 256, 4, 2, 16, 3, 1)
+SB_GEMM_WARP_CONFIG(128x256, 128, 256, 4, 2, 16, 3, 1)
 SB_GEMM_WARP_CONFIG(64x128, 64, 128, 2, 2, 8, 4, 4)
 SB_GEMM_WARP_CONFIG(64x64, 64, 64, 2, 1, 8, 4, 4)
 

@@ -114,38 +114,25 @@ pub enum GemmEpilogue<'a> {
 /// How the GEMM is launched. Every choice gives the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmLaunch {
-    /// [`GemmLaunch::SplitK`] for M <= 8, else the largest warp-tiled blocks that give every
-    /// multiprocessor a block and fit its shared memory, else 64 x 64 warp-tiled blocks.
+    /// [`GemmLaunch::SplitK`] for M <= 8; else 128 x 256 blocks when they give at least 7/8 of
+    /// the multiprocessors a block (and fit its shared memory), else 64 x 128 blocks when they
+    /// give every multiprocessor one, else 64 x 64 (the fastest at the shapes NOTES.md lists).
     Auto,
-    /// 128 x 128 output blocks, 8 x 8 outputs per thread, K steps of 8 in a 4-deep ring.
-    Tiled128x128K8,
-    /// 128 x 128 output blocks, 8 x 8 outputs per thread, K steps of 16 in a 3-deep ring.
-    Tiled128x128K16,
-    /// 64 x 128 output blocks (128 threads, two blocks per SM), 8 x 8 outputs per thread.
-    Tiled64x128,
-    /// 64 x 64 output blocks, 4 x 4 outputs per thread.
-    Tiled64x64,
-    /// Warp-tiled 128 x 128 output blocks (256 threads, two blocks per SM), 8 x 8 outputs per
-    /// thread, running sums in shared memory.
-    Warp128x128,
-    /// Warp-tiled 128 x 256 output blocks (256 threads, one block per SM), 16 x 8 outputs per
-    /// thread, running sums in shared memory.
+    /// 128 x 256 output blocks (256 threads, one block per SM), 16 x 8 outputs per thread, K
+    /// steps of 16 in a 3-deep ring.
     Warp128x256,
-    /// As [`GemmLaunch::Warp128x256`], K steps of 16 in a 3-deep ring.
-    Warp128x256K16,
-    /// Warp-tiled 64 x 128 output blocks (128 threads), 8 x 8 outputs per thread, running sums
-    /// in shared memory.
+    /// 64 x 128 output blocks (128 threads, three blocks per SM), 8 x 8 outputs per thread, K
+    /// steps of 8 in a 4-deep ring.
     Warp64x128,
-    /// Warp-tiled 64 x 64 output blocks (128 threads), 8 x 4 outputs per thread, running sums
-    /// in shared memory.
+    /// 64 x 64 output blocks (128 threads), 8 x 4 outputs per thread, K steps of 8 in a 4-deep
+    /// ring.
     Warp64x64,
     /// Each 64-term tile of each output on its own thread, folded in the same kernel (M <= 8).
     SplitK,
 }
 
-/// A tiled configuration: kernel name stem, block rows, block columns, threads, K step,
-/// ring stages, and whether the running sums live in shared memory (kernels/gemm.cu
-/// `sb_gemm_warp`) rather than in registers (`sb_gemm_tiled`).
+/// A warp-tiled configuration (kernels/gemm.cu `sb_gemm_warp`): kernel name stem, block rows,
+/// block columns, threads, K step, ring stages.
 struct Tiled {
     launch: GemmLaunch,
     stem: &'static str,
@@ -154,20 +141,13 @@ struct Tiled {
     threads: u32,
     k_step: usize,
     stages: usize,
-    shared_sums: bool,
 }
 
 impl Tiled {
-    /// Dynamic shared memory of a block: the operand ring, then the running sums
+    /// Dynamic shared memory of a block: the operand ring, then one running sum per output
     /// (kernels/gemm.cu).
     fn shared_bytes(&self) -> usize {
-        let ring = self.stages * self.k_step * (self.rows + 4 + self.cols + 4);
-        let sums = if self.shared_sums {
-            self.rows * self.cols
-        } else {
-            0
-        };
-        4 * (ring + sums)
+        4 * (self.stages * self.k_step * (self.rows + 4 + self.cols + 4) + self.rows * self.cols)
     }
 
     /// Thread blocks of a `[batch, m, n]` output.
@@ -177,76 +157,15 @@ impl Tiled {
 }
 
 impl GemmLaunch {
-    const TILED: [Tiled; 9] = [
-        Tiled {
-            launch: GemmLaunch::Tiled128x128K8,
-            stem: "sb_gemm_tiled_128x128k8",
-            rows: 128,
-            cols: 128,
-            threads: 256,
-            k_step: 8,
-            stages: 4,
-            shared_sums: false,
-        },
-        Tiled {
-            launch: GemmLaunch::Tiled128x128K16,
-            stem: "sb_gemm_tiled_128x128k16",
-            rows: 128,
-            cols: 128,
-            threads: 256,
-            k_step: 16,
-            stages: 3,
-            shared_sums: false,
-        },
-        Tiled {
-            launch: GemmLaunch::Tiled64x128,
-            stem: "sb_gemm_tiled_64x128k16",
-            rows: 64,
-            cols: 128,
-            threads: 128,
-            k_step: 16,
-            stages: 3,
-            shared_sums: false,
-        },
-        Tiled {
-            launch: GemmLaunch::Tiled64x64,
-            stem: "sb_gemm_tiled_64x64k16",
-            rows: 64,
-            cols: 64,
-            threads: 256,
-            k_step: 16,
-            stages: 3,
-            shared_sums: false,
-        },
-        Tiled {
-            launch: GemmLaunch::Warp128x128,
-            stem: "sb_gemm_warp_128x128",
-            rows: 128,
-            cols: 128,
-            threads: 256,
-            k_step: 8,
-            stages: 4,
-            shared_sums: true,
-        },
+    const TILED: [Tiled; 3] = [
         Tiled {
             launch: GemmLaunch::Warp128x256,
             stem: "sb_gemm_warp_128x256",
             rows: 128,
             cols: 256,
             threads: 256,
-            k_step: 8,
-            stages: 4,
-            shared_sums: true,
-        },
-        Tiled {
-            launch: GemmLaunch::Warp128x256K16,
-            stem: "sb_gemm_warp_128x256k16",
-            rows: 128,
-            cols: 256,
-            threads: 256,
             k_step: 16,
             stages: 3,
-            shared_sums: true,
         },
         Tiled {
             launch: GemmLaunch::Warp64x128,
@@ -256,7 +175,6 @@ impl GemmLaunch {
             threads: 128,
             k_step: 8,
             stages: 4,
-            shared_sums: true,
         },
         Tiled {
             launch: GemmLaunch::Warp64x64,
@@ -266,19 +184,12 @@ impl GemmLaunch {
             threads: 128,
             k_step: 8,
             stages: 4,
-            shared_sums: true,
         },
     ];
 
     /// Every explicit launch shape.
-    pub const FORCED: [GemmLaunch; 10] = [
-        GemmLaunch::Tiled128x128K8,
-        GemmLaunch::Tiled128x128K16,
-        GemmLaunch::Tiled64x128,
-        GemmLaunch::Tiled64x64,
-        GemmLaunch::Warp128x128,
+    pub const FORCED: [GemmLaunch; 4] = [
         GemmLaunch::Warp128x256,
-        GemmLaunch::Warp128x256K16,
         GemmLaunch::Warp64x128,
         GemmLaunch::Warp64x64,
         GemmLaunch::SplitK,
@@ -420,18 +331,22 @@ impl CudaBackend {
         let (raw_epilogue, c_view) = raw_epilogue(epilogue, batch, m, n)?;
         let how = match how {
             GemmLaunch::Auto if m <= SPLIT_K_MAX_M => GemmLaunch::SplitK,
-            GemmLaunch::Auto => [
-                GemmLaunch::Warp128x256,
-                GemmLaunch::Warp128x128,
-                GemmLaunch::Warp64x128,
-            ]
-            .into_iter()
-            .find(|l| {
-                let t = l.tiled();
-                t.blocks(shape) >= self.sm_count()
-                    && t.shared_bytes() <= self.max_shared_per_block()
-            })
-            .unwrap_or(GemmLaunch::Warp64x64),
+            GemmLaunch::Auto => {
+                // Measured on an H100 (NOTES.md): 128 x 256 blocks win down to one partial
+                // wave (1024 x 4096 x 4096: 128 blocks on 132 SMs); below that, the smaller
+                // blocks keep the SMs busy.
+                let sms = self.sm_count();
+                let big = GemmLaunch::Warp128x256.tiled();
+                if 8 * big.blocks(shape) >= 7 * sms
+                    && big.shared_bytes() <= self.max_shared_per_block()
+                {
+                    GemmLaunch::Warp128x256
+                } else if GemmLaunch::Warp64x128.tiled().blocks(shape) >= sms {
+                    GemmLaunch::Warp64x128
+                } else {
+                    GemmLaunch::Warp64x64
+                }
+            }
             other => other,
         };
         if how == GemmLaunch::SplitK {
@@ -469,7 +384,7 @@ impl CudaBackend {
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             shared as i32,
         )?;
-        // Shared memory before L1 (a hint), so that two blocks of Warp128x128 fit an SM.
+        // Shared memory before L1 (a hint), so that three blocks of Warp64x128 fit an SM.
         f.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
             100,

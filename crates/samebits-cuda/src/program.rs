@@ -142,7 +142,6 @@ mod tests {
         let ptx = super::compile(9, 0).expect("kernels compile");
         let text = ptx.to_src();
         for kernel in [
-            "sb_gemm_tiled_128x128k8_v",
             "sb_gemv_nk_bf16_m8",
             "sb_gemv_kn_f32_m1",
             "sb_gemv_kn4_bf16_m8",
