@@ -81,8 +81,8 @@ IFS='|' read -r _ _ det_differ det_steps det_rep det_def det_overhead _ \
 det_blas=$(grep -oE 'default set products on .*' "$LOGS/models.txt" | head -1)
 
 field() { grep -F "$1" "$2" | head -1 | awk -F'|' -v c="$3" '{gsub(/^ +| +$/, "", $c); print $c}'; }
-sgemm_ms=$(field 'SGEMM 4096^3 Auto' "$LOGS/gpu_check.txt" 3)
-cublas_ms=$(field 'cuBLAS SGEMM' "$LOGS/cublas.txt" 3)
+sgemm_ms=$(field 'SGEMM 4096x4096x4096 Auto' "$LOGS/gpu_check.txt" 3)
+cublas_ms=$(field 'cuBLAS SGEMM 4096x4096x4096' "$LOGS/cublas.txt" 3)
 copy_gbs=$(field 'device-to-device copy' "$LOGS/gpu_check.txt" 4 | cut -d' ' -f1)
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 gemv_rows=$(grep -E '^\| GEMV .*one call' "$LOGS/gpu_check.txt" | awk -F'|' -v copy="$copy_gbs" '{

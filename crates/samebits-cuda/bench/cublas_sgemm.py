@@ -1,5 +1,5 @@
-"""cuBLAS reference for examples/gpu_check.rs: plain FP32 SGEMM 4096^3 (TF32 off) and a
-device-to-device copy through PyTorch, medians of CUDA-event timed runs."""
+"""cuBLAS reference for examples/gpu_check.rs: plain FP32 SGEMM (TF32 off) at gpu_check's
+shapes and a device-to-device copy through PyTorch, medians of CUDA-event timed runs."""
 import torch
 
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -20,11 +20,11 @@ def median_ms(fn, warmup=3, runs=21):
     return sorted(times)[runs // 2]
 
 
-n = 4096
-a = torch.randn(n, n, device="cuda")
-b = torch.randn(n, n, device="cuda")
-ms = median_ms(lambda: a @ b)
-print(f"| cuBLAS SGEMM 4096^3 (PyTorch {torch.__version__}, TF32 off) | {ms:.3} | {2 * n**3 / ms / 1e6:.0f} GFLOP/s | - |")
+for m, n, k in [(4096, 4096, 4096), (1024, 4096, 4096), (512, 1536, 576)]:
+    a = torch.randn(m, k, device="cuda")
+    b = torch.randn(k, n, device="cuda")
+    ms = median_ms(lambda: a @ b)
+    print(f"| cuBLAS SGEMM {m}x{n}x{k} (PyTorch {torch.__version__}, TF32 off) | {ms:.3} | {2 * m * n * k / ms / 1e6:.0f} GFLOP/s | - |")
 src = torch.ones(64 << 20, device="cuda")
 dst = torch.empty_like(src)
 ms = median_ms(lambda: dst.copy_(src))

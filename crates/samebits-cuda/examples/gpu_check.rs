@@ -4,8 +4,9 @@
 //!
 //! Run on a machine with a GPU: `cargo run --release -p samebits-cuda --example gpu_check`.
 //! `--source` prints the CUDA source instead (for nvcc -Xptxas -v); `--gemv` runs only the GEMV
-//! timings (each GEMV still checked against the CPU) and the copy. Exits 2 without CUDA, 1 on
-//! any mismatch. cuBLAS SGEMM is timed by `bench/cublas_sgemm.py`.
+//! timings (each GEMV still checked against the CPU) and the copy; `--sgemm` only the SGEMM
+//! timings (each launch shape still checked against the CPU). Exits 2 without CUDA, 1 on any
+//! mismatch. cuBLAS SGEMM is timed by `bench/cublas_sgemm.py`.
 
 use cudarc::driver::sys::CUevent_flags;
 use samebits_cuda::testing::{
@@ -299,11 +300,13 @@ fn main() {
     let failed = if std::env::args().any(|a| a == "--gemv") {
         println!("\n| benchmark | median ms | rate | bit-identical to CPU |");
         println!("|---|---|---|---|");
-        false
+        gemv_and_copy(backend, false)
+    } else if std::env::args().any(|a| a == "--sgemm") {
+        sgemm_timings(backend)
     } else {
-        families_and_sgemm(backend, &gpu)
+        let failed = families(&gpu) | sgemm_timings(backend);
+        gemv_and_copy(backend, failed)
     };
-    let failed = gemv_and_copy(backend, failed);
     if failed {
         println!("\nsummary: MISMATCHES between GPU and CPU");
         std::process::exit(1);
@@ -311,8 +314,8 @@ fn main() {
     println!("\nsummary: GPU and CPU agree bit for bit on every case");
 }
 
-/// The kernel families' random cases and the SGEMM 4096^3 timings; true on any mismatch.
-fn families_and_sgemm(backend: &'static CudaBackend, gpu: &Device) -> bool {
+/// The kernel families' random cases; true on any mismatch.
+fn families(gpu: &Device) -> bool {
     let table = check(gpu);
     println!(
         "\n| kernel family | cases | elements compared | cases with any differing bit | NaN-vs-NaN payload differences |"
@@ -332,26 +335,33 @@ fn families_and_sgemm(backend: &'static CudaBackend, gpu: &Device) -> bool {
         }
     }
 
-    // SGEMM 4096^3, checked against the CPU once.
-    let size = 4096;
+    failed
+}
+
+/// SGEMM 4096^3 and two smaller products (an LLM prefill's shapes), every launch shape checked
+/// against the CPU once and timed; true on any mismatch.
+fn sgemm_timings(backend: &'static CudaBackend) -> bool {
+    println!("\n| benchmark | median ms | rate | bit-identical to CPU |");
+    println!("|---|---|---|---|");
+    let mut failed = false;
+    for (m, n, k) in [(4096, 4096, 4096), (1024, 4096, 4096), (512, 1536, 576)] {
+        failed |= time_sgemm(backend, GemmShape { batch: 1, m, n, k });
+    }
+    failed
+}
+
+/// Times every tiled launch shape (and Auto) on one random product, checking each output
+/// against the CPU; true on any mismatch.
+fn time_sgemm(backend: &'static CudaBackend, shape: GemmShape) -> bool {
     let mut rng = Rng::new(7);
-    let case = GemmCase::random(
-        &mut rng,
-        GemmShape {
-            batch: 1,
-            m: size,
-            n: size,
-            k: size,
-        },
-        false,
-        false,
-        CaseEpilogue::None,
-    );
+    let case = GemmCase::random(&mut rng, shape, false, false, CaseEpilogue::None);
+    let GemmShape { m, n, k, .. } = shape;
     let (da, db) = (
         backend.upload(&case.a).expect("a"),
         backend.upload(&case.b).expect("b"),
     );
-    let mut sgemm_rows = Vec::new();
+    let want = Device::Cpu.gemm(&case, GemmLaunch::Auto);
+    let mut failed = false;
     for how in std::iter::once(GemmLaunch::Auto)
         .chain(GemmLaunch::FORCED)
         .filter(|&l| l != GemmLaunch::SplitK)
@@ -359,26 +369,21 @@ fn families_and_sgemm(backend: &'static CudaBackend, gpu: &Device) -> bool {
         let run = || {
             backend
                 .gemm(
-                    case.shape,
-                    DeviceMat::row_major(&da, size, size),
-                    DeviceMat::row_major(&db, size, size),
+                    shape,
+                    DeviceMat::row_major(&da, m, k),
+                    DeviceMat::row_major(&db, k, n),
                     GemmEpilogue::None,
                     how,
                 )
                 .expect("sgemm")
         };
-        let got = backend.download(&run()).expect("download");
-        let ms = median_ms(backend, 3, 21, |_| drop(run()));
-        sgemm_rows.push((how, ms, got));
-    }
-    let want = Device::Cpu.gemm(&case, GemmLaunch::Auto);
-    println!("\n| benchmark | median ms | rate | bit-identical to CPU |");
-    println!("|---|---|---|---|");
-    for (how, ms, got) in &sgemm_rows {
-        let same = first_difference(got, &want).is_none();
+        let same = first_difference(&backend.download(&run()).expect("download"), &want).is_none();
         failed |= !same;
-        let gflops = 2.0 * (size as f64).powi(3) / ms / 1e6;
-        println!("| reproducible SGEMM 4096^3 {how:?} | {ms:.3} | {gflops:.0} GFLOP/s | {same} |");
+        let ms = median_ms(backend, 3, 21, |_| drop(run()));
+        let gflops = 2.0 * (m * n * k) as f64 / ms / 1e6;
+        println!(
+            "| reproducible SGEMM {m}x{n}x{k} {how:?} | {ms:.3} | {gflops:.0} GFLOP/s | {same} |"
+        );
     }
     failed
 }

@@ -4,14 +4,10 @@
 // contract: gemm, gemm-epilogue (docs/contract.md). Every output is the canonical dot product
 // (canonical-sum: tiles of 64 k-steps, each `p = fma(a, b, p)` from +0.0, folded s = p_0,
 // s = s + p_j) followed by the epilogue, whatever kernel or launch shape computes it:
-// - sb_gemm_tiled_<config>: each output is owned by exactly one thread, which keeps its tile
-//   chain `p` and its running sum `s` in registers. Shared-memory K steps (BK = 8 or 16) divide
-//   the 64-term tile, so the fold happens after every 64 / BK steps and at k = K. K is never
-//   padded: the last partial step runs only over the valid k. The operand tiles travel from
-//   global to shared memory by `cp.async` through a STAGES-deep ring (design after the
-//   register-tiled SIMT GEMMs of CUTLASS and of S. Boehm's "How to optimize a CUDA matmul"),
-//   A stored k-major (transposed on the way, 4-byte copies) so that each thread reads its A
-//   and B fragments with 16-byte shared loads.
+// - sb_gemm_warp_<config>: each output is owned by exactly one thread, which keeps its tile
+//   chain `p` in a register and its running sum `s` in shared memory. Shared-memory K steps
+//   (BK = 8 or 16) divide the 64-term tile, so the fold happens after every 64 / BK steps and at
+//   k = K. K is never padded: the last partial step runs only over the valid k.
 // - sb_gemv_<layout>_m<MT>: M <= 8 rows. A block owns CB consecutive columns and a run of
 //   64-term tiles; one thread runs each (column, tile) chain for all rows, so a chain is never
 //   split. Partials go to shared memory and are folded left to right in the same kernel; when
@@ -61,177 +57,254 @@ __device__ __forceinline__ void sb_cp_async_commit() { asm volatile("cp.async.co
 template <int N>
 __device__ __forceinline__ void sb_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// Reads W (4 or 2) consecutive 16- or 8-byte aligned floats of shared memory in one access.
-template <int W>
-__device__ __forceinline__ void sb_load_shared(const float* src, float* dst)
+// Reads 4 consecutive 16-byte aligned floats of shared memory in one access.
+__device__ __forceinline__ void sb_load_shared4(const float* src, float* dst)
 {
-  if constexpr (W == 4) {
-    const float4 q = *reinterpret_cast<const float4*>(src);
-    dst[0] = q.x; dst[1] = q.y; dst[2] = q.z; dst[3] = q.w;
-  } else {
-    const float2 q = *reinterpret_cast<const float2*>(src);
-    dst[0] = q.x; dst[1] = q.y;
+  const float4 q = *reinterpret_cast<const float4*>(src);
+  dst[0] = q.x; dst[1] = q.y; dst[2] = q.z; dst[3] = q.w;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warp-tiled GEMM (sb_gemm_warp_<config>), after the SIMT GEMMs of CUTLASS, S. Boehm's "How to
+// optimize a CUDA matmul kernel for cuBLAS-like performance" and Y. Li's Ampere SGEMM: a BM x BN
+// block of C per thread block, WARPS_M x WARPS_N warps of (16 * FM) x (32 * FN) outputs. The 32
+// lanes of a warp form a 4 x 8 grid in a 'z' order (lane -> row (lane / 16) * 2 + lane % 2,
+// column (lane / 2) % 8), and lane (r, c) owns FM x FN fragments of 4 x 4 outputs: warp-tile rows
+// f * 16 + r * 4 + 0..3 and columns g * 32 + c * 4 + 0..3. Each fragment row or column is one
+// 16-byte shared-memory read, and the 16 lanes of a half warp read at most 128 distinct bytes of
+// each operand row, without bank conflicts.
+// The tile chains `p` live in registers; the running sums `s` live in shared memory (one float4
+// slot per 4 outputs, slot q of thread t at q * THREADS + t, so a warp's slots are contiguous),
+// read and written only at the 64-term tile boundaries. That halves the registers per output:
+// a thread holds 16 x 8 chains in 216 registers (128 x 256 blocks, one per SM), or 8 x 8 in 121
+// (64 x 128 blocks, three per SM). Fragments are double-buffered in
+// registers (the next k-step's operands are read while this one's FMAs run) and the operand
+// tiles arrive by cp.async through a STAGES-deep ring with one barrier per BK k-steps.
+
+// One thread's copies of a k-major operand tile (tile[k][x], pitch PITCH floats) per k-step
+// block: copy r moves W consecutive elements along x (the tile's m for A, n for B) at tile
+// coordinates (x0 + r * dx, k0 + r * dk), from `src + r * src_step` (`src` advances by `advance`
+// per block); bit r of `x_ok` says whether x0 + r * dx lies inside the matrix.
+struct SbTileCopy {
+  const float* src;
+  long long src_step, advance;
+  int dst, dst_step, k0, dk;
+  unsigned x_ok;
+};
+
+// The LOADS copies of a thread for tile coordinates (x0, k0) + r * (dx, dk) of an operand whose
+// element (x, k) is at `base + x * xs + k * ks`, with x_limit rows (A) or columns (B) past the
+// block's origin.
+template <int PITCH, int LOADS>
+__device__ __forceinline__ SbTileCopy sb_tile_copy(const float* base, long long xs, long long ks, int x0,
+                                                   int dx, int k0, int dk, int x_limit, int bk)
+{
+  SbTileCopy c;
+  c.src = base + x0 * xs + k0 * ks;
+  c.src_step = dx * xs + dk * ks;
+  c.advance = bk * ks;
+  c.dst = k0 * PITCH + x0;
+  c.dst_step = dk * PITCH + dx;
+  c.k0 = k0;
+  c.dk = dk;
+  c.x_ok = 0;
+#pragma unroll
+  for (int r = 0; r < LOADS; ++r) c.x_ok |= (x0 + r * dx < x_limit ? 1u : 0u) << r;
+  return c;
+}
+
+// Queues the LOADS copies of one k-step block (k_left = K - its first k) into `tile`. Elements
+// past the matrix are not copied: their shared-memory words feed only chains of rows or columns
+// that are never stored, or k-steps past K that are never stepped.
+template <int W, int LOADS>
+__device__ __forceinline__ void sb_tile_issue(const SbTileCopy& c, float* tile, int k_left)
+{
+#pragma unroll
+  for (int r = 0; r < LOADS; ++r) {
+    if ((c.x_ok >> r & 1u) && c.k0 + r * c.dk < k_left) {
+      if constexpr (W == 4) sb_cp_async16(tile + c.dst + r * c.dst_step, c.src + r * c.src_step, 16);
+      else sb_cp_async4(tile + c.dst + r * c.dst_step, c.src + r * c.src_step, 4);
+    }
   }
 }
 
-// Register-tiled GEMM: a BM x BN block of C per thread block, TM x TN outputs per thread
-// (two TM/2 x TN/2 quadrants BM/2 and BN/2 apart, so shared-memory reads are conflict free).
-// B_VEC: B has unit stride along n, 16-byte aligned rows and N % 4 == 0, and is copied in
-// 16-byte pieces; otherwise every operand element is copied alone (any strides).
-template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool B_VEC>
-__device__ __forceinline__ void sb_gemm_tiled(int M, int N, int K, const float* A, SbMat a,
-                                              const float* B, SbMat b, float* C, SbEpilogue ep,
-                                              const float* c_in)
+template <int BM, int BN, int FM, int FN, int BK, int STAGES, bool B_VEC>
+__device__ __forceinline__ void sb_gemm_warp(int M, int N, int K, const float* A, SbMat a, const float* B,
+                                             SbMat b, float* C, SbEpilogue ep, const float* c_in)
 {
   static_assert(SB_TILE % BK == 0, "shared-memory K steps must divide the 64-term tile");
-  constexpr int COLS = BN / TN;
-  constexpr int THREADS = (BM / TM) * COLS;
+  constexpr int TM = 4 * FM, TN = 4 * FN, WM = 16 * FM, WN = 32 * FN;
+  constexpr int WARPS_N = BN / WN, THREADS = 32 * (BM / WM) * WARPS_N;
   constexpr int A_PITCH = BM + 4, B_PITCH = BN + 4;
-  constexpr int A_LOADS = BM * BK / THREADS;
-  constexpr int B_LOADS = B_VEC ? BN * BK / 4 / THREADS : BN * BK / THREADS;
-  static_assert(A_LOADS * THREADS == BM * BK && B_LOADS > 0, "tile loads must split evenly");
+  constexpr int BW = B_VEC ? 4 : 1;  // B elements per copy
+  constexpr int A_LOADS = BM * BK / THREADS, B_LOADS = BN * BK / BW / THREADS;
+  static_assert(BM % WM == 0 && BN % WN == 0, "warps must tile the block");
+  static_assert(THREADS % BM == 0 && THREADS % BN == 0 && THREADS % BK == 0 && (THREADS * BW) % BN == 0,
+                "copy coordinates must be affine in the copy index");
+  static_assert(A_LOADS * THREADS == BM * BK && B_LOADS * BW * THREADS == BN * BK && B_LOADS > 0,
+                "tile copies must split evenly");
   extern __shared__ __align__(16) float sb_gemm_smem[];
-  float* As = sb_gemm_smem;                          // [STAGES][BK][A_PITCH], k-major
-  float* Bs = sb_gemm_smem + STAGES * BK * A_PITCH;  // [STAGES][BK][B_PITCH]
+  float* As = sb_gemm_smem;                                          // [STAGES][BK][A_PITCH]
+  float* Bs = As + STAGES * BK * A_PITCH;                            // [STAGES][BK][B_PITCH]
+  float4* Ss = reinterpret_cast<float4*>(Bs + STAGES * BK * B_PITCH);  // [TM * FN][THREADS]
 
   const int tid = threadIdx.x;
-  const int tx = tid % COLS, ty = tid / COLS;
   const long long batch = blockIdx.z;
   const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
   const float* Ab = A + a.offset + batch * a.batch_stride;
   const float* Bb = B + b.offset + batch * b.batch_stride;
-  // Element copies: consecutive threads walk the operand's unit-stride axis (coalesced).
-  const bool a_k_fastest = a.col_stride == 1;
-  const bool b_n_fastest = b.col_stride == 1 || b.row_stride != 1;
 
-  // Queues the copies of k-step block [k0, k0 + BK) into ring slot `slot`. Elements outside
-  // the matrices are zero-filled (never used: rows and columns past M, N are not stored, and
-  // k past K is never stepped).
-  auto load_stage = [&](int slot, int k0) {
-    float* as = As + slot * BK * A_PITCH;
-    float* bs = Bs + slot * BK * B_PITCH;
-#pragma unroll
-    for (int r = 0; r < A_LOADS; ++r) {
-      const int e = tid + r * THREADS;
-      const int ii = a_k_fastest ? e / BK : e % BM, kk = a_k_fastest ? e % BK : e / BM;
-      const int gi = row0 + ii, gk = k0 + kk;
-      const bool ok = gi < M && gk < K;
-      const float* src = ok ? Ab + gi * a.row_stride + gk * a.col_stride : Ab;
-      sb_cp_async4(as + kk * A_PITCH + ii, src, ok ? 4 : 0);
-    }
-#pragma unroll
-    for (int r = 0; r < B_LOADS; ++r) {
-      const int e = tid + r * THREADS;
-      if constexpr (B_VEC) {
-        const int jj = (e % (BN / 4)) * 4, kk = e / (BN / 4);
-        const int gj = col0 + jj, gk = k0 + kk;
-        const bool ok = gj < N && gk < K;
-        const float* src = ok ? Bb + gk * b.row_stride + gj : Bb;
-        sb_cp_async16(bs + kk * B_PITCH + jj, src, ok ? 16 : 0);
-      } else {
-        const int jj = b_n_fastest ? e % BN : e / BK, kk = b_n_fastest ? e / BN : e % BK;
-        const int gj = col0 + jj, gk = k0 + kk;
-        const bool ok = gj < N && gk < K;
-        const float* src = ok ? Bb + gk * b.row_stride + gj * b.col_stride : Bb;
-        sb_cp_async4(bs + kk * B_PITCH + jj, src, ok ? 4 : 0);
-      }
-    }
+  // Copies: consecutive threads walk the operand's unit-stride axis (coalesced reads; A is
+  // transposed on the way, and the pitch BM + 4 keeps those 4-byte writes conflict free).
+  SbTileCopy ca = a.col_stride == 1
+                      ? sb_tile_copy<A_PITCH, A_LOADS>(Ab + row0 * a.row_stride, a.row_stride, a.col_stride, tid / BK,
+                                              THREADS / BK, tid % BK, 0, M - row0, BK)
+                      : sb_tile_copy<A_PITCH, A_LOADS>(Ab + row0 * a.row_stride, a.row_stride, a.col_stride, tid % BM, 0,
+                                              tid / BM, THREADS / BM, M - row0, BK);
+  SbTileCopy cb;
+  if constexpr (B_VEC) {
+    cb = sb_tile_copy<B_PITCH, B_LOADS>(Bb + col0, 1, b.row_stride, (tid % (BN / 4)) * 4, 0, tid / (BN / 4),
+                               THREADS / (BN / 4), N - col0, BK);
+  } else {
+    cb = b.col_stride == 1 || b.row_stride != 1
+             ? sb_tile_copy<B_PITCH, B_LOADS>(Bb + col0 * b.col_stride, b.col_stride, b.row_stride, tid % BN, 0,
+                                     tid / BN, THREADS / BN, N - col0, BK)
+             : sb_tile_copy<B_PITCH, B_LOADS>(Bb + col0 * b.col_stride, b.col_stride, b.row_stride, tid / BK,
+                                     THREADS / BK, tid % BK, 0, N - col0, BK);
+  }
+  // Queues k-step block `blk` into its ring slot; blocks are issued in order 0, 1, 2, ...
+  auto issue = [&](int blk) {
+    const int slot = blk % STAGES, k_left = K - blk * BK;
+    sb_tile_issue<1, A_LOADS>(ca, As + slot * BK * A_PITCH, k_left);
+    sb_tile_issue<BW, B_LOADS>(cb, Bs + slot * BK * B_PITCH, k_left);
+    ca.src += ca.advance;
+    cb.src += cb.advance;
   };
 
-  float p[TM][TN], s[TM][TN];
+  const int lane = tid % 32, warp = tid / 32;
+  const int a_off = (warp / WARPS_N) * WM + ((lane / 16) * 2 + lane % 2) * 4;
+  const int b_off = (warp % WARPS_N) * WN + ((lane / 2) % 8) * 4;
+
+  float p[TM][TN], af[2][TM], bf[2][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      p[i][j] = 0.0f;
-      s[i][j] = 0.0f;
-    }
-
-  // One k-step of every chain of this thread: p = fma(A[i, k], B[k, j], p).
-  auto step = [&](const float* as, const float* bs) {
-    float av[TM], bv[TN];
+    for (int j = 0; j < TN; ++j) p[i][j] = 0.0f;
+  // Reads the fragments of k-step row `as` / `bs` into buffer `buf`.
+  auto load_fragments = [&](int buf, const float* as, const float* bs) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      sb_load_shared<TM / 2>(as + h * BM / 2 + ty * TM / 2, av + h * TM / 2);
-      sb_load_shared<TN / 2>(bs + h * BN / 2 + tx * TN / 2, bv + h * TN / 2);
-    }
+    for (int f = 0; f < FM; ++f) sb_load_shared4(as + a_off + f * 16, af[buf] + 4 * f);
+#pragma unroll
+    for (int g = 0; g < FN; ++g) sb_load_shared4(bs + b_off + g * 32, bf[buf] + 4 * g);
+  };
+  // One k-step of every chain of this thread: p = fma(A[i, k], B[k, j], p).
+  auto fmas = [&](int buf) {
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
-      for (int j = 0; j < TN; ++j) p[i][j] = __fmaf_rn(av[i], bv[j], p[i][j]);
+      for (int j = 0; j < TN; ++j) p[i][j] = __fmaf_rn(af[buf][i], bf[buf][j], p[i][j]);
   };
 
-  const int k_steps = (K + BK - 1) / BK;
+  const int k_steps = (K + BK - 1) / BK, full_steps = K / BK;
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < k_steps) load_stage(st, st * BK);
+    if (st < k_steps) issue(st);
     sb_cp_async_commit();
   }
-  for (int t = 0; t < k_steps; ++t) {
-    sb_cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    const int next = t + STAGES - 1;
-    if (next < k_steps) load_stage(next % STAGES, next * BK);
+  sb_cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  load_fragments(0, As, Bs);
+  for (int t = 0; t < full_steps; ++t) {
+    // Slot (t - 1) % STAGES was last read before the previous block's barrier.
+    if (t + STAGES - 1 < k_steps) issue(t + STAGES - 1);
     sb_cp_async_commit();
-
-    const int slot = t % STAGES;
-    const float* as = As + slot * BK * A_PITCH;
-    const float* bs = Bs + slot * BK * B_PITCH;
-    const int k0 = t * BK;
-    const int kc = min(BK, K - k0);
-    if (kc == BK) {
+    const float* as = As + (t % STAGES) * BK * A_PITCH;
+    const float* bs = Bs + (t % STAGES) * BK * B_PITCH;
 #pragma unroll
-      for (int kk = 0; kk < BK; ++kk) step(as + kk * A_PITCH, bs + kk * B_PITCH);
-    } else {
-      for (int kk = 0; kk < kc; ++kk) step(as + kk * A_PITCH, bs + kk * B_PITCH);
+    for (int kk = 0; kk < BK; ++kk) {
+      if (kk == BK - 1) {
+        // Block t + 1 has landed for every thread, and every read of block t is done.
+        sb_cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        const int next = (t + 1) % STAGES;
+        load_fragments((kk + 1) % 2, As + next * BK * A_PITCH, Bs + next * BK * B_PITCH);
+      } else {
+        load_fragments((kk + 1) % 2, as + (kk + 1) * A_PITCH, bs + (kk + 1) * B_PITCH);
+      }
+      fmas(kk % 2);
     }
-    const int k_end = k0 + kc;
-    if (k_end % SB_TILE == 0 || k_end == K) {
-      const bool first = k_end <= SB_TILE;
+    // contract: canonical-sum. A 64-term tile ends before K: s = p_0, then s = s + p_j.
+    const int k_end = (t + 1) * BK;
+    if (k_end % SB_TILE == 0 && k_end < K) {
+      const bool first = k_end == SB_TILE;
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          s[i][j] = sb_fold_sum(s[i][j], p[i][j], first);
+        for (int g = 0; g < FN; ++g) {
+          float4* slot = Ss + (i * FN + g) * THREADS + tid;
+          float4 v = first ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : *slot;
+          v.x = sb_fold_sum(v.x, p[i][4 * g], first);
+          v.y = sb_fold_sum(v.y, p[i][4 * g + 1], first);
+          v.z = sb_fold_sum(v.z, p[i][4 * g + 2], first);
+          v.w = sb_fold_sum(v.w, p[i][4 * g + 3], first);
+          *slot = v;
+        }
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
           // p = +0.0 through an opaque move: a literal zero lets the compiler specialise the
           // next tile's chains and run out of registers (spills).
           asm volatile("mov.b32 %0, 0;" : "=f"(p[i][j]));
-        }
+    }
+  }
+  if (full_steps < k_steps) {
+    // The partial last k-step block (K % BK k-steps): landed and visible since the last barrier.
+    const int slot = full_steps % STAGES;
+    for (int kk = 0; kk < K - full_steps * BK; ++kk) {
+      load_fragments(0, As + (slot * BK + kk) * A_PITCH, Bs + (slot * BK + kk) * B_PITCH);
+      fmas(0);
     }
   }
   sb_cp_async_wait<0>();
 
+  // The last tile's partial p, folded into s when K has more than one tile.
+  const bool folded = K > SB_TILE;
   float* Cb = C + batch * (long long)M * N;
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
-    const int gi = row0 + (i / (TM / 2)) * (BM / 2) + ty * TM / 2 + i % (TM / 2);
-    if (gi >= M) continue;
+    const int gi = row0 + a_off + (i / 4) * 16 + i % 4;
 #pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int gj = col0 + (j / (TN / 2)) * (BN / 2) + tx * TN / 2 + j % (TN / 2);
-      if (gj < N) Cb[(long long)gi * N + gj] = sb_apply_epilogue(ep, c_in, s[i][j], batch, gi, gj);
+    for (int g = 0; g < FN; ++g) {
+      const float4 s = folded ? Ss[(i * FN + g) * THREADS + tid] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float sv[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int gj = col0 + b_off + g * 32 + j;
+        const float acc = sb_fold_sum(sv[j], p[i][4 * g + j], !folded);
+        if (gi < M && gj < N) Cb[(long long)gi * N + gj] = sb_apply_epilogue(ep, c_in, acc, batch, gi, gj);
+      }
     }
   }
 }
 
-// The launch configurations (name, BM, BN, TM, TN, BK, STAGES, blocks per SM); each comes with
-// element-copied B (`_e`) and 16-byte-copied B (`_v`). Dynamic shared memory:
-// STAGES * BK * (BM + 4 + BN + 4) floats. They differ only in how outputs are spread over
-// threads and how operands travel, never in any output's order, so they give equal bits.
-#define SB_GEMM_KERNEL(name, BM, BN, TM, TN, BK, STAGES, MIN_BLOCKS, B_VEC)                      \
-  extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS)                 \
-      sb_gemm_tiled_##name(int M, int N, int K, const float* A, SbMat a, const float* B, SbMat b, \
-                           float* C, SbEpilogue ep, const float* c_in)                            \
-  {                                                                                               \
-    sb_gemm_tiled<BM, BN, TM, TN, BK, STAGES, B_VEC>(M, N, K, A, a, B, b, C, ep, c_in);           \
+// The warp-tiled configurations (name, BM, BN, FM, FN, BK, STAGES, blocks per SM for
+// __launch_bounds__), each with element-copied B (`_e`) and 16-byte-copied B (`_v`); src/gemm.rs
+// `GemmLaunch` picks one (NOTES.md has their timings). Dynamic shared memory:
+// (STAGES * BK * (BM + 4 + BN + 4) + BM * BN) floats (the ring, then the running sums).
+#define SB_GEMM_WARP_KERNEL(name, BM, BN, FM, FN, BK, STAGES, MIN_BLOCKS, B_VEC)                          \
+  extern "C" __global__ void __launch_bounds__(32 * (BM / (16 * FM)) * (BN / (32 * FN)), MIN_BLOCKS)      \
+      sb_gemm_warp_##name(int M, int N, int K, const float* A, SbMat a, const float* B, SbMat b, float* C, \
+                          SbEpilogue ep, const float* c_in)                                                \
+  {                                                                                                        \
+    sb_gemm_warp<BM, BN, FM, FN, BK, STAGES, B_VEC>(M, N, K, A, a, B, b, C, ep, c_in);                     \
   }
-#define SB_GEMM_CONFIG(name, BM, BN, TM, TN, BK, STAGES, MIN_BLOCKS)             \
-  SB_GEMM_KERNEL(name##_e, BM, BN, TM, TN, BK, STAGES, MIN_BLOCKS, false)        \
-  SB_GEMM_KERNEL(name##_v, BM, BN, TM, TN, BK, STAGES, MIN_BLOCKS, true)
-SB_GEMM_CONFIG(128x128k8, 128, 128, 8, 8, 8, 4, 1)
-SB_GEMM_CONFIG(128x128k16, 128, 128, 8, 8, 16, 3, 1)
-SB_GEMM_CONFIG(64x128k16, 64, 128, 8, 8, 16, 3, 2)
-SB_GEMM_CONFIG(64x64k16, 64, 64, 4, 4, 16, 3, 2)
+#define SB_GEMM_WARP_CONFIG(name, BM, BN, FM, FN, BK, STAGES, MIN_BLOCKS)      \
+  SB_GEMM_WARP_KERNEL(name##_e, BM, BN, FM, FN, BK, STAGES, MIN_BLOCKS, false) \
+  SB_GEMM_WARP_KERNEL(name##_v, BM, BN, FM, FN, BK, STAGES, MIN_BLOCKS, true)
+SB_GEMM_WARP_CONFIG(128x256, 128, 256, 4, 2, 16, 3, 1)
+SB_GEMM_WARP_CONFIG(64x128, 64, 128, 2, 2, 8, 4, 4)
+SB_GEMM_WARP_CONFIG(64x64, 64, 64, 2, 1, 8, 4, 4)
 
 // ---------------------------------------------------------------------------------------------
 // Split-K GEMV (M <= 8). Block (x = column group, y = split, z = batch) owns columns

@@ -29,6 +29,8 @@ pub struct CudaBackend {
     name: String,
     compute_capability: (i32, i32),
     sm_count: usize,
+    /// The most dynamic shared memory a block may ask for (bytes, after opting in).
+    max_shared_per_block: usize,
     /// Zeroed counters of the split-K GEMV's fold tickets (kernels/gemm.cu); each launch leaves
     /// them zero again.
     tickets: Mutex<Option<CudaSlice<u32>>>,
@@ -70,6 +72,9 @@ impl CudaBackend {
         let sm_count = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
             .max(1) as usize;
+        let max_shared_per_block = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
+            .max(0) as usize;
         Ok(CudaBackend {
             name: ctx.name()?,
             ctx,
@@ -79,6 +84,7 @@ impl CudaBackend {
             pool: Arc::new(BufferPool::default()),
             compute_capability,
             sm_count,
+            max_shared_per_block,
             tickets: Mutex::new(None),
             blas: OnceLock::new(),
         })
@@ -87,6 +93,12 @@ impl CudaBackend {
     /// The device's multiprocessor count (launch shapes only; never changes bits).
     pub fn sm_count(&self) -> usize {
         self.sm_count
+    }
+
+    /// The most shared memory (bytes) a block may use once its kernel opts in (launch shapes
+    /// only; never changes bits).
+    pub fn max_shared_per_block(&self) -> usize {
+        self.max_shared_per_block
     }
 
     /// Runs `f` with at least `count` zeroed ticket counters (grown on demand, never while

@@ -114,23 +114,25 @@ pub enum GemmEpilogue<'a> {
 /// How the GEMM is launched. Every choice gives the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmLaunch {
-    /// [`GemmLaunch::SplitK`] for M <= 8, else 64 x 128 blocks when they give every
-    /// multiprocessor a block, else 64 x 64.
+    /// [`GemmLaunch::SplitK`] for M <= 8; else 128 x 256 blocks when they give at least 7/8 of
+    /// the multiprocessors a block (and fit its shared memory), else 64 x 128 blocks when they
+    /// give every multiprocessor one, else 64 x 64 (the fastest at the shapes NOTES.md lists).
     Auto,
-    /// 128 x 128 output blocks, 8 x 8 outputs per thread, K steps of 8 in a 4-deep ring.
-    Tiled128x128K8,
-    /// 128 x 128 output blocks, 8 x 8 outputs per thread, K steps of 16 in a 3-deep ring.
-    Tiled128x128K16,
-    /// 64 x 128 output blocks (128 threads, two blocks per SM), 8 x 8 outputs per thread.
-    Tiled64x128,
-    /// 64 x 64 output blocks, 4 x 4 outputs per thread.
-    Tiled64x64,
+    /// 128 x 256 output blocks (256 threads, one block per SM), 16 x 8 outputs per thread, K
+    /// steps of 16 in a 3-deep ring.
+    Warp128x256,
+    /// 64 x 128 output blocks (128 threads, three blocks per SM), 8 x 8 outputs per thread, K
+    /// steps of 8 in a 4-deep ring.
+    Warp64x128,
+    /// 64 x 64 output blocks (128 threads), 8 x 4 outputs per thread, K steps of 8 in a 4-deep
+    /// ring.
+    Warp64x64,
     /// Each 64-term tile of each output on its own thread, folded in the same kernel (M <= 8).
     SplitK,
 }
 
-/// A tiled configuration: kernel name stem, block rows, block columns, threads, K step,
-/// ring stages.
+/// A warp-tiled configuration (kernels/gemm.cu `sb_gemm_warp`): kernel name stem, block rows,
+/// block columns, threads, K step, ring stages.
 struct Tiled {
     launch: GemmLaunch,
     stem: &'static str,
@@ -142,60 +144,71 @@ struct Tiled {
 }
 
 impl Tiled {
-    /// Dynamic shared memory of a block: the operand ring (kernels/gemm.cu).
-    fn shared_bytes(&self) -> u32 {
-        (self.stages * self.k_step * (self.rows + 4 + self.cols + 4) * 4) as u32
+    /// Dynamic shared memory of a block: the operand ring, then one running sum per output
+    /// (kernels/gemm.cu).
+    fn shared_bytes(&self) -> usize {
+        4 * (self.stages * self.k_step * (self.rows + 4 + self.cols + 4) + self.rows * self.cols)
+    }
+
+    /// Thread blocks of a `[batch, m, n]` output.
+    fn blocks(&self, shape: GemmShape) -> usize {
+        shape.m.div_ceil(self.rows) * shape.n.div_ceil(self.cols) * shape.batch
     }
 }
 
 impl GemmLaunch {
-    const TILED: [Tiled; 4] = [
+    const TILED: [Tiled; 3] = [
         Tiled {
-            launch: GemmLaunch::Tiled128x128K8,
-            stem: "sb_gemm_tiled_128x128k8",
+            launch: GemmLaunch::Warp128x256,
+            stem: "sb_gemm_warp_128x256",
             rows: 128,
-            cols: 128,
+            cols: 256,
             threads: 256,
+            k_step: 16,
+            stages: 3,
+        },
+        Tiled {
+            launch: GemmLaunch::Warp64x128,
+            stem: "sb_gemm_warp_64x128",
+            rows: 64,
+            cols: 128,
+            threads: 128,
             k_step: 8,
             stages: 4,
         },
         Tiled {
-            launch: GemmLaunch::Tiled128x128K16,
-            stem: "sb_gemm_tiled_128x128k16",
-            rows: 128,
-            cols: 128,
-            threads: 256,
-            k_step: 16,
-            stages: 3,
-        },
-        Tiled {
-            launch: GemmLaunch::Tiled64x128,
-            stem: "sb_gemm_tiled_64x128k16",
-            rows: 64,
-            cols: 128,
-            threads: 128,
-            k_step: 16,
-            stages: 3,
-        },
-        Tiled {
-            launch: GemmLaunch::Tiled64x64,
-            stem: "sb_gemm_tiled_64x64k16",
+            launch: GemmLaunch::Warp64x64,
+            stem: "sb_gemm_warp_64x64",
             rows: 64,
             cols: 64,
-            threads: 256,
-            k_step: 16,
-            stages: 3,
+            threads: 128,
+            k_step: 8,
+            stages: 4,
         },
     ];
 
     /// Every explicit launch shape.
-    pub const FORCED: [GemmLaunch; 5] = [
-        GemmLaunch::Tiled128x128K8,
-        GemmLaunch::Tiled128x128K16,
-        GemmLaunch::Tiled64x128,
-        GemmLaunch::Tiled64x64,
+    pub const FORCED: [GemmLaunch; 4] = [
+        GemmLaunch::Warp128x256,
+        GemmLaunch::Warp64x128,
+        GemmLaunch::Warp64x64,
         GemmLaunch::SplitK,
     ];
+
+    fn tiled(self) -> &'static Tiled {
+        GemmLaunch::TILED
+            .iter()
+            .find(|t| t.launch == self)
+            .expect("every launch but Auto and SplitK is tiled")
+    }
+
+    /// The kernel names of every tiled configuration (element-copied and 16-byte-copied B).
+    pub fn kernel_names() -> Vec<String> {
+        GemmLaunch::TILED
+            .iter()
+            .flat_map(|t| [format!("{}_e", t.stem), format!("{}_v", t.stem)])
+            .collect()
+    }
 }
 
 /// Weights of the split-K GEMV: f32 or bf16 elements.
@@ -319,12 +332,19 @@ impl CudaBackend {
         let how = match how {
             GemmLaunch::Auto if m <= SPLIT_K_MAX_M => GemmLaunch::SplitK,
             GemmLaunch::Auto => {
-                // 64 x 128 blocks were the fastest at 4096^3 on an H100 (NOTES.md).
-                let blocks = m.div_ceil(64) * n.div_ceil(128) * batch;
-                if blocks >= self.sm_count() {
-                    GemmLaunch::Tiled64x128
+                // Measured on an H100 (NOTES.md): 128 x 256 blocks win down to one partial
+                // wave (1024 x 4096 x 4096: 128 blocks on 132 SMs); below that, the smaller
+                // blocks keep the SMs busy.
+                let sms = self.sm_count();
+                let big = GemmLaunch::Warp128x256.tiled();
+                if 8 * big.blocks(shape) >= 7 * sms
+                    && big.shared_bytes() <= self.max_shared_per_block()
+                {
+                    GemmLaunch::Warp128x256
+                } else if GemmLaunch::Warp64x128.tiled().blocks(shape) >= sms {
+                    GemmLaunch::Warp64x128
                 } else {
-                    GemmLaunch::Tiled64x64
+                    GemmLaunch::Warp64x64
                 }
             }
             other => other,
@@ -343,10 +363,7 @@ impl CudaBackend {
         if out.is_empty() {
             return Ok(out);
         }
-        let tiled = GemmLaunch::TILED
-            .iter()
-            .find(|t| t.launch == how)
-            .expect("every launch but SplitK is tiled");
+        let tiled = how.tiled();
         // 16-byte copies of B: unit stride along n, every row start 16-byte aligned.
         let aligned = |x: usize| x.is_multiple_of(4);
         let b_vec = b.col_stride == 1
@@ -357,9 +374,20 @@ impl CudaBackend {
         let name = format!("{}_{}", tiled.stem, if b_vec { "v" } else { "e" });
         let f = self.function(&name)?;
         let shared = tiled.shared_bytes();
+        if shared > self.max_shared_per_block() {
+            return Err(CudaError::Invalid(format!(
+                "gemm {how:?}: {shared} bytes of shared memory per block, the device has {}",
+                self.max_shared_per_block()
+            )));
+        }
         f.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             shared as i32,
+        )?;
+        // Shared memory before L1 (a hint), so that three blocks of Warp64x128 fit an SM.
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            100,
         )?;
         let config = LaunchConfig {
             grid_dim: (
@@ -368,7 +396,7 @@ impl CudaBackend {
                 batch as u32,
             ),
             block_dim: (tiled.threads, 1, 1),
-            shared_mem_bytes: shared,
+            shared_mem_bytes: shared as u32,
         };
         // The epilogue's c, or any live buffer when there is none (never read).
         let c_buffer = c_view.map_or(a.buffer, |c| c.buffer);

@@ -164,7 +164,6 @@ mod tests {
         let ptx = super::compile(9, 0).expect("kernels compile");
         let text = ptx.to_src();
         for kernel in [
-            "sb_gemm_tiled_128x128k8_v",
             "sb_gemv_nk_bf16_m8",
             "sb_gemv_kn_f32_m1",
             "sb_gemv_kn4_bf16_m8",
@@ -185,6 +184,12 @@ mod tests {
             "sb_chain",
         ] {
             assert!(text.contains(kernel), "{kernel} missing from the PTX");
+        }
+        for kernel in crate::GemmLaunch::kernel_names() {
+            assert!(
+                text.contains(&format!(".entry {kernel}(")),
+                "{kernel} missing from the PTX"
+            );
         }
     }
 }

@@ -305,7 +305,8 @@ pub fn large_gemm_case(seed: u64) -> GemmCase {
 }
 
 /// Tiled products whose B rows take the 16-byte copies (N a multiple of 4, unit stride along n)
-/// and ring wrap-arounds (many K steps), with edge blocks, transposed A and batches.
+/// and ring wrap-arounds (many K steps), with edge blocks, whole blocks, transposed A and
+/// batches.
 pub fn vector_gemm_cases(seed: u64) -> Vec<GemmCase> {
     let mut rng = Rng::new(seed);
     [
@@ -313,6 +314,8 @@ pub fn vector_gemm_cases(seed: u64) -> Vec<GemmCase> {
         (2, 130, 132, 200, true, CaseEpilogue::ColumnBias),
         (1, 9, 4, 1, false, CaseEpilogue::AlphaBeta(2.0, -0.5)),
         (3, 70, 68, 64, true, CaseEpilogue::None),
+        // whole blocks of every configuration, K a multiple of the 64-term tile
+        (1, 256, 512, 640, false, CaseEpilogue::None),
     ]
     .into_iter()
     .map(|(batch, m, n, k, a_t, epilogue)| {
