@@ -77,7 +77,8 @@ def ensure_harness_python(modules):
     except ImportError:
         pass
     python = os.path.join(HARNESS_VENV, "bin", "python")
-    if os.path.realpath(sys.executable) == os.path.realpath(python):
+    # sys.prefix, not the interpreter's path: a venv's python is a link to the system's.
+    if os.path.realpath(sys.prefix) == os.path.realpath(HARNESS_VENV):
         raise SystemExit(f"bench: {HARNESS_VENV} lacks one of {modules}; delete it to rebuild it")
     if not os.path.exists(os.path.join(HARNESS_VENV, ".complete")):
         log(f"installing {' '.join(HARNESS_PINS)} from PyPI into {HARNESS_VENV}")

@@ -36,6 +36,8 @@ pub struct CudaBackend {
     tickets: Mutex<Option<CudaSlice<u32>>>,
     /// The default operation set's cuBLAS handle, opened on first use (`None`: no cuBLAS).
     blas: OnceLock<Option<CudaBlas>>,
+    /// Held by each executor run from start to finish ([`CudaBackend::lock_stream`]).
+    stream_lock: Mutex<()>,
 }
 
 impl CudaBackend {
@@ -87,6 +89,7 @@ impl CudaBackend {
             max_shared_per_block,
             tickets: Mutex::new(None),
             blas: OnceLock::new(),
+            stream_lock: Mutex::new(()),
         })
     }
 
@@ -137,6 +140,14 @@ impl CudaBackend {
     /// The stream every operation is queued on (for timing with events).
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// Serializes the users of the backend's one stream: an executor run holds this from start
+    /// to finish, so that a CUDA graph one thread records never captures another thread's
+    /// launches (all work submitted to a capturing stream is captured). Code that launches on
+    /// [`CudaBackend::stream`] itself while other threads run executors holds it too.
+    pub fn lock_stream(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.stream_lock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The CUDA context.

@@ -52,7 +52,16 @@ pub fn cuda_or_skip(test: &str) -> Option<Device> {
     }
 }
 
-/// Defines `$cpu` and `$cuda` tests that both run `$body(&Device)`.
+/// Runs the GPU tests of a test binary one at a time: they share one backend and its stream,
+/// and a test that launches on the stream directly must not run while another test's executor
+/// records a CUDA graph ([`CudaBackend::lock_stream`] covers executor runs only).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static GPU_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    GPU_TESTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Defines `$cpu` and `$cuda` tests that both run `$body(&Device)` (the CUDA one under
+/// [`serial`]).
 #[macro_export]
 macro_rules! test_device {
     ($body:ident, $cpu:ident, $cuda:ident) => {
@@ -66,6 +75,7 @@ macro_rules! test_device {
             if let Some(device) =
                 $crate::testing::cuda_or_skip(concat!(module_path!(), "::", stringify!($cuda)))
             {
+                let _serial = $crate::testing::serial();
                 $body(&device);
             }
         }

@@ -8,7 +8,9 @@
 
 use std::sync::Arc;
 
-use samebits_cuda::testing::{Device, Rng, assert_same_bits, cuda_or_skip, shared_cuda_arc};
+use samebits_cuda::testing::{
+    Device, Rng, assert_same_bits, cuda_or_skip, serial, shared_cuda_arc,
+};
 use samebits_cuda::{
     AttentionShape, CudaExecutor, HeadsLayout, IoValue, attention_rows, attention_split_fits,
     test_device,
@@ -212,6 +214,7 @@ fn attention_launch_shapes_agree() {
     let Some(Device::Cuda(backend)) = cuda_or_skip("attention_launch_shapes_agree") else {
         return;
     };
+    let _serial = serial();
     let mut rng = Rng::new(29);
     for case in cases()
         .into_iter()
@@ -278,6 +281,7 @@ fn kv_cache_steps_match_the_cpu() {
     if cuda_or_skip("kv_cache_steps_match_the_cpu").is_none() {
         return;
     }
+    let _serial = serial();
     let backend = Arc::clone(shared_cuda_arc().unwrap());
     let case = Case {
         batch: 1,

@@ -938,6 +938,24 @@ fn conv_chain(device: &Device) {
     .constant("w", random(&mut rng, &[4, 3, 2, 2], 0.5))
     .input("r", random(&mut rng, &[1, 3, 12, 10], 2.0));
     check(device, &case);
+    // A squeeze-excitation gate (PP-OCR's neck): a 1x1 conv of a pooled [1, C, 1, 1] vector,
+    // HardSigmoid, times the full feature map, plus it again: the conv's output and the gate
+    // are one value per channel of the chain's output (per-element evaluation on the device).
+    let conv = node("Conv", &["p", "w", "b"], &["c"], vec![]);
+    let body = vec![
+        node("HardSigmoid", &["c"], &["t0"], vec![]),
+        node("Mul", &["f", "t0"], &["t1"], vec![]),
+        node("Add", &["t1", "f"], &["y0"], vec![]),
+    ];
+    let case = Case::new(
+        "ConvChain squeeze-excitation",
+        conv_chain_node(conv, &["c", "f"], body),
+    )
+    .input("p", random(&mut rng, &[1, 6, 1, 1], 2.0))
+    .constant("w", random(&mut rng, &[6, 6, 1, 1], 0.5))
+    .constant("b", random(&mut rng, &[6], 0.5))
+    .input("f", random(&mut rng, &[1, 6, 7, 5], 2.0));
+    check(device, &case);
 }
 test_device!(conv_chain, conv_chain_cpu, conv_chain_cuda);
 

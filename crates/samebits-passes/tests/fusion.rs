@@ -198,3 +198,35 @@ fn an_intermediate_read_elsewhere_ends_the_chain() {
     let se = Tensor::from_vec(vec![1, CHANNELS, 1, 1], vec![0.5f32, -2.0, 3.0, 1.0]).unwrap();
     assert_eq!(run(&fused.graph, &x, &se), run(&model(true).graph, &x, &se));
 }
+
+/// A `[C]` operand broadcasts along the last axis, not the channel axis: with as many channels
+/// as columns the fused chain must still add `b[w]`, not `b[c]` (a 1-D operand is one value
+/// per channel only for BatchNormalization's parameters).
+#[test]
+fn a_one_dimensional_operand_broadcasts_along_the_last_axis() {
+    let shape = [1usize, 4, 5, 4];
+    let mut g = Graph::default();
+    g.inputs.push(f32_input("x", Some(&shape)));
+    g.inputs.push(f32_input("b", Some(&[4])));
+    g.outputs.push(ValueInfo {
+        name: "y".into(),
+        ty: None,
+    });
+    g.nodes.push(node("Add", &["x", "b"], "sum"));
+    g.nodes.push(node("Relu", &["sum"], "y"));
+    let model = Model {
+        graph: g,
+        ..Default::default()
+    };
+    let mut fused = model.clone();
+    Pipeline {
+        operation_set: OperationSet::Reproducible,
+        dump_dir: None,
+    }
+    .run(&mut fused)
+    .unwrap();
+    assert_eq!(chain_lengths(&fused.graph), [2]);
+    let x = Tensor::from_vec(shape.to_vec(), (0..80).map(|i| i as f32 - 40.0).collect()).unwrap();
+    let b = Tensor::from_vec(vec![4], vec![100.0f32, -100.0, 0.5, -0.25]).unwrap();
+    assert_eq!(run(&fused.graph, &x, &b), run(&model.graph, &x, &b));
+}

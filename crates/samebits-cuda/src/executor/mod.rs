@@ -244,6 +244,7 @@ impl CudaExecutor {
                 inputs.len()
             )));
         }
+        let _stream = self.backend.lock_stream();
         self.backend.context().bind_to_thread()?;
         let mut arena = None;
         if options.observer.is_none() && graph::enabled() {
@@ -293,6 +294,7 @@ impl CudaExecutor {
         let start = buffer.len().checked_sub(len).ok_or_else(|| {
             CudaError::Invalid(format!("a tail of {len} of {} values", buffer.len()))
         })?;
+        let _stream = self.backend.lock_stream();
         self.backend.context().bind_to_thread()?;
         let mut out = vec![0.0f32; len];
         if len > 0 {

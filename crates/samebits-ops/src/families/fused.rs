@@ -201,8 +201,16 @@ impl ElementwiseChain {
     }
 
     /// The operands' layouts and the output shape when the fast path applies to chain inputs
-    /// of these shapes (all f32).
-    fn fast_layout(&self, shapes: &[&[usize]]) -> Option<(Vec<usize>, Vec<Layout>)> {
+    /// of these shapes (all f32): every input is the output's shape, one element, or one value
+    /// per channel (axis 1). With `per_element` false (the CPU's lane evaluator) every
+    /// instruction's result must also be full size; a per-element evaluator (the device's)
+    /// computes each step at each output element, which equals computing it on the smaller
+    /// operands and broadcasting (each step is a function of its operands' values only).
+    fn fast_layout(
+        &self,
+        shapes: &[&[usize]],
+        per_element: bool,
+    ) -> Option<(Vec<usize>, Vec<Layout>)> {
         let numel = |s: &[usize]| s.iter().product::<usize>();
         let shape = shapes.iter().max_by_key(|s| numel(s))?.to_vec();
         let channels = (shape.len() >= 2).then(|| shape[1]);
@@ -210,30 +218,40 @@ impl ElementwiseChain {
             .iter()
             .map(|s| Layout::of(s, &shape, channels))
             .collect::<Option<_>>()?;
-        // Each instruction's result must be full size and its operands of the right kinds.
+        let full = |o: &Operand| match o {
+            Operand::Input(i) => per_element || layouts[*i] == Layout::Full,
+            Operand::Temp(_) => true,
+            Operand::Absent => false,
+        };
+        // A `[C]` operand broadcasts along the last axis (NumPy), so it is one value per
+        // channel only for rank-2 outputs; BatchNormalization's `[C]` parameters are per channel.
+        let broadcasts = |o: &Operand| match o {
+            Operand::Input(i) => {
+                !(layouts[*i] == Layout::Channel && shapes[*i].len() == 1 && shape.len() != 2)
+            }
+            _ => true,
+        };
         for instr in &self.instrs {
-            let layout = |o: &Operand| match o {
-                Operand::Input(i) => Some(layouts[*i]),
-                Operand::Temp(_) => Some(Layout::Full),
-                Operand::Absent => None,
-            };
             let ok = match instr.kind {
                 Kind::Binary(_) => {
-                    let (a, b) = (layout(&instr.operands[0]), layout(&instr.operands[1]));
-                    matches!(a, Some(Layout::Full)) || matches!(b, Some(Layout::Full))
+                    let [a, b] = [&instr.operands[0], &instr.operands[1]];
+                    (full(a) || full(b)) && broadcasts(a) && broadcasts(b)
                 }
                 Kind::Relu | Kind::Activation(_) => {
-                    matches!(layout(&instr.operands[0]), Some(Layout::Full))
+                    full(&instr.operands[0]) && broadcasts(&instr.operands[0])
                 }
                 Kind::Clip => {
-                    matches!(layout(&instr.operands[0]), Some(Layout::Full))
-                        && instr.operands[1..]
-                            .iter()
-                            .all(|o| matches!(layout(o), None | Some(Layout::Scalar)))
+                    full(&instr.operands[0])
+                        && broadcasts(&instr.operands[0])
+                        && instr.operands[1..].iter().all(|o| match o {
+                            Operand::Input(i) => layouts[*i] == Layout::Scalar,
+                            _ => matches!(o, Operand::Absent),
+                        })
                 }
                 // BatchNormalization's parameters are `[C]`, one per channel of axis 1.
                 Kind::BatchNorm { .. } => {
-                    matches!(layout(&instr.operands[0]), Some(Layout::Full))
+                    full(&instr.operands[0])
+                        && broadcasts(&instr.operands[0])
                         && shape.len() >= 2
                         && instr.operands[1..].iter().all(|o| match o {
                             Operand::Input(i) => shapes[*i] == [shape[1]],
@@ -337,7 +355,7 @@ impl ElementwiseChain {
                 }
             }
         }
-        let (shape, layouts) = self.fast_layout(&shapes)?;
+        let (shape, layouts) = self.fast_layout(&shapes, false)?;
         if mapped.is_some_and(|i| layouts[i] != Layout::Full) {
             return None;
         }
@@ -632,7 +650,7 @@ impl ElementwiseChain {
     /// The device form of the fast path for chain inputs of these shapes, or an error when the
     /// fast path does not take them.
     pub(super) fn chain_kernel(&self, shapes: &[&[usize]]) -> Result<ChainKernel> {
-        let Some((shape, layouts)) = self.fast_layout(shapes) else {
+        let Some((shape, layouts)) = self.fast_layout(shapes, true) else {
             bail!("{OP_TYPE}: operands outside the fused layouts");
         };
         let steps = self
