@@ -5,7 +5,8 @@ eager PyTorch forward (CPU or CUDA) with a KV cache.
 
 The model follows the GGUF metadata: RMSNorm, rotary embedding on adjacent pairs (GGUF stores Q/K
 rows permuted for it), grouped-query causal attention, SiLU-gated MLP, tied output projection;
-logits are computed for every position, as samebits does.
+the speed test ppN computes the last position's logits only (as llama-bench and `samebits
+bench` do), the bits probes every position's.
 
     float32_llm.py --gguf M.gguf --threads 2 speed --prompt-tokens 128,512 --gen-tokens 128 --runs 2
     float32_llm.py --gguf M.gguf --device cuda bits
@@ -109,8 +110,9 @@ class Float32Llama:
     def new_cache(self):
         return [None] * (2 * self.layers)
 
-    def forward(self, ids, cache):
-        """Logits [B, S, vocab] of token ids [B, S] after the cached positions."""
+    def forward(self, ids, cache, last_only=False):
+        """Logits [B, S, vocab] of token ids [B, S] after the cached positions ([B, 1, vocab]:
+        the last position's, with `last_only`)."""
         ids = np.asarray(ids)
         batch, s = ids.shape
         past = 0 if cache[0] is None else cache[0].shape[2]
@@ -138,6 +140,8 @@ class Float32Llama:
             gate = h @ w("ffn_gate").T
             silu = gate / (1.0 + self.b.exp(-gate))
             x = x + (silu * (h @ w("ffn_up").T)) @ w("ffn_down").T
+        if last_only:
+            x = x[:, -1:]
         return self.norm(x, "output_norm.weight") @ self.output.T
 
 
@@ -162,7 +166,7 @@ def speed(model, args):
             b.sync()
             start = time.perf_counter()
             if kind == "pp":
-                model.forward(tokens[None, :n], cache)
+                model.forward(tokens[None, :n], cache, last_only=True)
             else:
                 for i in range(n):
                     model.forward(tokens[None, i:i + 1], cache)

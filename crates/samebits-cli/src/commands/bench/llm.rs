@@ -1,6 +1,7 @@
 //! `samebits bench --model MODEL.gguf`: prompt-processing and generation tokens/s of a GGUF
 //! language model, the tests of llama.cpp's llama-bench: "ppN" times one prefill pass of N tokens
-//! into an empty cache, "tgN" times N decode steps of one token each from an empty cache.
+//! into an empty cache returning the last position's logits (as llama-bench, and as generation
+//! needs), "tgN" times N decode steps of one token each from an empty cache.
 
 use super::{Args, quantile};
 use anyhow::{Context, Result, bail};
@@ -61,7 +62,7 @@ impl Test {
         let start = Instant::now();
         match self {
             Test::Prompt(n) => {
-                llm.forward(&tokens[..n], &mut cache)?;
+                llm.forward_last(&tokens[..n], &mut cache)?;
             }
             Test::Generate(n) => {
                 for token in &tokens[..n] {
