@@ -6,6 +6,7 @@ environment (`ensure_harness_python`), and PyTorch from PyPI in a virtual enviro
 $SAMEBITS_CACHE/peers."""
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -120,12 +121,18 @@ def cmake():
 
 def build_llama(source, build_dir, cuda, jobs):
     """Builds llama-bench and the shared libllama (for the ctypes bindings) into build_dir/bin;
-    CPU: -DGGML_NATIVE=ON; CUDA: sm_90 only, FlashAttention kernels off (build time)."""
+    CPU: -DGGML_NATIVE=ON without AMX; CUDA: sm_90 only, FlashAttention kernels off (build time)."""
     flags = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DBUILD_SHARED_LIBS=ON",
              "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
              "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF"]
     if shutil.which("ninja"):
         flags += ["-G", "Ninja"]
+    if platform.machine() in ("x86_64", "AMD64"):
+        # -march=native turns on AMX where the CPU lists it, but a VM may list AMX without
+        # granting its register state: llama-bench then dies of SIGILL at `tilezero`
+        # (seen here). samebits does not use AMX either.
+        no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+        flags += [f"-DCMAKE_C_FLAGS={no_amx}", f"-DCMAKE_CXX_FLAGS={no_amx}"]
     if cuda:
         flags += ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90", "-DGGML_CUDA_FA=OFF",
                   "-DGGML_CUDA_NCCL=OFF"]
