@@ -363,7 +363,8 @@ def cpu_main(args):
     subprocess.run([os.path.join(HERE, "setup.sh"), "--data"], check=True)
     if not args.no_build:
         build_samebits()
-    peers.ensure_harness_python(["numpy", "onnxruntime"])
+    # typing_extensions: llama-cpp-python's bindings (the llama.cpp reproducibility probes).
+    peers.ensure_harness_python(["numpy", "onnxruntime", "typing_extensions"])
     import onnxruntime as ort
     sdist = peers.llama_sdist()
     bin_dir = peers.build_llama(peers.llama_source(sdist), os.path.join(peers.PEERS, "build-cpu"),
@@ -373,6 +374,8 @@ def cpu_main(args):
     if not args.skip_llm:
         speed += llm_speed_cpu(bin_dir, args)
     speed += onnx_speed_cpu(cases, args, inputs_dir)
+    with open(os.path.join(OUT, "speed.json"), "w") as f:
+        json.dump(speed, f, indent=1)  # kept should a probe below fail
     log("reproducibility probes")
     board = scoreboard_cpu(bin_dir, sdist, cases, args, inputs_dir)
     gpu = None

@@ -19,7 +19,7 @@ LLAMA_SDIST = ("llama-cpp-python", "0.3.36",
                "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e")
 CMAKE_PIN = "cmake==4.4.4"
 # What bench.py itself imports (NumPy) and the ONNX Runtime peer, for the harness's own venv.
-HARNESS_PINS = ["numpy==2.4.6", "onnxruntime==1.31.1"]
+HARNESS_PINS = ["numpy==2.4.6", "onnxruntime==1.31.1", "typing_extensions==4.15.0"]
 HARNESS_VENV = os.path.join(PEERS, "venv")
 # PyTorch for the float32 SmolLM2 peer on the CPU, with what benchlib/float32_llm.py imports.
 TORCH_PINS = ["torch==2.15.0", "numpy", "gguf"]
