@@ -8,10 +8,11 @@
 //! attributes; shapes and dtypes are checked by the backend at run time (anything but float32
 //! falls back).
 //!
-//! Ops whose device work depends on the input shapes (Conv, pooling, Resize, the data-movement
-//! ops, BatchNormalization, `samebits::ElementwiseChain`) name [`DeviceKernel::Shaped`] and
-//! resolve a [`ShapedKernel`] per run through [`crate::Op::shaped_kernel`]: the same geometry
-//! code the CPU evaluation uses, so CPU and GPU share one definition of shapes, pads and taps.
+//! Ops whose device work depends on the input shapes (Conv, `samebits::ConvChain`, pooling,
+//! Resize, the data-movement ops, BatchNormalization, `samebits::ElementwiseChain`) name
+//! [`DeviceKernel::Shaped`] and resolve a [`ShapedKernel`] per run through
+//! [`crate::Op::shaped_kernel`]: the same geometry code the CPU evaluation uses, so CPU and GPU
+//! share one definition of shapes, pads and taps.
 
 use samebits_gguf::GgmlType;
 use samebits_kernels::{ConvGeometry, ConvTransposeGeometry, PoolGeometry, PoolKind};
