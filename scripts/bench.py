@@ -446,7 +446,10 @@ def gpu_main(args):
         peers.build_llama(peers.llama_source(sdist), os.path.join(work, "llama.cpp-cuda"), cuda=True,
                           jobs=os.cpu_count())
         return
-    samebits = args.samebits or SAMEBITS
+    # --samebits names the binary every samebits row below runs (the module-wide default is
+    # this checkout's build, which the GPU machine lacks).
+    global SAMEBITS
+    samebits = SAMEBITS = args.samebits or SAMEBITS
     has_device = os.path.exists(samebits) and "--device" in run([samebits, "bench", "--help"])
     if not has_device:
         note("samebits GPU rows skipped: this samebits build has no --device option yet (bench --help)")
