@@ -132,6 +132,12 @@ pub enum ShapedKernel {
 }
 
 impl ShapedKernel {
+    /// The node input that chain input `c` (not `mapped`) of a [`ShapedKernel::ConvChain`]
+    /// reads: the node's inputs are the convolution's `conv_inputs`, then the chain's others.
+    pub fn conv_chain_input(conv_inputs: usize, mapped: usize, c: usize) -> usize {
+        conv_inputs + c - usize::from(c > mapped)
+    }
+
     /// Whether input `i` is read on the device (the others were read on the host already).
     pub fn reads_on_device(&self, i: usize) -> bool {
         match self {

@@ -121,10 +121,9 @@ impl CudaExecutor {
             } => {
                 let y = convolve(conv, *conv_inputs)?;
                 let inputs = (0..chain.layouts.len())
-                    .map(|c| match c.cmp(mapped) {
-                        std::cmp::Ordering::Equal => Ok(&y),
-                        std::cmp::Ordering::Less => input(conv_inputs + c),
-                        std::cmp::Ordering::Greater => input(conv_inputs + c - 1),
+                    .map(|c| match c == *mapped {
+                        true => Ok(&y),
+                        false => input(ShapedKernel::conv_chain_input(*conv_inputs, *mapped, c)),
                     })
                     .collect::<Result<Vec<_>>>()?;
                 vec![backend.chain(chain, &inputs)?]

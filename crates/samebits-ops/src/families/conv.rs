@@ -570,7 +570,7 @@ impl ConvChain {
 
     /// The node input of chain input `i` (not the mapped one).
     fn chain_input(&self, i: usize) -> usize {
-        self.head_inputs + i - usize::from(i > self.mapped)
+        ShapedKernel::conv_chain_input(self.head_inputs, self.mapped, i)
     }
 }
 
