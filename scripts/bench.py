@@ -363,6 +363,12 @@ def cpu_main(args):
     subprocess.run([os.path.join(HERE, "setup.sh"), "--data"], check=True)
     if not args.no_build:
         build_samebits()
+    elif not os.path.exists(CHART):
+        # setup.sh builds only the samebits binary; the chart tool is small, build it now rather
+        # than fail at the end of the run.
+        log("building samebits-bench-report (release): --no-build found no chart tool")
+        subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "samebits-bench-report"],
+                       cwd=ROOT, check=True)
     # typing_extensions: llama-cpp-python's bindings (the llama.cpp reproducibility probes).
     peers.ensure_harness_python(["numpy", "onnxruntime", "typing_extensions"])
     import onnxruntime as ort

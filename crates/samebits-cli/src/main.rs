@@ -12,9 +12,10 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(name = "samebits", version, about, long_about = None, after_help = EXAMPLES)]
 struct Cli {
-    /// Worker threads (default: all cores). Results do not depend on it.
-    #[arg(long, global = true, value_name = "N")]
-    threads: Option<usize>,
+    /// Worker threads, 1 to 1024 (default: all cores). Results do not depend on it.
+    #[arg(long, global = true, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=MAX_THREADS))]
+    threads: Option<u16>,
     #[command(subcommand)]
     command: Command,
 }
@@ -30,6 +31,10 @@ Examples:
   samebits bench model.onnx --input-shape x=1,3,640,640 --runs 20
   samebits bench --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt-tokens 128,512 --gen-tokens 128
   samebits tui";
+
+/// The most worker threads `--threads` accepts: far above any CPU's cores, low enough that a
+/// mistyped count cannot exhaust the process's threads or memory.
+const MAX_THREADS: i64 = 1024;
 
 #[derive(Subcommand)]
 enum Command {
@@ -47,7 +52,13 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(n) = cli.threads
+    // A SAMEBITS_ISA this CPU cannot run is a usage error, reported before any kernel runs (a
+    // kernel would otherwise stop the process: a run never silently gets another ISA).
+    if let Err(e) = samebits_kernels::Isa::from_env() {
+        eprintln!("error: SAMEBITS_ISA: {e}");
+        return ExitCode::from(2);
+    }
+    if let Some(n) = cli.threads.map(usize::from)
         && let Err(e) = rayon::ThreadPoolBuilder::new()
             .num_threads(n)
             .build_global()

@@ -406,3 +406,46 @@ fn bench_rejects_an_empty_prompt_length_and_a_second_model() {
         .unwrap();
     assert!(!both.status.success());
 }
+
+/// Usage mistakes found by mutation (a panic, and a hang at `--threads 100000`) get a one-line
+/// error and exit 2 before any work.
+#[test]
+fn impossible_isa_and_thread_counts_are_usage_errors() {
+    let unavailable = if cfg!(target_arch = "x86_64") {
+        "neon"
+    } else {
+        "avx2"
+    };
+    for (isa, message) in [
+        (
+            unavailable,
+            format!("error: SAMEBITS_ISA: ISA {unavailable} is not available on this CPU"),
+        ),
+        (
+            "sse9",
+            "error: SAMEBITS_ISA: unknown ISA \"sse9\": expected one of scalar, avx2, avx512, neon"
+                .to_string(),
+        ),
+    ] {
+        let o = bin()
+            .env("SAMEBITS_ISA", isa)
+            .args(["run", "/no/such/model.onnx", "--out", "/tmp/never"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "SAMEBITS_ISA={isa}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.trim().starts_with(&message), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    for threads in ["0", "100000", "-1"] {
+        let o = bin()
+            .args(["--threads", threads, "run", "/no/such/model.onnx"])
+            .args(["--out", "/tmp/never"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "--threads {threads}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("--threads"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

@@ -26,6 +26,10 @@ impl ChatMessage {
     }
 }
 
+/// The most template instructions one render may execute: real chat templates over long
+/// conversations use a few thousand; nested `range(99999)` loops would use billions.
+pub const CHAT_TEMPLATE_FUEL: u64 = 5_000_000;
+
 /// A compiled chat template with the special tokens it may refer to.
 pub struct ChatTemplate {
     env: Environment<'static>,
@@ -38,6 +42,9 @@ impl ChatTemplate {
     /// those names.
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<ChatTemplate> {
         let mut env = Environment::new();
+        // A template comes from the model file: bound its work (loops, calls) so that a hostile
+        // one fails with an error instead of running for minutes (docs/security.md).
+        env.set_fuel(Some(CHAT_TEMPLATE_FUEL));
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.add_function("raise_exception", |message: String| -> Result<Value, _> {

@@ -78,10 +78,25 @@ impl ModelConfig {
             Some(_) => meta.usize(&key("rope.dimension_count"))?,
             None => head_dim,
         };
+        if rope_dimension_count == 0
+            || rope_dimension_count > head_dim
+            || !rope_dimension_count.is_multiple_of(2)
+        {
+            return Err(bad(
+                "rope.dimension_count",
+                format!(
+                    "{rope_dimension_count} rotary dimensions: expected an even count from 2 to \
+                     the head size {head_dim}"
+                ),
+            ));
+        }
         let vocab_size = match meta.get(&key("vocab_size")) {
             Some(_) => meta.usize(&key("vocab_size"))?,
             None => meta.str_array("tokenizer.ggml.tokens")?.len(),
         };
+        if vocab_size == 0 {
+            return Err(bad("vocab_size", "the vocabulary is empty".into()));
+        }
         Ok(ModelConfig {
             block_count: meta.usize(&key("block_count"))?,
             feed_forward_length: meta.usize(&key("feed_forward_length"))?,

@@ -220,6 +220,24 @@ fn config_defaults_and_missing_keys() {
             .to_string()
             .contains("mamba")
     );
+    // Sizes found by mutation that used to panic or exhaust memory further on.
+    for (key, value, named) in [
+        (
+            "llama.rope.dimension_count",
+            0x7fff_ffff,
+            "rope.dimension_count",
+        ),
+        ("llama.rope.dimension_count", 15, "rope.dimension_count"),
+        ("llama.rope.dimension_count", 0, "rope.dimension_count"),
+        ("llama.vocab_size", 0, "vocab_size"),
+    ] {
+        let mut writer = llama_writer();
+        writer.metadata.retain(|(k, _)| k != key);
+        let err = ModelConfig::from_gguf(&parse(writer.kv(key, MetadataValue::U32(value))))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(named), "{key} = {value}: {err}");
+    }
     let duplicate = llama_writer().kv("llama.attention.layer_norm_rms_epsilon", string("x"));
     assert!(GgufFile::from_source("cfg.gguf", Arc::new(duplicate.to_bytes())).is_err());
 }

@@ -125,6 +125,20 @@ fn template_helpers_behave_like_transformers() {
     assert!(ChatTemplate::new("{% if %}", "", "").is_err());
 }
 
+/// A template from a hostile file (found by mutation: nested `range(99999)` loops ran without
+/// end under `--chat`) stops with an error after a bounded amount of work.
+#[test]
+fn a_runaway_template_stops_with_an_error() {
+    let source = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}";
+    let template = ChatTemplate::new(source, "", "").unwrap();
+    let started = std::time::Instant::now();
+    let err = template
+        .render_chat(&[ChatMessage::new("user", "hi")], true)
+        .unwrap_err();
+    assert!(err.to_string().contains("fuel"), "{err}");
+    assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
+}
+
 #[test]
 fn synthetic_gpt2_vocabulary_encodes_with_merges_and_control_tokens() {
     // Byte-level symbols: "Ġ" is the space byte. Merges build "ab" and "Ġab".

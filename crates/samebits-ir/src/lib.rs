@@ -9,11 +9,13 @@
 //! - [`Graph`], [`Node`] and [`Attribute`]: the computation, in ONNX's vocabulary.
 //! - [`Value`]: a run-time value (tensor, sequence, optional).
 //! - [`dump`]: the JSON and DOT renderings written after each compiler pass.
+//! - [`limits`]: the bounds an untrusted model's sizes are checked against before allocation.
 
 mod dtype;
 pub mod dump;
 mod error;
 mod graph;
+pub mod limits;
 mod shape;
 pub mod small_types;
 mod tensor;

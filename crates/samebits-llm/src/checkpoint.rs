@@ -56,7 +56,9 @@ impl Checkpoint {
         };
         let mut tensors = HashMap::new();
         for file in files {
-            let path = dir.join(&file);
+            // Shards are plain file names in the folder: the receipt's folder digest covers them.
+            let path = file_in_folder(dir, &file, false)
+                .map_err(|message| model_error(&index, format!("weight_map: {message}")))?;
             let opened = std::fs::File::open(&path)
                 .map_err(|e| model_error(&path, format!("cannot open: {e}")))?;
             // SAFETY: the map is read-only; like every memory-mapped weight file, the file must
@@ -192,6 +194,42 @@ pub fn read_json(path: &Path) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| model_error(path, format!("cannot read: {e}")))?;
     serde_json::from_str(&text).map_err(|e| model_error(path, format!("not JSON: {e}")))
+}
+
+/// `dir/name` when `name` stays inside the folder: a relative path without `..` (with
+/// `subfolders`, else a plain file name) that, symbolic links resolved, still lies in `dir`. A
+/// checkpoint's own files name their neighbours; anything else in them (an absolute path,
+/// `../`, a link out of the folder) is refused, since an untrusted folder could otherwise make
+/// samebits read, and a receipt vouch for, files the folder's digest does not cover.
+pub(crate) fn file_in_folder(
+    dir: &Path,
+    name: &str,
+    subfolders: bool,
+) -> std::result::Result<PathBuf, String> {
+    use std::path::Component;
+    let relative = Path::new(name);
+    let components: Vec<Component> = relative.components().collect();
+    let plain = components.iter().all(|c| matches!(c, Component::Normal(_)));
+    if components.is_empty() || !plain || (!subfolders && components.len() != 1) {
+        return Err(format!(
+            "{name:?} is not a {} inside the model folder",
+            if subfolders {
+                "relative path"
+            } else {
+                "file name"
+            }
+        ));
+    }
+    let path = dir.join(relative);
+    if let (Ok(folder), Ok(resolved)) = (dir.canonicalize(), path.canonicalize())
+        && !resolved.starts_with(&folder)
+    {
+        return Err(format!(
+            "{name:?} resolves to {}, outside the model folder (a symbolic link)",
+            resolved.display()
+        ));
+    }
+    Ok(path)
 }
 
 fn model_error(path: &Path, message: String) -> LlmError {

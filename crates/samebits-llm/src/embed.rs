@@ -24,7 +24,7 @@
 //! batch. The weights are widened to f32 at load, and the Linear matrices (stored `[out, in]`)
 //! are transposed into MatMul's `[in, out]` (a copy; both exact).
 
-use crate::checkpoint::{Checkpoint, model_sha256, read_json};
+use crate::checkpoint::{Checkpoint, file_in_folder, model_sha256, read_json};
 use crate::{LlmError, Result};
 use samebits_ir::{
     Attribute, DType, Dim, Graph, Node, OpsetImports, Shape, Tensor, ValueInfo, ValueType,
@@ -163,7 +163,13 @@ fn sentence_transformer_modules(dir: &Path) -> Result<(bool, Option<serde_json::
     let pooling = match of_type(".Pooling") {
         Some(m) => {
             let folder = m["path"].as_str().unwrap_or("1_Pooling");
-            let config = dir.join(folder).join("config.json");
+            let config =
+                file_in_folder(dir, &format!("{folder}/config.json"), true).map_err(|message| {
+                    LlmError::Model {
+                        model: path.display().to_string(),
+                        message: format!("module path: {message}"),
+                    }
+                })?;
             config.exists().then(|| read_json(&config)).transpose()?
         }
         None => None,

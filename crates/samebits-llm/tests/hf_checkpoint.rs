@@ -464,3 +464,46 @@ fn unsupported_configurations_are_refused_naming_the_field() {
     let err = Llm::load(&dir, OperationSet::Reproducible).err().unwrap();
     assert!(err.to_string().contains("model.safetensors"), "{err}");
 }
+
+/// A `weight_map` naming a file outside the folder (found by mutation: it was opened and loaded,
+/// and the receipt's folder digest did not cover it) is refused, naming the entry.
+#[test]
+fn weight_map_entries_cannot_leave_the_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("m");
+    write_checkpoint(&dir, &LLAMA, Dtype::F32, 2);
+    let index_path = dir.join("model.safetensors.index.json");
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&index_path).unwrap()).unwrap();
+    // A copy of a real shard outside the folder, and a link to it inside.
+    let first = "model-00001-of-00002.safetensors";
+    std::fs::copy(dir.join(first), tmp.path().join("outside.safetensors")).unwrap();
+    std::os::unix::fs::symlink(
+        tmp.path().join("outside.safetensors"),
+        dir.join("link.safetensors"),
+    )
+    .unwrap();
+    let outside = tmp.path().join("outside.safetensors");
+    for target in [
+        outside.to_str().unwrap(),
+        "../outside.safetensors",
+        "sub/../../outside.safetensors",
+        "link.safetensors",
+    ] {
+        let mut altered = index.clone();
+        for v in altered["weight_map"].as_object_mut().unwrap().values_mut() {
+            if v.as_str() == Some(first) {
+                *v = serde_json::json!(target);
+            }
+        }
+        write_json(&index_path, &altered);
+        let err = Llm::load(&dir, OperationSet::Reproducible)
+            .err()
+            .expect(target);
+        let err = err.to_string();
+        assert!(
+            err.contains("weight_map") && err.contains("outside"),
+            "{target}: {err}"
+        );
+    }
+}

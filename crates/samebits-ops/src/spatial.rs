@@ -1,6 +1,8 @@
 //! Attributes shared by the spatial ops (Conv, ConvTranspose, the pools): `auto_pad`, `pads`,
 //! `strides`, `dilations` and `kernel_shape`, parsed once and resolved against input sizes.
 
+use samebits_ir::limits::max_window_attribute;
+
 use crate::{NodeArgs, Result, bail};
 
 /// ONNX `auto_pad`.
@@ -24,13 +26,21 @@ pub struct SpatialAttrs {
     pads: Option<Vec<usize>>,
 }
 
-/// Reads an ints attribute whose entries must be at least `min`.
+/// Reads an ints attribute whose entries must be at least `min` and at most
+/// [`max_window_attribute`] (so that window arithmetic cannot overflow).
 fn usizes(op: &str, args: &NodeArgs, name: &str, min: i64) -> Result<Option<Vec<usize>>> {
     let Some(values) = args.ints(name)? else {
         return Ok(None);
     };
     if let Some(bad) = values.iter().find(|&&v| v < min) {
         bail!("{op}: attribute \"{name}\" must hold values >= {min}, got {bad} in {values:?}");
+    }
+    let max = max_window_attribute();
+    if let Some(bad) = values.iter().find(|&&v| v as u64 > max) {
+        bail!(
+            "{op}: attribute \"{name}\" holds {bad}, more than {max} (the limit \
+             SAMEBITS_MAX_WINDOW_ATTRIBUTE sets)"
+        );
     }
     Ok(Some(values.iter().map(|&v| v as usize).collect()))
 }
@@ -147,8 +157,15 @@ pub fn check_windows_fit(
     pads: &(Vec<usize>, Vec<usize>),
 ) -> Result<()> {
     for d in 0..input.len() {
-        let padded = input[d] + pads.0[d] + pads.1[d];
-        let extent = dilations[d] * (kernel[d] - 1) + 1;
+        let padded = input[d]
+            .checked_add(pads.0[d])
+            .and_then(|p| p.checked_add(pads.1[d]));
+        let extent = dilations[d]
+            .checked_mul(kernel[d] - 1)
+            .and_then(|e| e.checked_add(1));
+        let (Some(padded), Some(extent)) = (padded, extent) else {
+            bail!("{op}: the padded input or the kernel's extent overflows on spatial axis {d}");
+        };
         if padded < extent {
             bail!(
                 "{op}: the kernel's extent {extent} exceeds the padded input size {padded} on \

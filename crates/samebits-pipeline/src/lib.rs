@@ -121,6 +121,10 @@ pub struct Pipeline {
     summary: Vec<String>,
 }
 
+/// The most stages a pipeline can have: one per GPU (or CPU thread), far above any host's, and
+/// checked before anything is allocated per stage.
+pub const MAX_PARTITIONS: usize = 1024;
+
 enum Workers {
     Threads(Vec<std::thread::JoinHandle<Result<()>>>),
     Processes(launcher::Children),
@@ -134,6 +138,12 @@ impl Pipeline {
             return Err(PipelineError::Usage(
                 "--n-partitions must be at least 1".into(),
             ));
+        }
+        if options.n_partitions > MAX_PARTITIONS {
+            return Err(PipelineError::Usage(format!(
+                "--n-partitions {} is more than the {MAX_PARTITIONS} stages a pipeline can have",
+                options.n_partitions
+            )));
         }
         match options.device {
             Device::Cpu => simulation::start(spec, options),

@@ -246,6 +246,14 @@ fn errors_come_before_any_work() {
     let fake = ModelSpec::Onnx(PathBuf::from("/no/such/model.onnx"));
     let e = Pipeline::start(&fake, &cpu(0)).err().unwrap().to_string();
     assert_eq!(e, "--n-partitions must be at least 1");
+    // A huge count (found by mutation: a capacity overflow) is refused before any allocation.
+    for n in [samebits_pipeline::MAX_PARTITIONS + 1, 1 << 31, usize::MAX] {
+        let e = Pipeline::start(&fake, &cpu(n)).err().unwrap().to_string();
+        assert_eq!(
+            e,
+            format!("--n-partitions {n} is more than the 1024 stages a pipeline can have")
+        );
+    }
     if samebits_pipeline::nccl::visible_gpus() == 0 {
         // On a machine without GPUs the GPU count fails first, whatever the model.
         let mut options = cpu(2);

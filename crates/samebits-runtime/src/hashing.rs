@@ -99,9 +99,18 @@ pub fn sha256_value(v: &Value) -> String {
     }
 }
 
-/// The digest of a file, streamed.
+/// The digest of a file, streamed. Only regular files are read: a device or a FIFO named where
+/// a model or an input belongs (`/dev/zero` in a receipt) is refused instead of read forever.
 pub fn sha256_file(path: &Path) -> Result<String> {
     let mut f = std::fs::File::open(path).map_err(|e| RuntimeError::io(path, e))?;
+    let meta = f.metadata().map_err(|e| RuntimeError::io(path, e))?;
+    if !meta.is_file() {
+        let kind = std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a device, FIFO or folder), refused",
+        );
+        return Err(RuntimeError::io(path, kind));
+    }
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -117,6 +126,17 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn special_files_are_refused_not_read_forever() {
+        for path in ["/dev/zero", "/dev/null"] {
+            let path = Path::new(path);
+            if path.exists() {
+                let err = sha256_file(path).unwrap_err().to_string();
+                assert!(err.contains("not a regular file"), "{err}");
+            }
+        }
+    }
 
     #[test]
     fn known_digests() {

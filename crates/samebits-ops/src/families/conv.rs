@@ -22,6 +22,7 @@ use crate::{
     BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, ShapedKernel, bail,
     unsupported,
 };
+use samebits_ir::limits::check_tensor_size;
 use samebits_ir::{DType, Graph, Tensor, Value, ValueType};
 use samebits_kernels::{
     ConvGeometry, ConvTransposeGeometry, OutputMap, PackedConvWeights, conv_f32, conv_f32_mapped,
@@ -103,7 +104,7 @@ impl Conv {
             .spatial
             .window_pads(&in_spatial, &kernel, &strides, &dilations)?;
         check_windows_fit(op, &in_spatial, &kernel, &dilations, &pads)?;
-        Ok(ConvGeometry {
+        let geometry = ConvGeometry {
             batch,
             in_channels,
             out_channels,
@@ -114,7 +115,13 @@ impl Conv {
             dilations,
             pads_begin: pads.0,
             pads_end: pads.1,
-        })
+        };
+        check_tensor_size(
+            &format!("{op} output"),
+            &Conv::output_shape(&geometry),
+            DType::F32,
+        )?;
+        Ok(geometry)
     }
 
     fn output_shape(geometry: &ConvGeometry) -> Vec<usize> {
@@ -399,7 +406,7 @@ impl ConvTranspose {
                 (begin, end)
             }
         };
-        Ok(ConvTransposeGeometry {
+        let geometry = ConvTransposeGeometry {
             batch,
             in_channels,
             out_channels: w[1] * self.groups,
@@ -411,7 +418,13 @@ impl ConvTranspose {
             pads_begin,
             pads_end,
             output_padding,
-        })
+        };
+        check_tensor_size(
+            &format!("{op} output"),
+            &Self::output_shape(&geometry),
+            DType::F32,
+        )?;
+        Ok(geometry)
     }
 
     fn output_shape(geometry: &ConvTransposeGeometry) -> Vec<usize> {

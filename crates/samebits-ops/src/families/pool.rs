@@ -19,6 +19,7 @@ use crate::{
     BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, ShapedKernel, bail,
 };
 use rayon::prelude::*;
+use samebits_ir::limits::check_tensor_size;
 use samebits_ir::{DType, Tensor, Value, ValueType};
 use samebits_kernels::{PoolGeometry, PoolKind, canonical_dot, global_pool_f32, pool_f32};
 
@@ -150,7 +151,7 @@ impl Pool {
             .spatial
             .window_pads(&in_spatial, &kernel, &strides, &dilations)?;
         check_windows_fit(op, &in_spatial, &kernel, &dilations, &pads)?;
-        Ok(PoolGeometry {
+        let geometry = PoolGeometry {
             batch: x[0],
             channels: x[1],
             in_spatial,
@@ -160,7 +161,13 @@ impl Pool {
             pads_begin: pads.0,
             pads_end: pads.1,
             ceil_mode: self.ceil_mode,
-        })
+        };
+        check_tensor_size(
+            &format!("{op} output"),
+            &Pool::output_shape(&geometry),
+            DType::F32,
+        )?;
+        Ok(geometry)
     }
 
     fn output_shape(geometry: &PoolGeometry) -> Vec<usize> {

@@ -17,7 +17,8 @@ use crate::{
     bail, normalize_axis, unsupported,
 };
 use rayon::prelude::*;
-use samebits_ir::{Tensor, Value};
+use samebits_ir::limits::check_tensor_size;
+use samebits_ir::{DType, Tensor, Value};
 use samebits_kernels::canonical_dot;
 
 pub fn register(r: &mut Registry) {
@@ -426,6 +427,8 @@ impl Resize {
     fn taps(&self, inputs: &Inputs, shape: &[usize]) -> Result<(Vec<usize>, Vec<AxisTaps>)> {
         let plan = self.axes_plan(inputs, shape)?;
         let out_shape: Vec<usize> = plan.iter().map(|a| a.out_len).collect();
+        // Scales or sizes from the file: bounded before the taps and the output are allocated.
+        check_tensor_size("Resize output", &out_shape, DType::F32)?;
         let strides = crate::broadcast::strides(shape);
         let taps: Vec<AxisTaps> = plan
             .iter()

@@ -1,0 +1,80 @@
+//! Bounds on the sizes an untrusted model may ask for, checked before anything is allocated
+//! (docs/security.md): a value a file declares (a pad, a stride, a scale, an output size) is
+//! compared with these limits first, so a hostile file gets an error naming what it asked for
+//! instead of an out-of-memory abort or an overflow.
+//!
+//! Each limit has a documented default and an environment variable that raises (or lowers) it
+//! for models that legitimately need more: `SAMEBITS_MAX_TENSOR_BYTES` and
+//! `SAMEBITS_MAX_WINDOW_ATTRIBUTE`. The variables are read once per process.
+
+use std::sync::OnceLock;
+
+use crate::{DType, Result, checked_numel};
+
+/// Default of [`max_tensor_bytes`]: 16 GiB, larger than any activation or weight tensor of the
+/// models samebits runs on one device, smaller than what an allocator refuses outright.
+pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 16 << 30;
+
+/// Default of [`max_window_attribute`]: 65,536, far above the strides, dilations, pads and
+/// kernel sizes of real convolutions and pools.
+pub const DEFAULT_MAX_WINDOW_ATTRIBUTE: u64 = 1 << 16;
+
+fn from_env(name: &str, default: u64, cell: &'static OnceLock<u64>) -> u64 {
+    *cell.get_or_init(|| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|&v| v > 0)
+            .unwrap_or(default)
+    })
+}
+
+/// The most bytes one tensor a model computes may hold (`SAMEBITS_MAX_TENSOR_BYTES`).
+pub fn max_tensor_bytes() -> u64 {
+    static CELL: OnceLock<u64> = OnceLock::new();
+    from_env("SAMEBITS_MAX_TENSOR_BYTES", DEFAULT_MAX_TENSOR_BYTES, &CELL)
+}
+
+/// The largest stride, dilation, pad or kernel size a window op (Conv, ConvTranspose, the pools)
+/// accepts (`SAMEBITS_MAX_WINDOW_ATTRIBUTE`).
+pub fn max_window_attribute() -> u64 {
+    static CELL: OnceLock<u64> = OnceLock::new();
+    from_env(
+        "SAMEBITS_MAX_WINDOW_ATTRIBUTE",
+        DEFAULT_MAX_WINDOW_ATTRIBUTE,
+        &CELL,
+    )
+}
+
+/// Errors unless a tensor of `shape` and `dtype` fits [`max_tensor_bytes`]; `what` names it in
+/// the message (for example `Conv output`).
+pub fn check_tensor_size(what: &str, shape: &[usize], dtype: DType) -> Result<()> {
+    let limit = max_tensor_bytes();
+    // Sub-byte types report 1 byte per element here: a bound, not an exact size.
+    let bytes = checked_numel(shape)
+        .ok()
+        .and_then(|n| (n as u64).checked_mul(dtype.size().max(1) as u64));
+    match bytes {
+        Some(b) if b <= limit => Ok(()),
+        _ => Err(crate::invalid!(
+            "{what} of shape {shape:?} ({dtype}) would exceed {limit} bytes (the limit \
+             SAMEBITS_MAX_TENSOR_BYTES sets)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_over_the_limit_or_overflowing_are_refused() {
+        assert!(check_tensor_size("x", &[1024, 1024], DType::F32).is_ok());
+        let limit = max_tensor_bytes() as usize;
+        assert!(check_tensor_size("x", &[limit / 4], DType::F32).is_ok());
+        let err = check_tensor_size("Conv output", &[limit / 4 + 1], DType::F32).unwrap_err();
+        assert!(err.to_string().starts_with("Conv output of shape"), "{err}");
+        assert!(check_tensor_size("x", &[usize::MAX, 2], DType::F32).is_err());
+        assert!(check_tensor_size("x", &[usize::MAX / 2], DType::U8).is_err());
+    }
+}
