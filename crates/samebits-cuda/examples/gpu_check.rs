@@ -1,6 +1,7 @@
-//! GPU check: compares every reproducible CUDA kernel family bit for bit with the CPU kernels
-//! on random cases, then times the reproducible SGEMM and GEMVs (medians of CUDA-event timed
-//! runs) against a device-to-device copy.
+//! GPU check: compares every reproducible CUDA kernel family bit for bit with the CPU (the
+//! samebits-ops op, or the samebits-kernels GEMM and reduction) on random cases, then times the
+//! reproducible SGEMM and GEMVs (medians of CUDA-event timed runs) against a device-to-device
+//! copy.
 //!
 //! Run on a machine with a GPU: `cargo run --release -p samebits-cuda --example gpu_check`.
 //! `--source` prints the CUDA source instead (for nvcc -Xptxas -v); `--gemv` runs only the GEMV
@@ -11,12 +12,12 @@
 use cudarc::driver::sys::CUevent_flags;
 use samebits_cuda::testing::{
     BROADCAST_SHAPES, CaseEpilogue, Device, GemmCase, REDUCE_KINDS, ROW_LENGTHS, Rng, Strides,
-    bf16_gemv_cases, first_difference, gemm_cases, large_gemm_case, nan_payload_differences,
-    vector_gemm_cases, wide_gemv_cases,
+    bf16_gemv_cases, binary_nodes, first_difference, gemm_cases, large_gemm_case,
+    nan_payload_differences, unary_nodes, vector_gemm_cases, wide_gemv_cases,
 };
 use samebits_cuda::{
-    BinaryOp, CudaBackend, DeviceBuffer, DeviceBytes, DeviceMat, DeviceMatBf16, GemmEpilogue,
-    GemmLaunch, GemmShape, UnaryOp,
+    CudaBackend, DeviceBuffer, DeviceBytes, DeviceMat, DeviceMatBf16, GemmEpilogue, GemmLaunch,
+    GemmShape,
 };
 
 /// Compared cases and elements, and the cases with any differing bit, of one kernel family.
@@ -102,9 +103,9 @@ fn check(gpu: &Device) -> Vec<(&'static str, Tally)> {
     let mut rng = Rng::new(14);
     let mut x = rng.any_floats(1 << 20);
     x.extend(rng.values(1 << 18, 20.0));
-    for op in UnaryOp::all() {
-        unary.compare(&gpu.unary(op, &x), &Device::Cpu.unary(op, &x), || {
-            op.name().into()
+    for (_, node) in unary_nodes() {
+        unary.compare(&gpu.unary(&node, &x), &Device::Cpu.unary(&node, &x), || {
+            node.op_type.clone()
         });
     }
     table.push(("unary math + activations", unary));
@@ -113,11 +114,11 @@ fn check(gpu: &Device) -> Vec<(&'static str, Tally)> {
     for (a_shape, b_shape) in BROADCAST_SHAPES {
         let a = rng.values(a_shape.iter().product(), 3.0);
         let b = rng.values(b_shape.iter().product(), 3.0);
-        for op in BinaryOp::ALL {
+        for (_, node) in binary_nodes() {
             binary.compare(
-                &gpu.binary(op, &a, a_shape, &b, b_shape),
-                &Device::Cpu.binary(op, &a, a_shape, &b, b_shape),
-                || format!("{op:?} {a_shape:?} {b_shape:?}"),
+                &gpu.binary(&node, &a, a_shape, &b, b_shape),
+                &Device::Cpu.binary(&node, &a, a_shape, &b, b_shape),
+                || format!("{} {a_shape:?} {b_shape:?}", node.op_type),
             );
         }
     }

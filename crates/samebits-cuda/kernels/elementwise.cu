@@ -26,7 +26,7 @@ struct SbBroadcast {
   long long b_strides[SB_MAX_RANK];
 };
 
-// Binary operation codes: the order of `BinaryOp` in src/elementwise.rs.
+// Binary operation codes: the order of samebits-ops' `BinaryKernel` (src/device_kernel.rs).
 __device__ __forceinline__ float sb_binary_op(int op, float a, float b)
 {
   switch (op) {

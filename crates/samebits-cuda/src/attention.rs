@@ -2,7 +2,8 @@
 //! `crates/samebits-ops/src/families/attention.rs`), and the device-resident KV cache they
 //! append to (kernels/attention.cu).
 //!
-//! - [`HeadsLayout`]: a `[batch, heads, seq, size]` view of a dense buffer, 4-D as is or 3-D
+//! - [`HeadsLayout`] (samebits-ops resolves it from a shape, for its CPU op too): a
+//!   `[batch, heads, seq, size]` view of a dense buffer, 4-D as is or 3-D
 //!   `[batch, seq, heads * size]` split into heads.
 //! - [`CudaBackend::rotary`]: RotaryEmbedding without `position_ids`.
 //! - [`KvStorage`]: one layer's cache, keys and values `[batch, heads, capacity, size]`. A
@@ -22,6 +23,8 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
 use samebits_gguf::GgmlType;
 
+pub use samebits_ops::HeadsLayout;
+
 use crate::backend::{BLOCK, CudaBackend, blocks_for, launch_1d};
 use crate::buffer::{DeviceBuffer, DeviceBytes};
 use crate::error::{CudaError, Result};
@@ -35,71 +38,6 @@ const TILE: usize = samebits_kernels::REDUCTION_TILE;
 /// Positions a new cache storage holds at least.
 const KV_MIN_CAPACITY: usize = 256;
 
-/// A `[batch, heads, seq, size]` view of a buffer; the feature index has unit stride.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeadsLayout {
-    pub batch: usize,
-    pub heads: usize,
-    pub seq: usize,
-    pub size: usize,
-    /// Element strides of batch, head and position.
-    pub strides: [usize; 3],
-}
-
-impl HeadsLayout {
-    /// A dense 4-D `[batch, heads, seq, size]` tensor.
-    pub fn dense(batch: usize, heads: usize, seq: usize, size: usize) -> Self {
-        HeadsLayout {
-            batch,
-            heads,
-            seq,
-            size,
-            strides: [heads * seq * size, seq * size, size],
-        }
-    }
-
-    /// A dense 3-D `[batch, seq, heads * size]` tensor split into heads.
-    pub fn split(batch: usize, seq: usize, heads: usize, size: usize) -> Self {
-        HeadsLayout {
-            batch,
-            heads,
-            seq,
-            size,
-            strides: [seq * heads * size, size, heads * size],
-        }
-    }
-
-    /// The heads of a dense tensor of `shape`: 4-D as is, 3-D split into `heads` (which must
-    /// divide the hidden size); `None` for other ranks.
-    pub fn of_shape(shape: &[usize], heads: usize) -> Option<Self> {
-        match *shape {
-            [b, h, s, d] => Some(HeadsLayout::dense(b, h, s, d)),
-            [b, s, hidden] if heads > 0 && hidden % heads == 0 => {
-                Some(HeadsLayout::split(b, s, heads, hidden / heads))
-            }
-            _ => None,
-        }
-    }
-
-    /// Elements of the view.
-    pub fn len(&self) -> usize {
-        self.batch * self.heads * self.seq * self.size
-    }
-
-    /// Whether the view holds no element.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn device(&self) -> SbStrides {
-        SbStrides {
-            b: self.strides[0] as i64,
-            h: self.strides[1] as i64,
-            s: self.strides[2] as i64,
-        }
-    }
-}
-
 /// `SbStrides` of kernels/attention.cu.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -111,6 +49,13 @@ struct SbStrides {
 
 // SAFETY: a #[repr(C)] struct of three i64, the layout of `SbStrides` in attention.cu.
 unsafe impl DeviceRepr for SbStrides {}
+
+impl From<HeadsLayout> for SbStrides {
+    fn from(layout: HeadsLayout) -> Self {
+        let [b, h, s] = layout.strides.map(|stride| stride as i64);
+        SbStrides { b, h, s }
+    }
+}
 
 /// The KV cache storage of one attention layer: keys `[batch, heads, capacity, key_size]` and
 /// values `[batch, heads, capacity, value_size]`, their first `filled` positions written. On
@@ -318,7 +263,7 @@ impl CudaBackend {
         let count = layout.len() as i64;
         let dims = [layout.heads, layout.seq, layout.size, rot, width].map(|v| v as i32);
         let interleaved = i32::from(interleaved);
-        let s = layout.device();
+        let s = SbStrides::from(layout);
         let mut launch = self.stream().launch_builder(&f);
         launch
             .arg(x.slice())
@@ -356,7 +301,7 @@ impl CudaBackend {
         let f = self.function("sb_heads_copy")?;
         let count = from.len() as i64;
         let dims = [from.heads, from.seq, from.size, first].map(|v| v as i32);
-        let (s, d) = (from.device(), to.device());
+        let (s, d) = (SbStrides::from(from), SbStrides::from(to));
         let mut launch = self.stream().launch_builder(&f);
         launch
             .arg(src.slice())
@@ -566,9 +511,14 @@ impl CudaBackend {
         let ticket_count = split_tickets + query_rows;
         let ints = [past, new_len, stride, ql.size, vl.size, group, rows].map(|v| v as i32);
         let causal = i32::from(causal);
-        let (qs, ks, vs, ys) = (ql.device(), kl.device(), vl.device(), y.device());
+        let (qs, ks, vs, ys) = (
+            SbStrides::from(ql),
+            SbStrides::from(kl),
+            SbStrides::from(vl),
+            SbStrides::from(y),
+        );
         let (kns, vns) = match new {
-            Some(((_, nk), (_, nv))) => (nk.device(), nv.device()),
+            Some(((_, nk), (_, nv))) => (SbStrides::from(nk), SbStrides::from(nv)),
             None => (ks, vs),
         };
         // Aligned float4 key reads: every key row starts at a multiple of 4 floats.

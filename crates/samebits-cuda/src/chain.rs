@@ -7,7 +7,6 @@ use samebits_ops::{BinaryKernel, ChainKernel, ChainLayout, ChainOp, ChainOperand
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
-use crate::elementwise::BinaryOp;
 use crate::error::{CudaError, Result};
 use crate::program::{activation_index, activation_params};
 
@@ -43,15 +42,9 @@ pub(crate) fn chain_supported(chain: &ChainKernel) -> bool {
         && chain.shape.get(1).is_none_or(|&c| c <= i32::MAX as usize)
 }
 
+/// The step code of a binary operation: its `sb_binary_op` code.
 fn binary_code(op: BinaryKernel) -> i32 {
-    (match op {
-        BinaryKernel::Add => BinaryOp::Add,
-        BinaryKernel::Sub => BinaryOp::Sub,
-        BinaryKernel::Mul => BinaryOp::Mul,
-        BinaryKernel::Div => BinaryOp::Div,
-        BinaryKernel::Max => BinaryOp::Max,
-        BinaryKernel::Min => BinaryOp::Min,
-    }) as i32
+    op as i32
 }
 
 impl CudaBackend {

@@ -3,116 +3,11 @@
 //! `activation`, `reduce-extrema` for max/min).
 
 use cudarc::driver::{DeviceRepr, PushKernelArg};
-use samebits_kernels::{canonical_max, canonical_min};
-use samebits_math::{Activation, UnaryFn};
+use samebits_ops::{BinaryKernel, UnaryKernel};
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
 use crate::error::{CudaError, Result};
-
-/// A unary elementwise function.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum UnaryOp {
-    /// A correctly rounded samebits-math function.
-    Math(UnaryFn),
-    /// A composite activation formula of samebits-math.
-    Activation(Activation),
-    /// `-x`.
-    Neg,
-    /// `|x|`.
-    Abs,
-    /// `x > 0 ? x : (x is NaN ? x : +0)`, the ONNX Relu of samebits-ops.
-    Relu,
-    /// IEEE square root.
-    Sqrt,
-    /// `1 / x`.
-    Reciprocal,
-}
-
-impl UnaryOp {
-    /// The one-operation functions (no samebits-math call).
-    pub const SIMPLE: [UnaryOp; 5] = [
-        UnaryOp::Neg,
-        UnaryOp::Abs,
-        UnaryOp::Relu,
-        UnaryOp::Sqrt,
-        UnaryOp::Reciprocal,
-    ];
-
-    /// Every unary op (activations with their ONNX default parameters).
-    pub fn all() -> Vec<UnaryOp> {
-        UnaryFn::IMPLEMENTED
-            .iter()
-            .map(|&f| UnaryOp::Math(f))
-            .chain(Activation::ALL.iter().map(|&a| UnaryOp::Activation(a)))
-            .chain(UnaryOp::SIMPLE)
-            .collect()
-    }
-
-    /// The name of the function or formula (its kernel is `sb_unary_<name>`).
-    pub fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Math(f) => f.name(),
-            UnaryOp::Activation(a) => a.name(),
-            UnaryOp::Neg => "neg",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Relu => "relu",
-            UnaryOp::Sqrt => "ieee_sqrt",
-            UnaryOp::Reciprocal => "reciprocal",
-        }
-    }
-
-    /// The value at `x` on the CPU (the oracle).
-    pub fn eval(self, x: f32) -> f32 {
-        match self {
-            UnaryOp::Math(f) => f.eval(x),
-            UnaryOp::Activation(a) => a.eval(x),
-            UnaryOp::Neg => -x,
-            UnaryOp::Abs => x.abs(),
-            UnaryOp::Relu if x > 0.0 || x.is_nan() => x,
-            UnaryOp::Relu => 0.0,
-            UnaryOp::Sqrt => x.sqrt(),
-            UnaryOp::Reciprocal => 1.0 / x,
-        }
-    }
-}
-
-/// A binary elementwise operation; the order is the kernel's operation code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BinaryOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    /// `max` of contract section `reduce-extrema`.
-    Max,
-    /// `min` of contract section `reduce-extrema`.
-    Min,
-}
-
-impl BinaryOp {
-    /// Every binary op.
-    pub const ALL: [BinaryOp; 6] = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Max,
-        BinaryOp::Min,
-    ];
-
-    /// The value on the CPU (the oracle): one IEEE operation.
-    pub fn eval(self, a: f32, b: f32) -> f32 {
-        match self {
-            BinaryOp::Add => a + b,
-            BinaryOp::Sub => a - b,
-            BinaryOp::Mul => a * b,
-            BinaryOp::Div => a / b,
-            BinaryOp::Max => canonical_max(a, b),
-            BinaryOp::Min => canonical_min(a, b),
-        }
-    }
-}
 
 /// Highest rank of a broadcast binary operation.
 pub const MAX_RANK: usize = 6;
@@ -202,19 +97,9 @@ impl BroadcastLayout {
     }
 }
 
-/// CPU oracle of [`CudaBackend::binary`].
-pub fn binary_cpu(op: BinaryOp, a: &[f32], b: &[f32], layout: &BroadcastLayout) -> Vec<f32> {
-    (0..layout.len())
-        .map(|i| {
-            let (ia, ib) = layout.operand_indices(i);
-            op.eval(a[ia], b[ib])
-        })
-        .collect()
-}
-
 impl CudaBackend {
     /// `y[i] = op(x[i])`.
-    pub fn unary(&self, op: UnaryOp, x: &DeviceBuffer) -> Result<DeviceBuffer> {
+    pub fn unary(&self, op: UnaryKernel, x: &DeviceBuffer) -> Result<DeviceBuffer> {
         let mut y = self.alloc(x.len())?;
         if x.is_empty() {
             return Ok(y);
@@ -222,7 +107,7 @@ impl CudaBackend {
         // The generated kernel of the function (crate::program::unary_kernels).
         let kernel = format!("sb_unary_{}", op.name());
         let (p0, p1) = match op {
-            UnaryOp::Activation(a) => crate::program::activation_params(a),
+            UnaryKernel::Activation(a) => crate::program::activation_params(a),
             _ => (0.0, 0.0),
         };
         let f = self.function(&kernel)?;
@@ -243,7 +128,7 @@ impl CudaBackend {
     /// and its shape.
     pub fn binary(
         &self,
-        op: BinaryOp,
+        op: BinaryKernel,
         a: &DeviceBuffer,
         a_shape: &[usize],
         b: &DeviceBuffer,

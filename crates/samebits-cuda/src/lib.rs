@@ -6,10 +6,11 @@
 //!   architecture; a missing driver, NVRTC or GPU is a [`CudaError`], never a panic.
 //! - [`DeviceBuffer`]: f32 device memory from a caching pool; [`CudaBackend::upload`] /
 //!   [`CudaBackend::download`].
-//! - Operations: [`CudaBackend::unary`] ([`UnaryOp`]), [`CudaBackend::binary`] ([`BinaryOp`],
-//!   broadcasting), [`CudaBackend::gemm`] ([`DeviceMat`], [`GemmEpilogue`], [`GemmLaunch`]),
-//!   [`CudaBackend::reduce`], [`CudaBackend::softmax`], [`CudaBackend::layer_norm`],
-//!   [`CudaBackend::rms_norm`]; the `*_cpu` functions are their CPU oracles.
+//! - Operations: [`CudaBackend::unary`] and [`CudaBackend::binary`] (broadcasting) of
+//!   samebits-ops' `UnaryKernel` / `BinaryKernel`, [`CudaBackend::gemm`] ([`DeviceMat`],
+//!   [`GemmEpilogue`], [`GemmLaunch`]), [`CudaBackend::reduce`], [`CudaBackend::softmax`],
+//!   [`CudaBackend::layer_norm`], [`CudaBackend::rms_norm`]; their CPU side is the samebits-ops
+//!   op of the same kernel.
 //! - [`CudaBackend::gguf_products`] / [`CudaBackend::gguf_matmul`]: products with GGUF
 //!   block-quantized weights (`DeviceBytes`; a launch may fuse the RMSNorm before them and a
 //!   residual add, rotary embedding or SiLU gate after), [`CudaBackend::gguf_gather`]
@@ -27,7 +28,8 @@
 //!   step on its device kernel or, failing that, on the CPU, values kept on the device between
 //!   device steps and, as [`IoValue::Device`], between runs; some adjacent steps fuse into one
 //!   launch, and decode steps replay as CUDA graphs.
-//! - [`testing`]: the [`test_device!`] macro that runs one test body on the CPU and on CUDA.
+//! - `testing` (cargo feature `testing`): the `test_device!` macro that runs one test body on
+//!   the CPU (the samebits-ops op) and on CUDA.
 
 mod attention;
 mod backend;
@@ -46,6 +48,7 @@ mod pool;
 mod program;
 mod reduce;
 mod resize;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use attention::{
@@ -54,13 +57,12 @@ pub use attention::{
 };
 pub use backend::CudaBackend;
 pub use buffer::{DeviceBuffer, DeviceBytes};
-pub use elementwise::{BinaryOp, BroadcastLayout, MAX_RANK, UnaryOp, binary_cpu};
+pub use elementwise::{BroadcastLayout, MAX_RANK};
 pub use error::{CudaError, Result};
 pub use executor::{CudaExecutor, DeviceTensor, IoValue, RunStats};
 pub use fast::Kernels;
 pub use gemm::{DeviceMat, DeviceMatBf16, GemmEpilogue, GemmLaunch, GemmShape, SPLIT_K_MAX_M};
 pub use gguf::{GgufMatrix, GgufProducts, GgufRotary, gguf_products_fit, gguf_supported};
-pub use reduce::{layer_norm_cpu, rms_norm_cpu, softmax_cpu};
 
 /// The complete CUDA source the backend compiles (for inspection with nvcc / ptxas).
 pub fn cuda_source() -> String {

@@ -4,8 +4,8 @@
 
 use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
 use samebits_math::{Activation, CUDA_SOURCE, UnaryFn};
+use samebits_ops::UnaryKernel;
 
-use crate::elementwise::UnaryOp;
 use crate::error::{CudaError, Result};
 
 const ATTENTION: &str = include_str!("../kernels/attention.cu");
@@ -34,15 +34,15 @@ fn activation_expression(a: Activation) -> String {
     }
 }
 
-/// The device expression of a simple unary op of `v` (the formulas of [`UnaryOp::eval`]).
-fn simple_expression(op: UnaryOp) -> &'static str {
+/// The device expression of a simple unary op of `v` (the formulas of the samebits-ops unary ops).
+fn simple_expression(op: UnaryKernel) -> &'static str {
     match op {
-        UnaryOp::Neg => "-v",
-        UnaryOp::Abs => "fabsf(v)",
-        UnaryOp::Relu => "(v > 0.0f || v != v) ? v : 0.0f",
-        UnaryOp::Sqrt => "sb_sqrtf(v)",
-        UnaryOp::Reciprocal => "1.0f / v",
-        UnaryOp::Math(_) | UnaryOp::Activation(_) => unreachable!("not a simple op"),
+        UnaryKernel::Neg => "-v",
+        UnaryKernel::Abs => "fabsf(v)",
+        UnaryKernel::Relu => "(v > 0.0f || v != v) ? v : 0.0f",
+        UnaryKernel::Sqrt => "sb_sqrtf(v)",
+        UnaryKernel::Reciprocal => "1.0f / v",
+        UnaryKernel::Math(_) | UnaryKernel::Activation(_) => unreachable!("not a simple op"),
     }
 }
 
@@ -57,10 +57,10 @@ pub(crate) fn activation_params(a: Activation) -> (f32, f32) {
 }
 
 /// One `sb_unary_<name>` kernel per samebits-math function and activation, and per simple
-/// IEEE function of [`UnaryOp`].
+/// IEEE function of [`UnaryKernel`].
 fn unary_kernels() -> String {
     let mut src = String::new();
-    for op in UnaryOp::SIMPLE {
+    for op in UnaryKernel::SIMPLE {
         src.push_str(&format!(
             "SB_UNARY_KERNEL({}, {})\n",
             op.name(),
@@ -143,7 +143,7 @@ mod tests {
     #[test]
     fn every_unary_op_has_a_kernel() {
         let source = super::source();
-        for op in crate::UnaryOp::all() {
+        for op in samebits_ops::UnaryKernel::all() {
             assert!(
                 source.contains(&format!("SB_UNARY_KERNEL({}, ", op.name())),
                 "no kernel for {}",

@@ -1,9 +1,10 @@
 //! Row operations on device buffers: reductions along an axis (`reduce-axes`), softmax and
-//! log-softmax (`softmax`), LayerNorm and RMSNorm (`normalization`), each with its CPU oracle.
+//! log-softmax (`softmax`), LayerNorm and RMSNorm (`normalization`): the kernels of the
+//! samebits-ops ops with the same names, and tested against them.
 //! Canonical sums run tile partials in parallel and fold them in order (kernels/reduce.cu).
 
 use cudarc::driver::PushKernelArg;
-use samebits_kernels::{REDUCTION_TILE, ReduceKind, canonical_dot, canonical_sum};
+use samebits_kernels::{REDUCTION_TILE, ReduceKind};
 
 use crate::backend::{BLOCK, CudaBackend, launch_1d};
 use crate::buffer::DeviceBuffer;
@@ -37,68 +38,6 @@ fn row_shared_bytes(len: usize) -> Result<u32> {
         )));
     }
     Ok((tiles * 4) as u32)
-}
-
-/// CPU oracle of [`CudaBackend::softmax`] (contract: softmax).
-pub fn softmax_cpu(x: &[f32], len: usize, log: bool) -> Vec<f32> {
-    let mut y = vec![0.0f32; x.len()];
-    for (xr, yr) in x.chunks(len.max(1)).zip(y.chunks_mut(len.max(1))) {
-        let m = xr.iter().fold(f32::NEG_INFINITY, |a, &b| {
-            samebits_kernels::canonical_max(a, b)
-        });
-        let e: Vec<f32> = xr.iter().map(|&v| samebits_math::exp(v - m)).collect();
-        let s = canonical_sum(&e);
-        if log {
-            let log_s = samebits_math::log(s);
-            for (o, &v) in yr.iter_mut().zip(xr) {
-                *o = (v - m) - log_s;
-            }
-        } else {
-            for (o, &v) in yr.iter_mut().zip(&e) {
-                *o = v / s;
-            }
-        }
-    }
-    y
-}
-
-/// CPU oracle of [`CudaBackend::layer_norm`] (contract: normalization); returns y and the
-/// per-row `[mean, rstd]`.
-pub fn layer_norm_cpu(
-    x: &[f32],
-    scale: &[f32],
-    bias: Option<&[f32]>,
-    len: usize,
-    eps: f32,
-) -> (Vec<f32>, Vec<f32>) {
-    let mut y = vec![0.0f32; x.len()];
-    let mut stats = Vec::new();
-    for (xr, yr) in x.chunks(len.max(1)).zip(y.chunks_mut(len.max(1))) {
-        let n = len as f32;
-        let mean = canonical_sum(xr) / n;
-        let d: Vec<f32> = xr.iter().map(|&v| v - mean).collect();
-        let var = canonical_dot(&d, &d) / n;
-        let rstd = 1.0 / (var + eps).sqrt();
-        for (k, o) in yr.iter_mut().enumerate() {
-            let scaled = (d[k] * rstd) * scale[k];
-            *o = bias.map_or(scaled, |b| scaled + b[k]);
-        }
-        stats.extend([mean, rstd]);
-    }
-    (y, stats)
-}
-
-/// CPU oracle of [`CudaBackend::rms_norm`] (contract: normalization).
-pub fn rms_norm_cpu(x: &[f32], scale: &[f32], len: usize, eps: f32) -> Vec<f32> {
-    let mut y = vec![0.0f32; x.len()];
-    for (xr, yr) in x.chunks(len.max(1)).zip(y.chunks_mut(len.max(1))) {
-        let ms = canonical_dot(xr, xr) / len as f32;
-        let rrms = 1.0 / (ms + eps).sqrt();
-        for (k, o) in yr.iter_mut().enumerate() {
-            *o = (xr[k] * rrms) * scale[k];
-        }
-    }
-    y
 }
 
 impl CudaBackend {

@@ -1,22 +1,24 @@
-//! One test body for the CPU and for CUDA, in the spirit of candle's `test_device!`.
+//! One test body for the CPU and for CUDA, in the spirit of candle's `test_device!` (behind the
+//! cargo feature `testing`, which samebits-cuda's own tests and examples turn on).
 //!
-//! [`Device`] runs an operation on host slices, either with the CPU kernels (the oracle) or on
-//! the GPU (upload, run, download). [`test_device!`] turns a body `fn(&Device)` into a CPU test
-//! and a CUDA test; without a usable GPU (CI) the CUDA test prints
-//! `SKIPPED (no CUDA device): <test>` to stderr and returns. The case lists (`*_cases`) are
-//! shared by the tests and `examples/gpu_check.rs`.
+//! [`Device`] runs an operation on host slices. Ops run as a one-node graph of the production
+//! samebits-ops op ([`Device::run_node`]): on the CPU its interpreter, on the GPU the
+//! [`CudaExecutor`], which must run the node on the device. GEMM and reductions run the
+//! samebits-kernels functions on the CPU and the backend's launch on the GPU. [`test_device!`]
+//! turns a body `fn(&Device)` into a CPU test and a CUDA test; without a usable GPU (CI) the
+//! CUDA test prints `SKIPPED (no CUDA device): <test>` to stderr and returns. The case lists
+//! (`*_cases`) are shared by the tests and `examples/gpu_check.rs`.
 
 use std::sync::{Arc, OnceLock};
 
-use samebits_ir::Value;
-use samebits_ops::{Plan, RunOptions};
+use samebits_ir::{Attribute, Graph, Node, Shape, Tensor, Value, ValueInfo, ValueType};
+use samebits_ops::{BinaryKernel, DeviceKernel, OperationSet, Plan, RunOptions, UnaryKernel};
 
 use samebits_kernels::{Epilogue, MatRef, ReduceKind, gemm, reduce_f32};
 
 use crate::{
-    BinaryOp, BroadcastLayout, CudaBackend, CudaExecutor, DeviceMat, DeviceMatBf16, GemmEpilogue,
-    GemmLaunch, GemmShape, SPLIT_K_MAX_M, UnaryOp, binary_cpu, layer_norm_cpu, rms_norm_cpu,
-    softmax_cpu,
+    CudaBackend, CudaExecutor, DeviceMat, DeviceMatBf16, GemmEpilogue, GemmLaunch, GemmShape,
+    SPLIT_K_MAX_M,
 };
 
 /// Where a test body runs.
@@ -524,43 +526,54 @@ impl Device {
         }
     }
 
-    /// `y[i] = op(x[i])`.
-    pub fn unary(&self, op: UnaryOp, x: &[f32]) -> Vec<f32> {
-        match self {
-            Device::Cpu => x.iter().map(|&v| op.eval(v)).collect(),
-            Device::Cuda(backend) => backend
-                .upload(x)
-                .and_then(|b| backend.unary(op, &b))
-                .and_then(|y| backend.download(&y))
-                .expect("cuda unary"),
-        }
+    /// The outputs of the one-node graph `node` on `inputs` (the node's inputs in order), in
+    /// the reproducible operation set: the samebits-ops interpreter on the CPU; on CUDA the
+    /// executor, which must run the node on the device (a CPU fallback panics).
+    pub fn run_node(&self, node: &Node, inputs: &[Tensor]) -> Vec<Tensor> {
+        let plan = Arc::new(one_node_plan(node, inputs).expect("one-node plan"));
+        let inputs: Vec<Value> = inputs.iter().cloned().map(Value::from).collect();
+        let outputs = match self {
+            Device::Cpu => plan.run(inputs, RunOptions::default()).expect("cpu plan"),
+            Device::Cuda(_) => {
+                let backend = Arc::clone(shared_cuda_arc().expect("cuda backend"));
+                let (outputs, stats) = CudaExecutor::new(backend, Arc::clone(&plan))
+                    .run_with(inputs, RunOptions::default())
+                    .unwrap_or_else(|e| panic!("{}: {e}", node.op_type));
+                assert!(
+                    stats.host_steps.is_empty(),
+                    "{}: fell back to the CPU: {stats:?}",
+                    node.op_type
+                );
+                outputs
+            }
+        };
+        outputs
+            .into_iter()
+            .map(|v| v.as_tensor().expect("tensor output").clone())
+            .collect()
     }
 
-    /// Broadcast binary operation.
+    /// Output 0 of [`Device::run_node`] as f32 values.
+    fn node_values(&self, node: &Node, inputs: &[Tensor]) -> Vec<f32> {
+        let outputs = self.run_node(node, inputs);
+        outputs[0].as_slice::<f32>().expect("f32 output").to_vec()
+    }
+
+    /// `y[i] = f(x[i])` by the one-input `node` (one of [`unary_nodes`]).
+    pub fn unary(&self, node: &Node, x: &[f32]) -> Vec<f32> {
+        self.node_values(node, &[f32_tensor(&[x.len()], x)])
+    }
+
+    /// Broadcast binary operation by the two-input `node` (one of [`binary_nodes`]).
     pub fn binary(
         &self,
-        op: BinaryOp,
+        node: &Node,
         a: &[f32],
         a_shape: &[usize],
         b: &[f32],
         b_shape: &[usize],
     ) -> Vec<f32> {
-        match self {
-            Device::Cpu => binary_cpu(
-                op,
-                a,
-                b,
-                &BroadcastLayout::new(a_shape, b_shape).expect("broadcast"),
-            ),
-            Device::Cuda(backend) => {
-                let run = || -> crate::Result<Vec<f32>> {
-                    let (da, db) = (backend.upload(a)?, backend.upload(b)?);
-                    let (y, _) = backend.binary(op, &da, a_shape, &db, b_shape)?;
-                    backend.download(&y)
-                };
-                run().expect("cuda binary")
-            }
-        }
+        self.node_values(node, &[f32_tensor(a_shape, a), f32_tensor(b_shape, b)])
     }
 
     /// Reduction of `[outer, len, inner]` over the middle axis.
@@ -586,53 +599,123 @@ impl Device {
         }
     }
 
-    /// Softmax or log-softmax of rows of `len`.
+    /// Softmax or log-softmax (ONNX Softmax / LogSoftmax along the last axis) of rows of `len`.
     pub fn softmax(&self, x: &[f32], len: usize, log: bool) -> Vec<f32> {
-        match self {
-            Device::Cpu => softmax_cpu(x, len, log),
-            Device::Cuda(backend) => backend
-                .upload(x)
-                .and_then(|b| backend.softmax(&b, len, log))
-                .and_then(|y| backend.download(&y))
-                .expect("cuda softmax"),
-        }
+        let op = if log { "LogSoftmax" } else { "Softmax" };
+        let rows = x.len() / len.max(1);
+        self.node_values(&node(op, 1, Vec::new()), &[f32_tensor(&[rows, len], x)])
     }
 
-    /// LayerNorm of rows of `scale.len()`: y followed by the `[mean, rstd]` pairs.
+    /// ONNX LayerNormalization (output Y) of rows of `scale.len()`.
     pub fn layer_norm(&self, x: &[f32], scale: &[f32], bias: Option<&[f32]>, eps: f32) -> Vec<f32> {
-        match self {
-            Device::Cpu => {
-                let (mut y, stats) = layer_norm_cpu(x, scale, bias, scale.len(), eps);
-                y.extend(stats);
-                y
-            }
-            Device::Cuda(backend) => {
-                let run = || -> crate::Result<Vec<f32>> {
-                    let (dx, ds) = (backend.upload(x)?, backend.upload(scale)?);
-                    let db = bias.map(|b| backend.upload(b)).transpose()?;
-                    let (y, stats) = backend.layer_norm(&dx, &ds, db.as_ref(), eps)?;
-                    let mut y = backend.download(&y)?;
-                    y.extend(backend.download(&stats)?);
-                    Ok(y)
-                };
-                run().expect("cuda layer_norm")
-            }
-        }
+        let len = scale.len();
+        let mut inputs = vec![
+            f32_tensor(&[x.len() / len.max(1), len], x),
+            f32_tensor(&[len], scale),
+        ];
+        inputs.extend(bias.map(|b| f32_tensor(&[len], b)));
+        let attrs = vec![("epsilon", Attribute::Float(eps))];
+        self.node_values(&node("LayerNormalization", inputs.len(), attrs), &inputs)
     }
 
-    /// RMSNorm of rows of `scale.len()`.
+    /// ONNX RMSNormalization of rows of `scale.len()`.
     pub fn rms_norm(&self, x: &[f32], scale: &[f32], eps: f32) -> Vec<f32> {
-        match self {
-            Device::Cpu => rms_norm_cpu(x, scale, scale.len(), eps),
-            Device::Cuda(backend) => {
-                let run = || -> crate::Result<Vec<f32>> {
-                    let (dx, ds) = (backend.upload(x)?, backend.upload(scale)?);
-                    backend.download(&backend.rms_norm(&dx, &ds, eps)?)
-                };
-                run().expect("cuda rms_norm")
-            }
-        }
+        let len = scale.len();
+        let inputs = [
+            f32_tensor(&[x.len() / len.max(1), len], x),
+            f32_tensor(&[len], scale),
+        ];
+        let attrs = vec![("epsilon", Attribute::Float(eps))];
+        self.node_values(&node("RMSNormalization", 2, attrs), &inputs)
     }
+}
+
+/// A float32 tensor of `shape` holding `values`.
+fn f32_tensor(shape: &[usize], values: &[f32]) -> Tensor {
+    Tensor::from_vec(shape.to_vec(), values.to_vec()).expect("tensor of its shape")
+}
+
+/// A default-domain node `op_type` with inputs `x0`, `x1`, ... and the output `y`.
+pub fn node(op_type: &str, inputs: usize, attributes: Vec<(&str, Attribute)>) -> Node {
+    Node {
+        name: op_type.into(),
+        op_type: op_type.into(),
+        domain: String::new(),
+        inputs: (0..inputs).map(|i| format!("x{i}")).collect(),
+        outputs: vec!["y".into()],
+        attributes: attributes
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    }
+}
+
+/// The reproducible plan of the graph holding only `node`, its inputs typed as `inputs`
+/// (opset 23 of the default domain).
+pub fn one_node_plan(node: &Node, inputs: &[Tensor]) -> samebits_ops::Result<Plan> {
+    let graph = Graph {
+        name: node.op_type.clone(),
+        nodes: vec![node.clone()],
+        inputs: node
+            .inputs
+            .iter()
+            .zip(inputs)
+            .map(|(name, t)| ValueInfo {
+                name: name.clone(),
+                ty: Some(ValueType::tensor(t.dtype(), Some(Shape::known(t.shape())))),
+            })
+            .collect(),
+        outputs: node
+            .outputs
+            .iter()
+            .map(|name| ValueInfo {
+                name: name.clone(),
+                ty: None,
+            })
+            .collect(),
+        ..Graph::default()
+    };
+    let opsets = [("".to_string(), 23)].into();
+    Plan::build(&graph, &opsets, OperationSet::Reproducible, &[])
+}
+
+/// The device kernel of the default-domain op `op_type` on float32 inputs of `shapes`, with
+/// the node, when a plan of it builds (the op's attributes at their defaults).
+fn kernel_of(op_type: &str, shapes: &[&[usize]]) -> Option<(DeviceKernel, Node)> {
+    let node = node(op_type, shapes.len(), Vec::new());
+    let inputs: Vec<Tensor> = shapes
+        .iter()
+        .map(|s| f32_tensor(s, &vec![0.0; s.iter().product()]))
+        .collect();
+    let plan = one_node_plan(&node, &inputs).ok()?;
+    let kernel = plan.steps().next()?.op.device_kernel()?;
+    Some((kernel, node))
+}
+
+/// Every default-domain op of samebits-ops whose float32 evaluation is a [`UnaryKernel`], as a
+/// one-input node with its attributes at their defaults.
+pub fn unary_nodes() -> Vec<(UnaryKernel, Node)> {
+    samebits_ops::registry::global()
+        .op_types()
+        .filter(|(domain, _)| domain.is_empty())
+        .filter_map(|(_, op_type)| match kernel_of(op_type, &[&[1]])? {
+            (DeviceKernel::Unary(kernel), node) => Some((kernel, node)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every default-domain op of samebits-ops whose float32 evaluation of two inputs is a
+/// [`BinaryKernel`], as a two-input node.
+pub fn binary_nodes() -> Vec<(BinaryKernel, Node)> {
+    samebits_ops::registry::global()
+        .op_types()
+        .filter(|(domain, _)| domain.is_empty())
+        .filter_map(|(_, op_type)| match kernel_of(op_type, &[&[1], &[1]])? {
+            (DeviceKernel::Binary(kernel), node) => Some((kernel, node)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Row lengths of the reduction, softmax and normalization cases (1 tile, edges, many tiles).

@@ -1,11 +1,13 @@
 //! The reproducible set on CPU and CUDA: every CUDA output must be bit-identical to the CPU
-//! kernels' output (the oracle); on a machine without a GPU the CUDA tests skip loudly.
+//! output (the samebits-ops op, or the samebits-kernels GEMM and reduction); on a machine
+//! without a GPU the CUDA tests skip loudly.
 
 use samebits_cuda::testing::{
     BROADCAST_SHAPES, Device, REDUCE_KINDS, ROW_LENGTHS, Rng, assert_same_bits, bf16_gemv_cases,
-    gemm_cases, large_gemm_case, vector_gemm_cases, wide_gemv_cases,
+    binary_nodes, gemm_cases, large_gemm_case, unary_nodes, vector_gemm_cases, wide_gemv_cases,
 };
-use samebits_cuda::{BinaryOp, GemmLaunch, UnaryOp, test_device};
+use samebits_cuda::{GemmLaunch, test_device};
+use samebits_ops::{BinaryKernel, UnaryKernel};
 
 fn gemm_small_shapes(device: &Device) {
     for case in gemm_cases(1) {
@@ -114,9 +116,9 @@ fn unary_functions(device: &Device) {
         1e-45,
         -1e-45,
     ]);
-    for op in UnaryOp::all() {
-        let want = Device::Cpu.unary(op, &x);
-        assert_same_bits(&device.unary(op, &x), &want, op.name());
+    for (_, node) in unary_nodes() {
+        let want = Device::Cpu.unary(&node, &x);
+        assert_same_bits(&device.unary(&node, &x), &want, &node.op_type);
     }
 }
 test_device!(unary_functions, unary_functions_cpu, unary_functions_cuda);
@@ -126,10 +128,11 @@ fn binary_broadcast(device: &Device) {
     for (a_shape, b_shape) in BROADCAST_SHAPES {
         let a = rng.values(a_shape.iter().product(), 3.0);
         let b = rng.values(b_shape.iter().product(), 3.0);
-        for op in BinaryOp::ALL {
-            let want = Device::Cpu.binary(op, &a, a_shape, &b, b_shape);
-            let got = device.binary(op, &a, a_shape, &b, b_shape);
-            assert_same_bits(&got, &want, &format!("{op:?} {a_shape:?} {b_shape:?}"));
+        for (_, node) in binary_nodes() {
+            let want = Device::Cpu.binary(&node, &a, a_shape, &b, b_shape);
+            let got = device.binary(&node, &a, a_shape, &b, b_shape);
+            let op = &node.op_type;
+            assert_same_bits(&got, &want, &format!("{op} {a_shape:?} {b_shape:?}"));
         }
     }
 }
@@ -138,6 +141,33 @@ test_device!(
     binary_broadcast_cpu,
     binary_broadcast_cuda
 );
+
+/// The ops tested above reach every binary kernel and unary kernels of every kind, and every
+/// unary kernel an op names is generated (`UnaryKernel::all`).
+#[test]
+fn op_nodes_cover_the_kernels() {
+    let binary: Vec<BinaryKernel> = binary_nodes().into_iter().map(|(k, _)| k).collect();
+    for kernel in BinaryKernel::ALL {
+        assert!(binary.contains(&kernel), "no op runs {kernel:?}");
+    }
+    let unary: Vec<UnaryKernel> = unary_nodes().into_iter().map(|(k, _)| k).collect();
+    for kernel in UnaryKernel::SIMPLE {
+        assert!(unary.contains(&kernel), "no op runs {kernel:?}");
+    }
+    assert!(unary.iter().any(|k| matches!(k, UnaryKernel::Math(_))));
+    assert!(
+        unary
+            .iter()
+            .any(|k| matches!(k, UnaryKernel::Activation(_)))
+    );
+    let generated = UnaryKernel::all();
+    for kernel in unary {
+        assert!(
+            generated.iter().any(|k| k.name() == kernel.name()),
+            "{kernel:?}"
+        );
+    }
+}
 
 fn reductions(device: &Device) {
     let mut rng = Rng::new(6);

@@ -291,7 +291,43 @@ pub enum UnaryKernel {
     Reciprocal,
 }
 
-/// The operations of [`DeviceKernel::Binary`]: one IEEE operation, or the canonical max / min.
+impl UnaryKernel {
+    /// The one-operation functions (no samebits-math call).
+    pub const SIMPLE: [UnaryKernel; 5] = [
+        UnaryKernel::Neg,
+        UnaryKernel::Abs,
+        UnaryKernel::Relu,
+        UnaryKernel::Sqrt,
+        UnaryKernel::Reciprocal,
+    ];
+
+    /// Every unary kernel (activations with their ONNX default parameters).
+    pub fn all() -> Vec<UnaryKernel> {
+        UnaryFn::IMPLEMENTED
+            .iter()
+            .map(|&f| UnaryKernel::Math(f))
+            .chain(Activation::ALL.iter().map(|&a| UnaryKernel::Activation(a)))
+            .chain(UnaryKernel::SIMPLE)
+            .collect()
+    }
+
+    /// The name of the function or formula (samebits-cuda's kernel is `sb_unary_<name>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryKernel::Math(f) => f.name(),
+            UnaryKernel::Activation(a) => a.name(),
+            UnaryKernel::Neg => "neg",
+            UnaryKernel::Abs => "abs",
+            UnaryKernel::Relu => "relu",
+            UnaryKernel::Sqrt => "ieee_sqrt",
+            UnaryKernel::Reciprocal => "reciprocal",
+        }
+    }
+}
+
+/// The operations of [`DeviceKernel::Binary`]: one IEEE operation, or the canonical max / min
+/// (contract `reduce-extrema`). The order is the device operation code (`op as i32`: `sb_binary`
+/// of samebits-cuda's kernels/elementwise.cu, and chain steps).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BinaryKernel {
     Add,
@@ -300,4 +336,16 @@ pub enum BinaryKernel {
     Div,
     Max,
     Min,
+}
+
+impl BinaryKernel {
+    /// Every binary kernel.
+    pub const ALL: [BinaryKernel; 6] = [
+        BinaryKernel::Add,
+        BinaryKernel::Sub,
+        BinaryKernel::Mul,
+        BinaryKernel::Div,
+        BinaryKernel::Max,
+        BinaryKernel::Min,
+    ];
 }

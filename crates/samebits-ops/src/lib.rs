@@ -7,7 +7,9 @@
 //! - [`Plan`]: a graph compiled into a list of op instances over value slots, run by
 //!   [`Plan::run`]; control-flow ops build plans for their subgraphs the same way.
 //! - [`DeviceKernel`]: what an op computes in terms of the shared reproducible kernels, for
-//!   backends other than the CPU ([`Op::device_kernel`]).
+//!   backends other than the CPU ([`Op::device_kernel`]), and the shape resolutions the CPU ops
+//!   and those backends share ([`ShapedKernel`], [`MatrixProducts`], [`AttentionHeads`],
+//!   [`RotaryShape`]): one definition of each shape rule.
 //! - [`OperationSet`]: which promise the kernels keep (`reproducible`, `deterministic`,
 //!   `default`), as written in docs/contract.md.
 
@@ -31,7 +33,10 @@ pub use device_kernel::{
     DeviceKernel, ResizeTaps, ShapedKernel, UnaryKernel,
 };
 pub use error::{OpError, Result};
-pub use families::{gemm_c_strides, softmax_f32};
+pub use families::{
+    AttentionHeads, HeadsLayout, MatrixProducts, RotaryShape, gemm_c_strides, gemm_products,
+    matmul_products, softmax_f32,
+};
 pub use op::{BuildContext, Inputs, InputsExt, Op, OperationSet};
 pub use plan::{
     Plan, PlanStep, RunOptions, StepObserver, free_variables, node_captures, topological_order,

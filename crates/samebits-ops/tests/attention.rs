@@ -214,3 +214,29 @@ fn bad_shapes_and_attributes_are_named() {
     .unwrap_err();
     assert!(e.to_string().contains("rotary_embedding_dim"), "{e}");
 }
+
+/// The heads resolution the CPU ops and samebits-cuda's attention and rotary launches share.
+#[test]
+fn heads_resolve_layouts_and_errors() {
+    use samebits_ops::{AttentionHeads, HeadsLayout, RotaryShape};
+    // 3-D Q: 4 heads of 8; 3-D K and V: 2 heads of 8 and 6; a 4-D past of 5 positions.
+    let qkv = [&[2, 3, 32][..], &[2, 3, 16][..], &[2, 3, 12][..]];
+    let past = Some([&[2, 2, 5, 8][..], &[2, 2, 5, 6][..]]);
+    let h = AttentionHeads::resolve(qkv, past, 4, 2).unwrap();
+    assert_eq!(h.q, HeadsLayout::split(2, 3, 4, 8));
+    assert_eq!(h.v, HeadsLayout::split(2, 3, 2, 6));
+    assert_eq!(h.past, 5);
+    assert_eq!(h.y, HeadsLayout::split(2, 3, 4, 6));
+    assert_eq!(h.y_shape, vec![2, 3, 24]);
+    assert_eq!(h.scale(None), 1.0 / 8f32.sqrt());
+    assert_eq!(h.scale(Some(0.5)), 0.5);
+    // A past of another head size; query heads not a multiple of the key/value heads.
+    let bad_past = Some([&[2, 2, 5, 4][..], &[2, 2, 5, 6][..]]);
+    assert!(AttentionHeads::resolve(qkv, bad_past, 4, 2).is_err());
+    let q3 = [&[2, 3, 24][..], &[2, 3, 16][..], &[2, 3, 12][..]];
+    assert!(AttentionHeads::resolve(q3, None, 3, 2).is_err());
+    let r = RotaryShape::resolve(&[1, 4, 2, 8], [&[4, 3], &[4, 3]], 0, 6).unwrap();
+    assert_eq!(r.heads, HeadsLayout::dense(1, 4, 2, 8));
+    assert_eq!((r.rot, r.width, r.cache_rows), (6, 3, 4));
+    assert!(RotaryShape::resolve(&[1, 4, 2, 8], [&[4, 2], &[4, 2]], 0, 6).is_err());
+}

@@ -295,3 +295,24 @@ fn det_by_pivoted_elimination() {
     assert_eq!(y.as_slice::<f32>().unwrap(), &[8.0, 0.0]);
     assert!(run1("Det", &[f32s(&[2, 3], &[0.; 6])], &[]).is_err());
 }
+
+/// The resolved products samebits-cuda's executor launches: one batch stride per operand when
+/// the batch allows it (0 for an operand shared by every product), none for a broadcast that
+/// needs per-product offsets.
+#[test]
+fn matrix_products_resolve_batch_strides() {
+    use samebits_ops::{gemm_products, matmul_products};
+    let strides = |a: &[usize], b: &[usize]| matmul_products(a, b).unwrap().0.batch_strides();
+    assert_eq!(strides(&[5, 2, 3], &[3, 4]), Some((6, 0)));
+    assert_eq!(strides(&[2, 3], &[7, 3, 4]), Some((0, 12)));
+    assert_eq!(strides(&[1, 5, 2, 3], &[4, 1, 3, 4]), None);
+    let (p, shape) = matmul_products(&[3], &[3, 4]).unwrap();
+    assert_eq!((p.m, p.k, p.n, shape), (1, 3, 4, vec![4]));
+    // op(A) = A^T of [3, 2], op(B) = B^T of [4, 3]: read through strides.
+    let g = gemm_products(&[3, 2], &[4, 3], true, true).unwrap();
+    assert_eq!(
+        (g.m, g.k, g.n, g.a_strides, g.b_strides),
+        (2, 3, 4, (1, 2), (1, 3))
+    );
+    assert!(gemm_products(&[3, 2], &[4, 3], false, true).is_err());
+}

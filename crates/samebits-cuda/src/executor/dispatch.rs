@@ -8,8 +8,10 @@
 use samebits_gguf::GgmlType;
 use samebits_ir::{DType, Tensor};
 use samebits_kernels::REDUCTION_TILE;
-use samebits_ops::broadcast::broadcast_shapes;
-use samebits_ops::{BinaryKernel, DeviceKernel, UnaryKernel, gemm_c_strides, normalize_axis};
+use samebits_ops::{
+    AttentionHeads, BinaryKernel, DeviceKernel, MatrixProducts, RotaryShape, UnaryKernel,
+    gemm_c_strides, gemm_products, matmul_products, normalize_axis,
+};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,7 +21,7 @@ use crate::attention::{
 };
 use crate::backend::CudaBackend;
 use crate::buffer::DeviceBuffer;
-use crate::elementwise::{BinaryOp, BroadcastLayout, UnaryOp};
+use crate::elementwise::BroadcastLayout;
 use crate::error::{CudaError, Result};
 use crate::fast::Kernels;
 use crate::gemm::{DeviceMat, GemmEpilogue, GemmShape};
@@ -66,9 +68,9 @@ pub(crate) type FusedRotary = (usize, usize, usize);
 /// One device operation with every dimension resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Launch {
-    Unary(UnaryOp),
+    Unary(UnaryKernel),
     Binary {
-        op: BinaryOp,
+        op: BinaryKernel,
         a: Vec<usize>,
         b: Vec<usize>,
     },
@@ -166,29 +168,6 @@ impl Launch {
     }
 }
 
-fn unary_op(kernel: UnaryKernel) -> UnaryOp {
-    match kernel {
-        UnaryKernel::Math(f) => UnaryOp::Math(f),
-        UnaryKernel::Activation(a) => UnaryOp::Activation(a),
-        UnaryKernel::Neg => UnaryOp::Neg,
-        UnaryKernel::Abs => UnaryOp::Abs,
-        UnaryKernel::Relu => UnaryOp::Relu,
-        UnaryKernel::Sqrt => UnaryOp::Sqrt,
-        UnaryKernel::Reciprocal => UnaryOp::Reciprocal,
-    }
-}
-
-fn binary_op(kernel: BinaryKernel) -> BinaryOp {
-    match kernel {
-        BinaryKernel::Add => BinaryOp::Add,
-        BinaryKernel::Sub => BinaryOp::Sub,
-        BinaryKernel::Mul => BinaryOp::Mul,
-        BinaryKernel::Div => BinaryOp::Div,
-        BinaryKernel::Max => BinaryOp::Max,
-        BinaryKernel::Min => BinaryOp::Min,
-    }
-}
-
 /// The launch of `kernel` on these inputs, or `None` to fall back to the CPU.
 pub(crate) fn plan_launch(
     kernel: DeviceKernel,
@@ -216,18 +195,22 @@ pub(crate) fn plan_launch(
     match kernel {
         DeviceKernel::Unary(u) if args.len() == 1 => {
             f32_arg(0)?;
-            Some(Launch::Unary(unary_op(u)))
+            Some(Launch::Unary(u))
         }
         DeviceKernel::Binary(op) if args.len() == 2 => {
             let (a, b) = (f32_arg(0)?, f32_arg(1)?);
             BroadcastLayout::new(a.shape, b.shape).ok()?;
             Some(Launch::Binary {
-                op: binary_op(op),
+                op,
                 a: a.shape.to_vec(),
                 b: b.shape.to_vec(),
             })
         }
-        DeviceKernel::MatMul if args.len() == 2 => matmul(f32_arg(0)?.shape, f32_arg(1)?.shape),
+        DeviceKernel::MatMul if args.len() == 2 => {
+            let (products, out_shape) =
+                matmul_products(f32_arg(0)?.shape, f32_arg(1)?.shape).ok()?;
+            gemm_launch(&products, None, out_shape)
+        }
         DeviceKernel::Gemm {
             trans_a,
             trans_b,
@@ -242,8 +225,7 @@ pub(crate) fn plan_launch(
                 f32_arg(0)?.shape,
                 f32_arg(1)?.shape,
                 c,
-                trans_a,
-                trans_b,
+                (trans_a, trans_b),
                 alpha,
                 beta,
             )
@@ -334,20 +316,21 @@ pub(crate) fn plan_launch(
             num_heads,
             rotary_dim,
         } if args.len() == 3 => {
-            let layout = HeadsLayout::of_shape(f32_arg(0)?.shape, num_heads)?;
-            let (cos, sin) = (f32_arg(1)?.shape, f32_arg(2)?.shape);
-            let rot = if rotary_dim == 0 {
-                layout.size
-            } else {
-                rotary_dim
-            };
-            let width = *cos.last()?;
-            let cache_rows = cos.iter().product::<usize>() / width.max(1);
-            let fits = cos == sin
-                && rot <= layout.size
-                && rot.is_multiple_of(2)
-                && width >= rot / 2
-                && width > 0
+            let cos = f32_arg(1)?.shape;
+            let RotaryShape {
+                heads: layout,
+                rot,
+                width,
+                cache_rows,
+            } = RotaryShape::resolve(
+                f32_arg(0)?.shape,
+                [cos, f32_arg(2)?.shape],
+                i64::try_from(num_heads).ok()?,
+                i64::try_from(rotary_dim).ok()?,
+            )
+            .ok()?;
+            // Without position_ids: one cache row per token, read from a 2-D or 3-D cache.
+            let fits = width > 0
                 && cache_rows >= layout.batch * layout.seq
                 && (cos.len() == 2 || cos.len() == 3);
             fits.then_some(Launch::Rotary {
@@ -380,50 +363,39 @@ fn attention(
     if !(3..=6).contains(&args.len()) || outputs != 3 || !absent(3) || args.len() > 6 {
         return None;
     }
-    let q_shape = f32_arg(0)?.shape;
-    let q = HeadsLayout::of_shape(q_shape, q_heads)?;
-    let k = HeadsLayout::of_shape(f32_arg(1)?.shape, kv_heads)?;
-    let v = HeadsLayout::of_shape(f32_arg(2)?.shape, kv_heads)?;
+    // Past keys and values come 4-D (dense or a cache storage).
     let past = match (absent(4), absent(5)) {
-        (true, true) => 0,
+        (true, true) => None,
         (false, false) => {
             let (pk, pv) = (f32_arg(4)?.shape, f32_arg(5)?.shape);
-            let (&[b, h, p, d], &[bv, hv, pv_len, dv]) = (pk, pv) else {
+            if pk.len() != 4 || pv.len() != 4 {
                 return None;
-            };
-            let same = (b, h, d) == (k.batch, k.heads, k.size)
-                && (bv, hv, pv_len, dv) == (v.batch, v.heads, p, v.size);
-            same.then_some(p)?
+            }
+            Some([pk, pv])
         }
         _ => return None,
     };
-    let total = past + k.seq;
-    let valid = k.heads > 0
-        && q.heads.is_multiple_of(k.heads)
-        && q.batch == k.batch
-        && v.batch == k.batch
-        && v.heads == k.heads
-        && v.seq == k.seq
-        && q.size == k.size
-        && q.size > 0
-        && v.size > 0
-        && q.seq > 0;
-    if !valid {
+    let heads = AttentionHeads::resolve(
+        [f32_arg(0)?.shape, f32_arg(1)?.shape, f32_arg(2)?.shape],
+        past,
+        i64::try_from(q_heads).ok()?,
+        i64::try_from(kv_heads).ok()?,
+    )
+    .ok()?;
+    let scale = heads.scale(scale);
+    let AttentionHeads {
+        q,
+        k,
+        v,
+        past,
+        y,
+        y_shape,
+    } = heads;
+    if q.size == 0 || v.size == 0 || q.seq == 0 {
         return None;
     }
     // Score rows of the whole sequence must fit one block's shared memory.
-    attention_rows(q.heads / k.heads, total, q.size, v.size)?;
-    let (y, y_shape) = if q_shape.len() == 3 {
-        (
-            HeadsLayout::split(q.batch, q.seq, q.heads, v.size),
-            vec![q.batch, q.seq, q.heads * v.size],
-        )
-    } else {
-        (
-            HeadsLayout::dense(q.batch, q.heads, q.seq, v.size),
-            vec![q.batch, q.heads, q.seq, v.size],
-        )
-    };
+    attention_rows(q.heads / k.heads, past + k.seq, q.size, v.size)?;
     Some(Launch::Attention {
         q,
         k,
@@ -431,8 +403,7 @@ fn attention(
         y,
         y_shape,
         causal,
-        // As the CPU op: D converted to f32, sqrt and division each rounded once.
-        scale: scale.unwrap_or(1.0 / (q.size as f32).sqrt()),
+        scale,
         product: None,
     })
 }
@@ -452,56 +423,30 @@ fn per_row_parameter(shape: &[usize], norm: &[usize]) -> Option<()> {
     (norm[lead..] == *shape && norm[..lead].iter().all(|&d| d == 1)).then_some(())
 }
 
-/// NumPy `matmul` of dense row-major operands: 1-D operands promoted (and that axis dropped
-/// from the output), batch axes broadcast where each operand's batch is either the whole
-/// broadcast batch or a single matrix.
-fn matmul(a: &[usize], b: &[usize]) -> Option<Launch> {
-    if a.is_empty() || b.is_empty() {
-        return None;
-    }
-    let a2: Vec<usize> = if a.len() == 1 {
-        vec![1, a[0]]
-    } else {
-        a.to_vec()
-    };
-    let b2: Vec<usize> = if b.len() == 1 {
-        vec![b[0], 1]
-    } else {
-        b.to_vec()
-    };
-    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
-    let (kb, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
-    if k != kb {
-        return None;
-    }
-    let (a_batch, b_batch) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
-    let batch_shape = broadcast_shapes(&[a_batch, b_batch]).ok()?;
-    let batch: usize = batch_shape.iter().product();
-    let stride = |operand: &[usize], matrix: usize| -> Option<usize> {
-        match operand.iter().product::<usize>() {
-            p if p == batch => Some(matrix),
-            1 => Some(0),
-            _ => None,
-        }
-    };
-    let (sa, sb) = (stride(a_batch, m * k)?, stride(b_batch, k * n)?);
-    let mut out_shape = batch_shape;
-    if a.len() > 1 {
-        out_shape.push(m);
-    }
-    if b.len() > 1 {
-        out_shape.push(n);
-    }
-    let dense = |batch_stride: usize, cols: usize| MatLayout {
+/// The GEMM launch of `products` (resolved by samebits-ops), when every operand's batch
+/// follows one stride; a broadcast batch needing per-product offsets stays on the CPU.
+fn gemm_launch(
+    products: &MatrixProducts,
+    alpha_beta: Option<(f32, f32, Option<MatLayout>)>,
+    out_shape: Vec<usize>,
+) -> Option<Launch> {
+    let (a_batch, b_batch) = products.batch_strides()?;
+    let layout = |batch_stride: usize, (row_stride, col_stride): (usize, usize)| MatLayout {
         batch_stride,
-        row_stride: cols,
-        col_stride: 1,
+        row_stride,
+        col_stride,
     };
+    let MatrixProducts { m, n, k, .. } = *products;
     Some(Launch::Gemm {
-        shape: GemmShape { batch, m, n, k },
-        a: dense(sa, k),
-        b: dense(sb, n),
-        alpha_beta: None,
+        shape: GemmShape {
+            batch: products.count(),
+            m,
+            n,
+            k,
+        },
+        a: layout(a_batch, products.a_strides),
+        b: layout(b_batch, products.b_strides),
+        alpha_beta,
         out_shape,
     })
 }
@@ -511,32 +456,12 @@ fn gemm(
     a: &[usize],
     b: &[usize],
     c: Option<&[usize]>,
-    trans_a: bool,
-    trans_b: bool,
+    (trans_a, trans_b): (bool, bool),
     alpha: f32,
     beta: f32,
 ) -> Option<Launch> {
-    let (&[a0, a1], &[b0, b1]) = (a, b) else {
-        return None;
-    };
-    let layout = |rows_first: bool, cols: usize| MatLayout {
-        batch_stride: 0,
-        row_stride: if rows_first { cols } else { 1 },
-        col_stride: if rows_first { 1 } else { cols },
-    };
-    let (m, k, a_layout) = if trans_a {
-        (a1, a0, layout(false, a1))
-    } else {
-        (a0, a1, layout(true, a1))
-    };
-    let (kb, n, b_layout) = if trans_b {
-        (b1, b0, layout(false, b1))
-    } else {
-        (b0, b1, layout(true, b1))
-    };
-    if k != kb {
-        return None;
-    }
+    let products = gemm_products(a, b, trans_a, trans_b).ok()?;
+    let (m, n) = (products.m, products.n);
     let c_layout = match c {
         Some(c) => {
             let (row_stride, col_stride) = gemm_c_strides(c, m, n).ok()?;
@@ -548,13 +473,7 @@ fn gemm(
         }
         None => None,
     };
-    Some(Launch::Gemm {
-        shape: GemmShape { batch: 1, m, n, k },
-        a: a_layout,
-        b: b_layout,
-        alpha_beta: Some((alpha, beta, c_layout)),
-        out_shape: vec![m, n],
-    })
+    gemm_launch(&products, Some((alpha, beta, c_layout)), vec![m, n])
 }
 
 /// Queries from which an attention block takes every query head of a KV group.

@@ -23,6 +23,231 @@ pub fn register(r: &mut Registry) {
     r.register("", "RotaryEmbedding", Rotary::build);
 }
 
+/// A `[batch, heads, seq, size]` view of a dense buffer; the feature index has unit stride.
+/// [`HeadsLayout::of_shape`] is the one rule, for the CPU ops here and samebits-cuda's
+/// attention and rotary launches, of how an Attention / RotaryEmbedding input splits into heads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadsLayout {
+    pub batch: usize,
+    pub heads: usize,
+    pub seq: usize,
+    pub size: usize,
+    /// Element strides of batch, head and position.
+    pub strides: [usize; 3],
+}
+
+impl HeadsLayout {
+    /// A dense 4-D `[batch, heads, seq, size]` tensor.
+    pub fn dense(batch: usize, heads: usize, seq: usize, size: usize) -> Self {
+        HeadsLayout {
+            batch,
+            heads,
+            seq,
+            size,
+            strides: [heads * seq * size, seq * size, size],
+        }
+    }
+
+    /// A dense 3-D `[batch, seq, heads * size]` tensor split into heads.
+    pub fn split(batch: usize, seq: usize, heads: usize, size: usize) -> Self {
+        HeadsLayout {
+            batch,
+            heads,
+            seq,
+            size,
+            strides: [seq * heads * size, size, heads * size],
+        }
+    }
+
+    /// The heads of a dense tensor of `shape`: 4-D as is, 3-D split into `heads` (which must
+    /// divide the hidden size); `None` for other ranks.
+    pub fn of_shape(shape: &[usize], heads: usize) -> Option<Self> {
+        match *shape {
+            [b, h, s, d] => Some(HeadsLayout::dense(b, h, s, d)),
+            [b, s, hidden] if heads > 0 && hidden % heads == 0 => {
+                Some(HeadsLayout::split(b, s, heads, hidden / heads))
+            }
+            _ => None,
+        }
+    }
+
+    /// Elements of the view.
+    pub fn len(&self) -> usize {
+        self.batch * self.heads * self.seq * self.size
+    }
+
+    /// Whether the view holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// [`HeadsLayout::of_shape`] of input `i` (`name`), its heads from the attribute `heads_attr`
+/// when 3-D, or the op's error.
+fn heads_layout(
+    shape: &[usize],
+    i: usize,
+    name: &str,
+    (attr, heads): (&str, i64),
+) -> Result<HeadsLayout> {
+    if let Some(layout) = HeadsLayout::of_shape(shape, usize::try_from(heads).unwrap_or(0)) {
+        return Ok(layout);
+    }
+    match *shape {
+        [_, _, hidden] => bail!(
+            "attribute \"{attr}\" = {heads} must be positive and divide the hidden size \
+             {hidden} of 3-D input {i} ({name})"
+        ),
+        _ => bail!("input {i} ({name}) must be 3-D or 4-D, has shape {shape:?}"),
+    }
+}
+
+/// Attention's heads resolved from its input shapes (the op and samebits-cuda's attention
+/// launch both use it): Q, the new keys K and values V, the past's length, and the output Y
+/// (3-D `[batch, seq, heads * v_size]` for a 3-D Q, else 4-D).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttentionHeads {
+    pub q: HeadsLayout,
+    pub k: HeadsLayout,
+    pub v: HeadsLayout,
+    /// Positions of past_key / past_value (0 without them).
+    pub past: usize,
+    pub y: HeadsLayout,
+    pub y_shape: Vec<usize>,
+}
+
+impl AttentionHeads {
+    /// The shapes of Q, K, V and the optional past key and value (given together), with the
+    /// node's `q_num_heads` / `kv_num_heads` for 3-D inputs; the op's error when they do not
+    /// fit together (batches, key/value heads dividing the query heads, Q and K head sizes,
+    /// past and new keys and values of the same batch, heads and sizes).
+    pub fn resolve(
+        [q, k, v]: [&[usize]; 3],
+        past: Option<[&[usize]; 2]>,
+        q_num_heads: i64,
+        kv_num_heads: i64,
+    ) -> Result<AttentionHeads> {
+        let q_rank_3 = q.len() == 3;
+        let q = heads_layout(q, 0, "Q", ("q_num_heads", q_num_heads))?;
+        let kv = ("kv_num_heads", kv_num_heads);
+        let (k, v) = (heads_layout(k, 1, "K", kv)?, heads_layout(v, 2, "V", kv)?);
+        let past = match past {
+            None => 0,
+            Some([pk, pv]) => {
+                let (pk, pv) = (
+                    heads_layout(pk, 4, "past_key", kv)?,
+                    heads_layout(pv, 5, "past_value", kv)?,
+                );
+                let same = |p: HeadsLayout, n: HeadsLayout| {
+                    (p.batch, p.heads, p.size) == (n.batch, n.heads, n.size)
+                };
+                if !same(pk, k) || !same(pv, v) || pk.seq != pv.seq {
+                    bail!(
+                        "past_key {:?} and past_value {:?} must match K and V in batch, heads \
+                         and head size, and each other in length",
+                        [pk.batch, pk.heads, pk.seq, pk.size],
+                        [pv.batch, pv.heads, pv.seq, pv.size]
+                    );
+                }
+                pk.seq
+            }
+        };
+        if k.batch != q.batch || v.batch != q.batch || k.heads != v.heads || k.seq != v.seq {
+            bail!(
+                "K, V (with their past) must share batch, heads and sequence: Q {:?}, K {:?}, V {:?}",
+                [q.batch, q.heads, q.seq, q.size],
+                [k.batch, k.heads, past + k.seq, k.size],
+                [v.batch, v.heads, past + v.seq, v.size]
+            );
+        }
+        if k.size != q.size {
+            bail!("Q head size {} differs from K head size {}", q.size, k.size);
+        }
+        if k.heads == 0 || q.heads % k.heads != 0 {
+            bail!(
+                "the {} query heads must be a multiple of the {} key/value heads",
+                q.heads,
+                k.heads
+            );
+        }
+        let (y, y_shape) = match q_rank_3 {
+            true => (
+                HeadsLayout::split(q.batch, q.seq, q.heads, v.size),
+                vec![q.batch, q.seq, q.heads * v.size],
+            ),
+            false => (
+                HeadsLayout::dense(q.batch, q.heads, q.seq, v.size),
+                vec![q.batch, q.heads, q.seq, v.size],
+            ),
+        };
+        Ok(AttentionHeads {
+            q,
+            k,
+            v,
+            past,
+            y,
+            y_shape,
+        })
+    }
+
+    /// The score scale: the attribute `scale`, else `1 / sqrt(head size)` (the head size
+    /// converted to f32, the square root and the division each rounded once).
+    pub fn scale(&self, scale: Option<f32>) -> f32 {
+        scale.unwrap_or(1.0 / (self.q.size as f32).sqrt())
+    }
+}
+
+/// RotaryEmbedding resolved from its input shapes (the op and samebits-cuda's rotary launch
+/// both use it): X's heads, the features `rot` rotated in each head, and the cos / sin
+/// caches' row `width` and number of rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RotaryShape {
+    pub heads: HeadsLayout,
+    pub rot: usize,
+    pub width: usize,
+    pub cache_rows: usize,
+}
+
+impl RotaryShape {
+    /// The shapes of X (3-D with the node's `num_heads`, or 4-D) and of the cos and sin caches
+    /// (one shape, rows of at least `rot / 2`); `rotary_dim` 0 rotates whole heads. The op's
+    /// error when they do not fit.
+    pub fn resolve(
+        x: &[usize],
+        [cos, sin]: [&[usize]; 2],
+        num_heads: i64,
+        rotary_dim: i64,
+    ) -> Result<RotaryShape> {
+        let heads = heads_layout(x, 0, "X", ("num_heads", num_heads))?;
+        let rot = if rotary_dim == 0 {
+            heads.size
+        } else {
+            rotary_dim as usize
+        };
+        if rotary_dim < 0 || rot > heads.size || rot % 2 != 0 {
+            bail!(
+                "attribute \"rotary_embedding_dim\" = {rotary_dim} must be even and at most the \
+                 head size {}",
+                heads.size
+            );
+        }
+        let half = rot / 2;
+        let width = *cos.last().unwrap_or(&0);
+        if cos != sin || width < half {
+            bail!(
+                "cos_cache {cos:?} and sin_cache {sin:?} must have one shape with at least {half} \
+                 columns"
+            );
+        }
+        Ok(RotaryShape {
+            heads,
+            rot,
+            width,
+            cache_rows: cos.iter().product::<usize>() / width.max(1),
+        })
+    }
+}
+
 /// A `[batch, heads, seq, head_size]` tensor in f32 (borrowed from an f32 4-D input).
 struct Heads<'a> {
     data: Cow<'a, [f32]>,
@@ -37,37 +262,25 @@ impl<'a> Heads<'a> {
     /// `heads` (from the attribute `heads_attr`).
     fn read(t: &'a Tensor, i: usize, name: &str, heads_attr: (&str, i64)) -> Result<Heads<'a>> {
         let data = f32::read(t, &format!("input {i} ({name})"))?;
-        match *t.shape() {
-            [batch, heads, seq, size] => Ok(Heads {
-                data,
-                batch,
-                heads,
-                seq,
-                size,
-            }),
-            [batch, seq, hidden] => {
-                let (attr, heads) = heads_attr;
-                if heads <= 0 || hidden % heads as usize != 0 {
-                    bail!(
-                        "attribute \"{attr}\" = {heads} must be positive and divide the hidden \
-                         size {hidden} of 3-D input {i} ({name})"
-                    );
-                }
-                let heads = heads as usize;
-                let size = hidden / heads;
-                Ok(Heads {
-                    data: Cow::Owned(permute(&data, &[batch, seq, heads, size], &[0, 2, 1, 3])),
-                    batch,
-                    heads,
-                    seq,
-                    size,
-                })
-            }
-            _ => bail!(
-                "input {i} ({name}) must be 3-D or 4-D, has shape {:?}",
-                t.shape()
-            ),
-        }
+        let layout = heads_layout(t.shape(), i, name, heads_attr)?;
+        let HeadsLayout {
+            batch,
+            heads,
+            seq,
+            size,
+            ..
+        } = layout;
+        let data = match t.rank() {
+            3 => Cow::Owned(permute(&data, &[batch, seq, heads, size], &[0, 2, 1, 3])),
+            _ => data,
+        };
+        Ok(Heads {
+            data,
+            batch,
+            heads,
+            seq,
+            size,
+        })
     }
 
     /// Offset of `(b, h, s, 0)`.
@@ -249,56 +462,33 @@ impl Op for Attention {
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
             unsupported!("Attention on {dtype} tensors");
         }
+        let (k_in, v_in) = (inputs.tensor(1)?, inputs.tensor(2)?);
+        let (past_key, past_value) = (inputs.opt_tensor(4)?, inputs.opt_tensor(5)?);
+        let past = match (past_key, past_value) {
+            (Some(pk), Some(pv)) => Some([pk.shape(), pv.shape()]),
+            (None, None) => None,
+            _ => bail!("inputs 4 (past_key) and 5 (past_value) must be given together"),
+        };
+        let shape = AttentionHeads::resolve(
+            [q_in.shape(), k_in.shape(), v_in.shape()],
+            past,
+            self.q_num_heads,
+            self.kv_num_heads,
+        )?;
         let q = Heads::read(q_in, 0, "Q", ("q_num_heads", self.q_num_heads))?;
-        let k = Heads::read(
-            inputs.tensor(1)?,
-            1,
-            "K",
-            ("kv_num_heads", self.kv_num_heads),
-        )?;
-        let v = Heads::read(
-            inputs.tensor(2)?,
-            2,
-            "V",
-            ("kv_num_heads", self.kv_num_heads),
-        )?;
-        let past = |i: usize, name: &str| -> Result<Option<Heads>> {
-            inputs
-                .opt_tensor(i)?
-                .map(|t| Heads::read(t, i, name, ("kv_num_heads", self.kv_num_heads)))
-                .transpose()
+        let kv = ("kv_num_heads", self.kv_num_heads);
+        let (k, v) = (
+            Heads::read(k_in, 1, "K", kv)?,
+            Heads::read(v_in, 2, "V", kv)?,
+        );
+        let past_len = shape.past;
+        let (k, v) = match (past_key, past_value) {
+            (Some(pk), Some(pv)) => (
+                Heads::read(pk, 4, "past_key", kv)?.concat_seq(&k),
+                Heads::read(pv, 5, "past_value", kv)?.concat_seq(&v),
+            ),
+            _ => (k, v),
         };
-        let (past_key, past_value) = (past(4, "past_key")?, past(5, "past_value")?);
-        if past_key.is_some() != past_value.is_some() {
-            bail!("inputs 4 (past_key) and 5 (past_value) must be given together");
-        }
-        let past_len = past_key.as_ref().map_or(0, |p| p.seq);
-        let k = match past_key {
-            Some(p) => p.concat_seq(&k),
-            None => k,
-        };
-        let v = match past_value {
-            Some(p) => p.concat_seq(&v),
-            None => v,
-        };
-        if k.batch != q.batch || v.batch != q.batch || k.heads != v.heads || k.seq != v.seq {
-            bail!(
-                "K, V (with their past) must share batch, heads and sequence: Q {:?}, K {:?}, V {:?}",
-                [q.batch, q.heads, q.seq, q.size],
-                [k.batch, k.heads, k.seq, k.size],
-                [v.batch, v.heads, v.seq, v.size]
-            );
-        }
-        if k.size != q.size {
-            bail!("Q head size {} differs from K head size {}", q.size, k.size);
-        }
-        if k.heads == 0 || q.heads % k.heads != 0 {
-            bail!(
-                "the {} query heads must be a multiple of the {} key/value heads",
-                q.heads,
-                k.heads
-            );
-        }
         let group = q.heads / k.heads;
         let total = k.seq;
         let mask = Mask::read(inputs.opt_tensor(3)?, [q.batch, q.heads, q.seq, total])?;
@@ -323,7 +513,7 @@ impl Op for Attention {
                 _ => past_len as isize,
             }
         };
-        let scale = self.scale.unwrap_or(1.0 / (q.size as f32).sqrt());
+        let scale = shape.scale(self.scale);
         let (vsize, mode) = (v.size, self.qk_matmul_output_mode);
         let mut y = vec![0.0f32; q.batch * q.heads * q.seq * vsize];
         let observed_len = if self.qk_output { total } else { 0 };
@@ -393,12 +583,10 @@ impl Op for Attention {
                 })
             })
             .collect();
-        let out_shape = if q_in.rank() == 3 {
+        if q_in.rank() == 3 {
             y = permute(&y, &[q.batch, q.heads, q.seq, vsize], &[0, 2, 1, 3]);
-            vec![q.batch, q.seq, q.heads * vsize]
-        } else {
-            vec![q.batch, q.heads, q.seq, vsize]
-        };
+        }
+        let out_shape = shape.y_shape;
         let mut outputs = vec![
             f32::store(dtype, out_shape, y)?.into(),
             k.into_tensor(dtype)?.into(),
@@ -452,35 +640,24 @@ impl Op for Rotary {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x_in = inputs.tensor(0)?;
-        let x = Heads::read(x_in, 0, "X", ("num_heads", self.num_heads))?;
         let (cos_t, sin_t) = (inputs.tensor(1)?, inputs.tensor(2)?);
+        let RotaryShape {
+            rot,
+            width: cache_width,
+            cache_rows,
+            ..
+        } = RotaryShape::resolve(
+            x_in.shape(),
+            [cos_t.shape(), sin_t.shape()],
+            self.num_heads,
+            self.rotary_dim,
+        )?;
+        let x = Heads::read(x_in, 0, "X", ("num_heads", self.num_heads))?;
         let cos = f32::read(cos_t, "input 1 (cos_cache)")?;
         let sin = f32::read(sin_t, "input 2 (sin_cache)")?;
-        let rot = if self.rotary_dim == 0 {
-            x.size
-        } else {
-            self.rotary_dim as usize
-        };
-        if self.rotary_dim < 0 || rot > x.size || rot % 2 != 0 {
-            bail!(
-                "attribute \"rotary_embedding_dim\" = {} must be even and at most the head size {}",
-                self.rotary_dim,
-                x.size
-            );
-        }
         let half = rot / 2;
-        let cache_width = *cos_t.shape().last().unwrap_or(&0);
-        if cos_t.shape() != sin_t.shape() || cache_width < half {
-            bail!(
-                "cos_cache {:?} and sin_cache {:?} must have one shape with at least {half} \
-                 columns",
-                cos_t.shape(),
-                sin_t.shape()
-            );
-        }
         // Row of the caches for (batch b, position s).
         let positions = inputs.opt_tensor(3)?.map(|t| t.to_i64_vec()).transpose()?;
-        let cache_rows = cos.len() / cache_width.max(1);
         if let Some(p) = &positions
             && p.len() != x.batch * x.seq
         {

@@ -100,19 +100,21 @@ fn canonical_fold<T: PlainArith>(len: usize, step: impl Fn(T, usize) -> T) -> T 
     total.unwrap_or_default()
 }
 
-/// A batch of matrix products over strided operands: product `p` multiplies the `[m, k]` matrix
-/// at `a_offsets[p]` by the `[k, n]` matrix at `b_offsets[p]`; results are dense
-/// `[products, m, n]`.
-struct Products {
-    m: usize,
-    k: usize,
-    n: usize,
-    a_offsets: Vec<usize>,
-    b_offsets: Vec<usize>,
+/// A batch of matrix products over strided operands, resolved from the operand shapes by
+/// [`matmul_products`] or [`gemm_products`]: product `p` multiplies the `[m, k]` matrix at
+/// `a_offsets[p]` by the `[k, n]` matrix at `b_offsets[p]`; results are dense
+/// `[products, m, n]`. The CPU ops and samebits-cuda's executor both run this description.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatrixProducts {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub a_offsets: Vec<usize>,
+    pub b_offsets: Vec<usize>,
     /// (row, column) strides of A.
-    a_strides: (usize, usize),
+    pub a_strides: (usize, usize),
     /// (row, column) strides of B.
-    b_strides: (usize, usize),
+    pub b_strides: (usize, usize),
 }
 
 /// The stride `s` with `offsets[p] = offsets[0] + p * s`, if there is one.
@@ -144,9 +146,20 @@ fn broadcast_offsets(shape: &[usize], out: &[usize], unit: usize) -> Vec<usize> 
         .collect()
 }
 
-impl Products {
-    fn count(&self) -> usize {
+impl MatrixProducts {
+    /// The number of products.
+    pub fn count(&self) -> usize {
         self.a_offsets.len()
+    }
+
+    /// The batch strides of A and B when every product's matrices lie a fixed stride after the
+    /// previous one's (0: one matrix shared by every product); `None` when a broadcast batch
+    /// needs per-product offsets.
+    pub fn batch_strides(&self) -> Option<(usize, usize)> {
+        Some((
+            uniform_stride(&self.a_offsets)?,
+            uniform_stride(&self.b_offsets)?,
+        ))
     }
 
     fn output_len(&self) -> usize {
@@ -175,13 +188,10 @@ impl Products {
         }
         let a_view = |p: usize| Self::view(a, self.a_offsets[p], self.a_strides);
         let b_view = |p: usize| Self::view(b, self.b_offsets[p], self.b_strides);
-        match (
-            uniform_stride(&self.a_offsets),
-            uniform_stride(&self.b_offsets),
-        ) {
+        match self.batch_strides() {
             // A shared B under row-major A matrices that follow each other: one tall product
             // (a row's bits do not depend on M).
-            (Some(sa), Some(0))
+            Some((sa, 0))
                 if sa == m * k
                     && self.a_strides == (k, 1)
                     && matches!(epilogue, Epilogue::None) =>
@@ -197,7 +207,7 @@ impl Products {
                     out,
                 )
             }
-            (Some(sa), Some(sb)) => gemm(
+            Some((sa, sb)) => gemm(
                 self.count(),
                 m,
                 n,
@@ -240,7 +250,7 @@ impl Products {
     /// The products of two f32 / f16 / bf16 tensors of the same dtype, as f32 results.
     fn gemm_f32_staged(&self, a: &Tensor, b: &Tensor, epilogue: Epilogue<'_>) -> Result<Vec<f32>> {
         fn typed<T: GemmInput + Element>(
-            p: &Products,
+            p: &MatrixProducts,
             a: &Tensor,
             b: &Tensor,
             epilogue: Epilogue<'_>,
@@ -272,7 +282,7 @@ fn same_dtype(op: &str, a: &Tensor, b: &Tensor) -> Result<DType> {
 
 /// MatMul's products and output shape: numpy `matmul` semantics, 1-D operands promoted to a row
 /// (A) or a column (B) and that axis removed from the result, batch axes broadcast.
-fn matmul_products(a: &[usize], b: &[usize]) -> Result<(Products, Vec<usize>)> {
+pub fn matmul_products(a: &[usize], b: &[usize]) -> Result<(MatrixProducts, Vec<usize>)> {
     if a.is_empty() || b.is_empty() {
         bail!("MatMul: inputs must have rank >= 1, got shapes {a:?} and {b:?}");
     }
@@ -304,7 +314,7 @@ fn matmul_products(a: &[usize], b: &[usize]) -> Result<(Products, Vec<usize>)> {
     if b.len() > 1 {
         out_shape.push(n);
     }
-    let products = Products {
+    let products = MatrixProducts {
         m,
         k,
         n,
@@ -390,39 +400,44 @@ pub fn gemm_c_strides(c: &[usize], m: usize, n: usize) -> Result<(usize, usize)>
     Ok((if rows == 1 { 0 } else { cols }, usize::from(cols != 1)))
 }
 
-impl Gemm {
-    fn products(&self, a: &[usize], b: &[usize]) -> Result<Products> {
-        let (&[a0, a1], &[b0, b1]) = (a, b) else {
-            bail!("Gemm: A and B must be matrices, got shapes {a:?} and {b:?}");
-        };
-        let (m, k, a_strides) = if self.trans_a {
-            (a1, a0, (1, a1))
-        } else {
-            (a0, a1, (a1, 1))
-        };
-        let (kb, n, b_strides) = if self.trans_b {
-            (b1, b0, (1, b1))
-        } else {
-            (b0, b1, (b1, 1))
-        };
-        if k != kb {
-            bail!(
-                "Gemm: op(A) has {k} columns but op(B) has {kb} rows (A {a:?}, B {b:?}, \
-                 transA {}, transB {})",
-                self.trans_a as i32,
-                self.trans_b as i32
-            );
-        }
-        Ok(Products {
-            m,
-            k,
-            n,
-            a_offsets: vec![0],
-            b_offsets: vec![0],
-            a_strides,
-            b_strides,
-        })
+/// Gemm's one product `op(A) op(B)` of the matrices A and B, each transposed when its flag says
+/// so (read through strides, nothing copied).
+pub fn gemm_products(
+    a: &[usize],
+    b: &[usize],
+    trans_a: bool,
+    trans_b: bool,
+) -> Result<MatrixProducts> {
+    let (&[a0, a1], &[b0, b1]) = (a, b) else {
+        bail!("Gemm: A and B must be matrices, got shapes {a:?} and {b:?}");
+    };
+    let (m, k, a_strides) = if trans_a {
+        (a1, a0, (1, a1))
+    } else {
+        (a0, a1, (a1, 1))
+    };
+    let (kb, n, b_strides) = if trans_b {
+        (b1, b0, (1, b1))
+    } else {
+        (b0, b1, (b1, 1))
+    };
+    if k != kb {
+        bail!(
+            "Gemm: op(A) has {k} columns but op(B) has {kb} rows (A {a:?}, B {b:?}, \
+             transA {}, transB {})",
+            trans_a as i32,
+            trans_b as i32
+        );
     }
+    Ok(MatrixProducts {
+        m,
+        k,
+        n,
+        a_offsets: vec![0],
+        b_offsets: vec![0],
+        a_strides,
+        b_strides,
+    })
 }
 
 impl Op for Gemm {
@@ -434,14 +449,14 @@ impl Op for Gemm {
         ) else {
             return Ok(Vec::new());
         };
-        let p = self.products(&a, &b)?;
+        let p = gemm_products(&a, &b, self.trans_a, self.trans_b)?;
         Ok(vec![Some(tensor_type(dtype, &[p.m, p.n]))])
     }
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let (a, b, c) = (inputs.tensor(0)?, inputs.tensor(1)?, inputs.opt_tensor(2)?);
         let dtype = same_dtype("Gemm", a, b)?;
-        let p = self.products(a.shape(), b.shape())?;
+        let p = gemm_products(a.shape(), b.shape(), self.trans_a, self.trans_b)?;
         let c_strides = c.map(|c| gemm_c_strides(c.shape(), p.m, p.n)).transpose()?;
         if let Some(c) = c
             && c.dtype() != dtype
@@ -471,7 +486,7 @@ impl Op for Gemm {
                 let c_view = c_values
                     .as_deref()
                     .zip(c_strides)
-                    .map(|(data, strides)| Products::view(data, 0, strides));
+                    .map(|(data, strides)| MatrixProducts::view(data, 0, strides));
                 let epilogue = Epilogue::AlphaBeta {
                     alpha: self.alpha,
                     beta: self.beta,
@@ -856,7 +871,7 @@ impl EinsumPlan {
             size(&self.summed),
             size(&free_b),
         );
-        let products = Products {
+        let products = MatrixProducts {
             m,
             k,
             n,
@@ -877,7 +892,7 @@ impl EinsumPlan {
 
 /// A two-operand Einsum as one batched matrix product.
 struct EinsumGemm {
-    products: Products,
+    products: MatrixProducts,
     /// Operand permutations to `[batch, free A, summed]` and `[batch, summed, free B]`.
     a_perm: Vec<usize>,
     b_perm: Vec<usize>,

@@ -27,7 +27,8 @@ mod signal;
 mod softmax;
 mod string;
 
-pub use linalg::gemm_c_strides;
+pub use attention::{AttentionHeads, HeadsLayout, RotaryShape};
+pub use linalg::{MatrixProducts, gemm_c_strides, gemm_products, matmul_products};
 pub use softmax::softmax_f32;
 
 use crate::registry::Registry;
