@@ -2,12 +2,13 @@
 //! and binary arithmetic with NumPy-style broadcasting (contract sections `arithmetic`,
 //! `activation`, `reduce-extrema` for max/min).
 
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 use samebits_kernels::{canonical_max, canonical_min};
 use samebits_math::{Activation, UnaryFn};
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
+use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 
 /// A unary elementwise function.
@@ -117,18 +118,16 @@ impl BinaryOp {
 /// Highest rank of a broadcast binary operation.
 pub const MAX_RANK: usize = 6;
 
-/// The layout of a broadcast binary operation: output dims and each operand's element strides
-/// over them (0 along broadcast axes), all padded in front to [`MAX_RANK`] axes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct BroadcastLayout {
-    pub dims: [i64; MAX_RANK],
-    pub a_strides: [i64; MAX_RANK],
-    pub b_strides: [i64; MAX_RANK],
+device_struct! {
+    /// The layout of a broadcast binary operation: output dims (row-major, last fastest) and
+    /// each operand's element strides over them (0 along broadcast axes), all padded in front
+    /// to [`MAX_RANK`] axes (unused leading axes have dim 1).
+    pub struct BroadcastLayout as SbBroadcast {
+        pub dims: [i64; MAX_RANK],
+        pub a_strides: [i64; MAX_RANK],
+        pub b_strides: [i64; MAX_RANK],
+    }
 }
-
-// SAFETY: a plain #[repr(C)] struct of i64, the layout of `SbBroadcast` in elementwise.cu.
-unsafe impl DeviceRepr for BroadcastLayout {}
 
 impl BroadcastLayout {
     /// NumPy broadcasting of two dense row-major shapes.

@@ -34,6 +34,7 @@ mod backend;
 mod buffer;
 mod chain;
 mod conv;
+mod device_abi;
 mod elementwise;
 mod error;
 pub mod executor;
