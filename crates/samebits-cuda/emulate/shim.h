@@ -39,7 +39,8 @@ template <class T> T __ldcg(const T* p) { return *p; }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline float sb_nanf() { return NAN; }
-#define SB_TILE 64
+// The constants and argument structs of the kernels (SB_TILE, SbMat, SbEpilogue, ...).
+#include "../kernels/device_abi.cuh"
 inline float sb_fold_sum(float s, float p, bool first) { return first ? p : s + p; }
 
 // cp.async: mode 0 lands each copy at issue (earliest), mode 1 at the wait that retires its

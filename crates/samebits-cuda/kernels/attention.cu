@@ -15,11 +15,7 @@
 // canonical GEMMs per KV head). One block computes `rows` query heads of one KV group at one
 // query position; every reduction runs in the canonical order whatever the block shape.
 
-// Strides of one tensor: batch, head, position (the feature stride is 1).
-struct SbStrides {
-  long long b, h, s;
-};
-
+// SbStrides (device ABI): strides of one tensor: batch, head, position (feature stride 1).
 // Element n (row-major over [B, H, S, D]) of a view with strides `v`, at position offset
 // `first`.
 __device__ __forceinline__ long long sb_heads_at(long long n, int heads, int seq, int size,
@@ -191,16 +187,7 @@ __device__ __forceinline__ void sb_attention_prefetch(Key key, Value value, int 
 // its output, residual Add): out[qi, n] = canonical_dot(W[n, :], y[qi, :]) + add[qi, n] for
 // query row qi (batch * queries + query), where y[qi] holds the `heads` heads' outputs of 64
 // features one after another, so head h's outputs are exactly the 64-term tile h of every dot
-// (contract: canonical-sum). w == null: no product.
-struct SbAttentionProduct {
-  const unsigned char* w;
-  const float* add;
-  float* out;
-  float* partials;  // [query rows, heads, rows]
-  unsigned* tickets;  // one per query row, zero
-  long long row_bytes;
-  int rows, type;
-};
+// (contract: canonical-sum). w == null: no product. SbAttentionProduct: src/attention.rs.
 
 // The block of head `head` of query row qi, its 64 outputs y_head in shared memory: the tile
 // chains of every weight row (p = fma(w_k, y_k, p) from +0.0, k in the head's tile) to the
@@ -213,7 +200,7 @@ __device__ __forceinline__ void sb_attention_product(const SbAttentionProduct& o
   const float* x = y_head - SB_TILE * head;
   float* part = o.partials + (qi * heads + head) * o.rows;
   for (int n = threadIdx.x; n < o.rows; n += blockDim.x)
-    part[n] = sb_gguf_tile_of(o.type, o.w + n * o.row_bytes, x, SB_TILE * head, SB_TILE * head + SB_TILE);
+    part[n] = sb_gguf_tile_of(o.ggml_type, o.w + n * o.row_bytes, x, SB_TILE * head, SB_TILE * head + SB_TILE);
   __threadfence();
   __syncthreads();
   __shared__ bool last;

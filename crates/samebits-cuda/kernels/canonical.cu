@@ -5,9 +5,8 @@
 // chain in index order from its start value, and the tile partials are folded left to right
 // (s = p_0, then s = fold(s, p_j)). Threads may compute different tiles in parallel; the fold is
 // always sequential, so the bits never depend on the launch shape. Extrema are order independent.
-// Compiled after samebits-math's header (sb_nanf, sb_sqrtf) with --fmad=false.
-
-#define SB_TILE 64
+// Compiled after samebits-math's header (sb_nanf, sb_sqrtf) and the device ABI (SB_TILE from
+// samebits-kernels' REDUCTION_TILE, src/device_abi.rs) with --fmad=false.
 
 // Asks for the cache line holding `p` (global memory) in L1: a hint that starts a load's
 // memory latency early; it loads nothing into registers and changes no result.
@@ -22,14 +21,16 @@ __device__ __forceinline__ float sb_fold_sum(float s, float p, bool first)
   return first ? p : s + p;
 }
 
-// `max` of reduce-extrema: canonical NaN if either is NaN, -0.0 < +0.0.
+// `max` of reduce-extrema: canonical NaN if either is NaN, -0.0 < +0.0. The CUDA form of
+// samebits-kernels' `canonical_max` (src/reduce.rs), the one definition: keep them equal.
 __device__ __forceinline__ float sb_canonical_max(float a, float b)
 {
   if (a != a || b != b) return sb_nanf();
   return (a > b || (a == b && (__float_as_uint(b) >> 31))) ? a : b;
 }
 
-// `min` of reduce-extrema: canonical NaN if either is NaN, -0.0 < +0.0.
+// `min` of reduce-extrema: canonical NaN if either is NaN, -0.0 < +0.0. The CUDA form of
+// samebits-kernels' `canonical_min`.
 __device__ __forceinline__ float sb_canonical_min(float a, float b)
 {
   if (a != a || b != b) return sb_nanf();

@@ -10,17 +10,12 @@
 //   row in the same order, so both paths give the same bits.
 // Spatial sizes are widened to 3 axes (leading unit axes, zero padding).
 
-struct SbConv {
-  int in[3], out[3], k[3], s[3], d[3], pb[3];
-  int groups, cg, mg;  // groups, input channels per group, output channels per group
-};
-
 // Output position `o` (row-major in the output plane) as per-axis coordinates.
 __device__ __forceinline__ void sb_conv_position(const SbConv& g, long long o, int* p)
 {
-  p[2] = (int)(o % g.out[2]);
-  p[1] = (int)((o / g.out[2]) % g.out[1]);
-  p[0] = (int)(o / ((long long)g.out[2] * g.out[1]));
+  p[2] = (int)(o % g.output[2]);
+  p[1] = (int)((o / g.output[2]) % g.output[1]);
+  p[0] = (int)(o / ((long long)g.output[2] * g.output[1]));
 }
 
 // One step of a canonical chain: `p = fma(x, w, p)`; after 64 terms the tile is folded.
@@ -40,9 +35,9 @@ extern "C" __global__ void sb_conv_direct(const float* __restrict__ x, const flo
                                           const float* __restrict__ bias, int has_bias,
                                           float* __restrict__ y, long long total, SbConv g)
 {
-  const long long out_len = (long long)g.out[0] * g.out[1] * g.out[2];
-  const long long in_len = (long long)g.in[0] * g.in[1] * g.in[2];
-  const int klen = g.k[0] * g.k[1] * g.k[2];
+  const long long out_len = (long long)g.output[0] * g.output[1] * g.output[2];
+  const long long in_len = (long long)g.input[0] * g.input[1] * g.input[2];
+  const int klen = g.kernel[0] * g.kernel[1] * g.kernel[2];
   const int channels_out = g.groups * g.mg;
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
        e += (long long)gridDim.x * blockDim.x) {
@@ -59,15 +54,15 @@ extern "C" __global__ void sb_conv_direct(const float* __restrict__ x, const flo
     bool first = true;
     for (int c = 0; c < g.cg; ++c) {
       const float* xc = xg + c * in_len;
-      for (int k0 = 0; k0 < g.k[0]; ++k0) {
-        const int i0 = op[0] * g.s[0] + k0 * g.d[0] - g.pb[0];
-        for (int k1 = 0; k1 < g.k[1]; ++k1) {
-          const int i1 = op[1] * g.s[1] + k1 * g.d[1] - g.pb[1];
-          for (int k2 = 0; k2 < g.k[2]; ++k2) {
-            const int i2 = op[2] * g.s[2] + k2 * g.d[2] - g.pb[2];
+      for (int k0 = 0; k0 < g.kernel[0]; ++k0) {
+        const int i0 = op[0] * g.strides[0] + k0 * g.dilations[0] - g.pads[0];
+        for (int k1 = 0; k1 < g.kernel[1]; ++k1) {
+          const int i1 = op[1] * g.strides[1] + k1 * g.dilations[1] - g.pads[1];
+          for (int k2 = 0; k2 < g.kernel[2]; ++k2) {
+            const int i2 = op[2] * g.strides[2] + k2 * g.dilations[2] - g.pads[2];
             float xv = 0.0f;
-            if (i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2])
-              xv = xc[((long long)i0 * g.in[1] + i1) * g.in[2] + i2];
+            if (i0 >= 0 && i0 < g.input[0] && i1 >= 0 && i1 < g.input[1] && i2 >= 0 && i2 < g.input[2])
+              xv = xc[((long long)i0 * g.input[1] + i1) * g.input[2] + i2];
             sb_conv_term(xv, *wr++, p, s, terms, first);
           }
         }
@@ -82,9 +77,9 @@ extern "C" __global__ void sb_conv_direct(const float* __restrict__ x, const flo
 extern "C" __global__ void sb_im2col(const float* __restrict__ x, long long x_offset,
                                      float* __restrict__ cols, long long total, SbConv g)
 {
-  const long long out_len = (long long)g.out[0] * g.out[1] * g.out[2];
-  const long long in_len = (long long)g.in[0] * g.in[1] * g.in[2];
-  const int klen = g.k[0] * g.k[1] * g.k[2];
+  const long long out_len = (long long)g.output[0] * g.output[1] * g.output[2];
+  const long long in_len = (long long)g.input[0] * g.input[1] * g.input[2];
+  const int klen = g.kernel[0] * g.kernel[1] * g.kernel[2];
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
        e += (long long)gridDim.x * blockDim.x) {
     const long long o = e % out_len, row = e / out_len;  // row = grp * cg * klen + c * klen + tap
@@ -92,13 +87,13 @@ extern "C" __global__ void sb_im2col(const float* __restrict__ x, long long x_of
     const long long plane = row / klen;  // grp * cg + c
     int op[3];
     sb_conv_position(g, o, op);
-    const int k2 = tap % g.k[2], k1 = (tap / g.k[2]) % g.k[1], k0 = tap / (g.k[2] * g.k[1]);
-    const int i0 = op[0] * g.s[0] + k0 * g.d[0] - g.pb[0];
-    const int i1 = op[1] * g.s[1] + k1 * g.d[1] - g.pb[1];
-    const int i2 = op[2] * g.s[2] + k2 * g.d[2] - g.pb[2];
+    const int k2 = tap % g.kernel[2], k1 = (tap / g.kernel[2]) % g.kernel[1], k0 = tap / (g.kernel[2] * g.kernel[1]);
+    const int i0 = op[0] * g.strides[0] + k0 * g.dilations[0] - g.pads[0];
+    const int i1 = op[1] * g.strides[1] + k1 * g.dilations[1] - g.pads[1];
+    const int i2 = op[2] * g.strides[2] + k2 * g.dilations[2] - g.pads[2];
     float v = 0.0f;
-    if (i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2])
-      v = x[x_offset + plane * in_len + ((long long)i0 * g.in[1] + i1) * g.in[2] + i2];
+    if (i0 >= 0 && i0 < g.input[0] && i1 >= 0 && i1 < g.input[1] && i2 >= 0 && i2 < g.input[2])
+      v = x[x_offset + plane * in_len + ((long long)i0 * g.input[1] + i1) * g.input[2] + i2];
     cols[e] = v;
   }
 }
@@ -112,9 +107,9 @@ extern "C" __global__ void sb_conv_transpose_direct(const float* __restrict__ x,
                                                     const float* __restrict__ bias, int has_bias,
                                                     float* __restrict__ y, long long total, SbConv g)
 {
-  const long long out_len = (long long)g.out[0] * g.out[1] * g.out[2];
-  const long long in_len = (long long)g.in[0] * g.in[1] * g.in[2];
-  const int klen = g.k[0] * g.k[1] * g.k[2];
+  const long long out_len = (long long)g.output[0] * g.output[1] * g.output[2];
+  const long long in_len = (long long)g.input[0] * g.input[1] * g.input[2];
+  const int klen = g.kernel[0] * g.kernel[1] * g.kernel[2];
   const int channels_out = g.groups * g.mg;
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
        e += (long long)gridDim.x * blockDim.x) {
@@ -132,14 +127,14 @@ extern "C" __global__ void sb_conv_transpose_direct(const float* __restrict__ x,
       const float* xc = x + (n * g.groups * g.cg + ci) * in_len;
       const float* wc = w + ((long long)ci * g.mg + mm) * klen;
       for (int tap = 0; tap < klen; ++tap) {
-        const int t[3] = {tap / (g.k[2] * g.k[1]), (tap / g.k[2]) % g.k[1], tap % g.k[2]};
+        const int t[3] = {tap / (g.kernel[2] * g.kernel[1]), (tap / g.kernel[2]) % g.kernel[1], tap % g.kernel[2]};
         long long at = 0;
         bool ok = true;
 #pragma unroll
         for (int a = 0; a < 3; ++a) {
-          const int q = op[a] + g.pb[a] - t[a] * g.d[a];
-          ok = ok && q >= 0 && q % g.s[a] == 0 && q / g.s[a] < g.in[a];
-          at = at * g.in[a] + (ok ? q / g.s[a] : 0);
+          const int q = op[a] + g.pads[a] - t[a] * g.dilations[a];
+          ok = ok && q >= 0 && q % g.strides[a] == 0 && q / g.strides[a] < g.input[a];
+          at = at * g.input[a] + (ok ? q / g.strides[a] : 0);
         }
         float xv = 0.0f;
         if (ok) xv = xc[at];

@@ -16,16 +16,6 @@
     }                                                                                        \
   }
 
-#define SB_MAX_RANK 6
-
-// Output dims (row-major, last fastest) and the element strides of both operands in them
-// (0 on a broadcast axis). Unused leading axes have dim 1.
-struct SbBroadcast {
-  long long dims[SB_MAX_RANK];
-  long long a_strides[SB_MAX_RANK];
-  long long b_strides[SB_MAX_RANK];
-};
-
 // Binary operation codes: the order of samebits-ops' `BinaryKernel` (src/device_kernel.rs).
 __device__ __forceinline__ float sb_binary_op(int op, float a, float b)
 {

@@ -16,21 +16,6 @@
 //   picks WHO folds, never the order) folds all of them, tile 0 first. The bits therefore do
 //   not depend on CB, `splits` or which block finishes last.
 
-#define SB_GEMV_MAX_M 8
-
-// A strided batched matrix view: element (b, r, c) at offset + b*batch + r*row + c*col.
-struct SbMat {
-  long long offset, batch_stride, row_stride, col_stride;
-};
-
-// contract: gemm-epilogue. kind 0: acc; 1: acc + c; 2: alpha * acc;
-// 3: (alpha * acc) + (beta * c). `c` is indexed (b, i, j) through `view`.
-struct SbEpilogue {
-  SbMat view;
-  float alpha, beta;
-  int kind;
-};
-
 __device__ __forceinline__ float sb_apply_epilogue(const SbEpilogue& e, const float* c, float acc,
                                                    long long b, long long i, long long j)
 {

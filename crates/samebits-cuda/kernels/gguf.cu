@@ -129,24 +129,8 @@ __device__ __forceinline__ long long sb_gguf_bytes(int k)
   else return 34ll * (k / 32);
 }
 
-// One matrix of a products launch: weights [rows, cols], output y [M, rows]; `add` ([M, rows]
-// or null) is added to each finished dot; with rot > 0 the first rot features of each head of
-// head_size outputs are rotated as interleaved pairs by the cos / sin rows (one row of `width`
-// values per activation row).
-struct SbGgufMatrix {
-  const unsigned char* w;
-  float* y;
-  const float* add;
-  int rows, head_size, rot, pad;
-};
-
-struct SbGgufMatrices {
-  SbGgufMatrix m[3];
-};
-
-// Floats of the padded activation row in shared memory: each 64-term tile takes 68 floats, so
-// the chains of neighbouring tiles start in different banks.
-#define SB_GGUF_PITCH 68
+// SbGgufMatrix / SbGgufMatrices (one matrix of a products launch) and SB_GGUF_PITCH are in the
+// device ABI (src/gguf.rs, src/device_abi.rs).
 
 // Grid (ceil(block rows / rows_per_block), M). Block rows: the rows of matrices 0, 1, .. one
 // after another, or, when `gate`, the rows n of matrix 0 (gate) and 1 (up) interleaved (block

@@ -2,11 +2,6 @@
 // `shape`) of one copy is input element `src_offset + Σ idx[d] * src[d]`, written at
 // `dst_offset + Σ idx[d] * dst[d]`. Exact moves, no arithmetic.
 
-struct SbCopy {
-  long long shape[SB_MAX_RANK], src[SB_MAX_RANK], dst[SB_MAX_RANK];  // padded in front
-  long long src_offset, dst_offset;
-};
-
 extern "C" __global__ void sb_strided_copy(const float* __restrict__ x, float* __restrict__ y,
                                            long long n, SbCopy c)
 {

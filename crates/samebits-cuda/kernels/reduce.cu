@@ -6,12 +6,7 @@
 // one thread, so a row's bits depend neither on the block size nor on the number of rows.
 // Row kernels take one block per row and `tiles` floats of dynamic shared memory.
 
-// Reduction codes: the order of `ReduceKind` handled in src/reduce.rs.
-#define SB_REDUCE_SUM 0
-#define SB_REDUCE_SUM_SQUARES 1
-#define SB_REDUCE_PROD 2
-#define SB_REDUCE_MAX 3
-#define SB_REDUCE_MIN 4
+// Reduction codes SB_REDUCE_*: `kind_code` of src/reduce.rs, in the device ABI.
 
 // One thread per output (o, i) of x viewed as [outer, len, inner]: the whole canonical order in
 // one thread; adjacent threads read adjacent i (coalesced when inner > 1).

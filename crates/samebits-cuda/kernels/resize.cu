@@ -6,13 +6,6 @@
 // dot product of the weights with the tap values (tiles of 64, `p = fma(w, v, p)` from +0.0,
 // folded left to right; no taps give +0.0).
 
-struct SbResize {
-  long long out[SB_MAX_RANK];   // output dims (the first `rank` entries)
-  int coord_base[SB_MAX_RANK];  // per axis: index of coordinate 0 in `first` / `count`
-  int rank;
-  float extrapolation;
-};
-
 // first[c] / count[c]: the taps of coordinate entry c in `offsets` / `weights` (count -1: the
 // extrapolation value).
 extern "C" __global__ void sb_resize(const float* __restrict__ x, float* __restrict__ y,

@@ -20,13 +20,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use samebits_gguf::GgmlType;
 
 pub use samebits_ops::HeadsLayout;
 
 use crate::backend::{BLOCK, CudaBackend, blocks_for, launch_1d};
 use crate::buffer::{DeviceBuffer, DeviceBytes};
+use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 use crate::gguf::gguf_supported;
 
@@ -38,17 +39,14 @@ const TILE: usize = samebits_kernels::REDUCTION_TILE;
 /// Positions a new cache storage holds at least.
 const KV_MIN_CAPACITY: usize = 256;
 
-/// `SbStrides` of kernels/attention.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-struct SbStrides {
-    b: i64,
-    h: i64,
-    s: i64,
+device_struct! {
+    /// Strides of one tensor: batch, head, position (the feature stride is 1).
+    pub(crate) struct SbStrides {
+        b: i64,
+        h: i64,
+        s: i64,
+    }
 }
-
-// SAFETY: a #[repr(C)] struct of three i64, the layout of `SbStrides` in attention.cu.
-unsafe impl DeviceRepr for SbStrides {}
 
 impl From<HeadsLayout> for SbStrides {
     fn from(layout: HeadsLayout) -> Self {
@@ -198,23 +196,21 @@ pub struct AttentionProduct<'a> {
     pub add: Option<&'a DeviceBuffer>,
 }
 
-/// `SbAttentionProduct` of kernels/attention.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct SbAttentionProduct {
-    w: u64,
-    add: u64,
-    out: u64,
-    partials: u64,
-    tickets: u64,
-    row_bytes: i64,
-    rows: i32,
-    ty: i32,
+device_struct! {
+    /// The output product fused into attention (kernels/attention.cu `sb_attention_product`).
+    pub(crate) struct SbAttentionProduct {
+        w: u64 as "const unsigned char*",
+        add: u64 as "const float*",
+        out: u64 as "float*",
+        /// [query rows, heads, rows]
+        partials: u64 as "float*",
+        /// one per query row, zero
+        tickets: u64 as "unsigned*",
+        row_bytes: i64,
+        rows: i32,
+        ggml_type: i32,
+    }
 }
-
-// SAFETY: a #[repr(C)] struct of plain numbers (device addresses as u64), the layout of
-// `SbAttentionProduct` in attention.cu.
-unsafe impl DeviceRepr for SbAttentionProduct {}
 
 /// Whether the split launches take score rows of `stride` keys for `rows` query heads per
 /// block, `split` key tiles per block.
@@ -577,7 +573,7 @@ impl CudaBackend {
                         .0,
                     row_bytes: p.ggml_type.row_bytes(cols).expect("checked above") as i64,
                     rows: p.rows as i32,
-                    ty: p.ggml_type.id() as i32,
+                    ggml_type: p.ggml_type.id() as i32,
                 };
             }
             if split == 0 {

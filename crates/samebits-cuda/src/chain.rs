@@ -2,43 +2,61 @@
 //! kernels/chain.cu): `samebits::ElementwiseChain` and inference BatchNormalization as the
 //! [`ChainKernel`] samebits-ops resolves, evaluated per element in the steps' order.
 
-use cudarc::driver::{DevicePtr, DeviceRepr, PushKernelArg};
+use cudarc::driver::{DevicePtr, PushKernelArg};
 use samebits_ops::{BinaryKernel, ChainKernel, ChainLayout, ChainOp, ChainOperand};
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
+use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 use crate::program::{activation_index, activation_params};
 
-/// Most steps and inputs of a device chain (`SB_CHAIN_STEPS`, `SB_CHAIN_INPUTS`).
-const STEPS: usize = 16;
-const INPUTS: usize = 32;
-/// `SB_CHAIN_ABSENT`.
-const ABSENT: i32 = -1000;
+/// Most steps, inputs and operands a step of a device chain (`SB_CHAIN_STEPS`,
+/// `SB_CHAIN_INPUTS`, `SB_CHAIN_OPERANDS` of the device ABI, like every constant below).
+pub(crate) const STEPS: usize = 16;
+pub(crate) const INPUTS: usize = 32;
+pub(crate) const OPERANDS: usize = 5;
+/// `SB_CHAIN_ABSENT`: a missing operand.
+pub(crate) const ABSENT: i32 = -1000;
+/// Input layouts (`SbChain::layout`): the whole output shape, one element, one value per channel.
+pub(crate) const FULL: i32 = 0;
+pub(crate) const SCALAR: i32 = 1;
+pub(crate) const CHANNEL: i32 = 2;
+/// Step codes (`SbChain::op`) after those of the binary operations (`sb_binary_op`, below
+/// `RELU`): Relu, Clip (operands x, lo, hi), BatchNormalization (operands x, scale, bias, mean,
+/// var), and activation `a` of `sb_activation` as `ACTIVATION + a`.
+pub(crate) const RELU: i32 = 6;
+pub(crate) const CLIP: i32 = 7;
+pub(crate) const BATCH_NORM: i32 = 8;
+pub(crate) const ACTIVATION: i32 = 16;
 
-/// `SbChain` of kernels/chain.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-struct SbChain {
-    inputs: [u64; INPUTS],
-    layout: [i32; INPUTS],
-    op: [i32; STEPS],
-    arg: [[i32; 5]; STEPS],
-    eps: [f32; STEPS],
-    p1: [f32; STEPS],
-    steps: i32,
-    channels: i32,
-    inner: i64,
+device_struct! {
+    /// One chain (kernels/chain.cu): its inputs, then its steps in order.
+    pub(crate) struct SbChain {
+        inputs: [u64; INPUTS] as "const float*",
+        /// SB_CHAIN_FULL, SB_CHAIN_SCALAR or SB_CHAIN_CHANNEL
+        layout: [i32; INPUTS],
+        /// step codes: the binary operations of sb_binary_op, SB_CHAIN_RELU, ...
+        op: [i32; STEPS],
+        /// i >= 0: input i; -1 - j: step j; SB_CHAIN_ABSENT
+        arg: [[i32; OPERANDS]; STEPS],
+        /// batch norm's epsilon, or an activation's first parameter
+        eps: [f32; STEPS],
+        /// an activation's second parameter
+        p1: [f32; STEPS],
+        steps: i32,
+        channels: i32,
+        /// elements per (image, channel) row
+        inner: i64,
+    }
 }
 
-// SAFETY: a #[repr(C)] struct of plain numbers (device pointers as u64), the layout of `SbChain`.
-unsafe impl DeviceRepr for SbChain {}
-
-/// Whether the device runs `chain` (at most 16 steps, 32 inputs, 5 operands a step).
+/// Whether the device runs `chain` (at most [`STEPS`] steps, [`INPUTS`] inputs, [`OPERANDS`]
+/// operands a step).
 pub(crate) fn chain_supported(chain: &ChainKernel) -> bool {
     (1..=STEPS).contains(&chain.steps.len())
         && chain.layouts.len() <= INPUTS
-        && chain.steps.iter().all(|s| s.operands.len() <= 5)
+        && chain.steps.iter().all(|s| s.operands.len() <= OPERANDS)
         && chain.shape.get(1).is_none_or(|&c| c <= i32::MAX as usize)
 }
 
@@ -68,7 +86,7 @@ impl CudaBackend {
             inputs: [0; INPUTS],
             layout: [0; INPUTS],
             op: [0; STEPS],
-            arg: [[ABSENT; 5]; STEPS],
+            arg: [[ABSENT; OPERANDS]; STEPS],
             eps: [0.0; STEPS],
             p1: [0.0; STEPS],
             steps: chain.steps.len() as i32,
@@ -79,9 +97,9 @@ impl CudaBackend {
         let mut syncs = Vec::with_capacity(inputs.len());
         for (i, (buffer, layout)) in inputs.iter().zip(&chain.layouts).enumerate() {
             let (code, needed) = match layout {
-                ChainLayout::Full => (0, numel),
-                ChainLayout::Scalar => (1, 1),
-                ChainLayout::Channel => (2, channels),
+                ChainLayout::Full => (FULL, numel),
+                ChainLayout::Scalar => (SCALAR, 1),
+                ChainLayout::Channel => (CHANNEL, channels),
             };
             if buffer.len() < needed {
                 return Err(CudaError::Invalid(format!(
@@ -97,18 +115,18 @@ impl CudaBackend {
         for (s, step) in chain.steps.iter().enumerate() {
             params.op[s] = match step.op {
                 ChainOp::Binary(op) => binary_code(op),
-                ChainOp::Relu => 6,
-                ChainOp::Clip => 7,
+                ChainOp::Relu => RELU,
+                ChainOp::Clip => CLIP,
                 ChainOp::BatchNorm { epsilon } => {
                     params.eps[s] = epsilon;
-                    8
+                    BATCH_NORM
                 }
                 ChainOp::Activation(a) => {
                     let index = activation_index(a).ok_or_else(|| {
                         CudaError::Invalid(format!("chain step {s}: activation {a:?}"))
                     })?;
                     (params.eps[s], params.p1[s]) = activation_params(a);
-                    16 + index as i32
+                    ACTIVATION + index as i32
                 }
             };
             for (k, operand) in step.operands.iter().enumerate() {

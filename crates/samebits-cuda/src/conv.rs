@@ -15,11 +15,12 @@
 //! With [`Kernels::Fast`] (the default operation set) the GEMMs run on cuBLAS when it loads
 //! (`fast.rs`): no promise about bits.
 
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 use samebits_kernels::{ConvGeometry, ConvTransposeGeometry};
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
+use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 use crate::fast::Kernels;
 use crate::gemm::{DeviceMat, GemmEpilogue, GemmShape};
@@ -28,23 +29,23 @@ use crate::gemm::{DeviceMat, GemmEpilogue, GemmShape};
 /// same bound; the bits do not depend on it).
 const DIRECT_MAX_GROUP_CHANNELS: usize = 4;
 
-/// `SbConv` of kernels/conv.cu: spatial sizes widened to 3 axes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct SbConv {
-    input: [i32; 3],
-    output: [i32; 3],
-    kernel: [i32; 3],
-    strides: [i32; 3],
-    dilations: [i32; 3],
-    pads: [i32; 3],
-    groups: i32,
-    cg: i32,
-    mg: i32,
+device_struct! {
+    /// A convolution's geometry (kernels/conv.cu): spatial sizes widened to 3 axes.
+    pub(crate) struct SbConv {
+        input: [i32; 3],
+        output: [i32; 3],
+        kernel: [i32; 3],
+        strides: [i32; 3],
+        dilations: [i32; 3],
+        /// pads at the beginning of each axis
+        pads: [i32; 3],
+        groups: i32,
+        /// input channels per group
+        cg: i32,
+        /// output channels per group
+        mg: i32,
+    }
 }
-
-// SAFETY: a #[repr(C)] struct of i32, the layout of `SbConv` in conv.cu.
-unsafe impl DeviceRepr for SbConv {}
 
 /// `v` widened to 3 axes with leading `fill`, as i32.
 pub(crate) fn widen3(v: &[usize], fill: usize) -> Result<[i32; 3]> {

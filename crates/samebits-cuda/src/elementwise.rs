@@ -2,28 +2,27 @@
 //! and binary arithmetic with NumPy-style broadcasting (contract sections `arithmetic`,
 //! `activation`, `reduce-extrema` for max/min).
 
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 use samebits_ops::{BinaryKernel, UnaryKernel};
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
+use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 
 /// Highest rank of a broadcast binary operation.
 pub const MAX_RANK: usize = 6;
 
-/// The layout of a broadcast binary operation: output dims and each operand's element strides
-/// over them (0 along broadcast axes), all padded in front to [`MAX_RANK`] axes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct BroadcastLayout {
-    pub dims: [i64; MAX_RANK],
-    pub a_strides: [i64; MAX_RANK],
-    pub b_strides: [i64; MAX_RANK],
+device_struct! {
+    /// The layout of a broadcast binary operation: output dims (row-major, last fastest) and
+    /// each operand's element strides over them (0 along broadcast axes), all padded in front
+    /// to [`MAX_RANK`] axes (unused leading axes have dim 1).
+    pub struct BroadcastLayout as SbBroadcast {
+        pub dims: [i64; MAX_RANK],
+        pub a_strides: [i64; MAX_RANK],
+        pub b_strides: [i64; MAX_RANK],
+    }
 }
-
-// SAFETY: a plain #[repr(C)] struct of i64, the layout of `SbBroadcast` in elementwise.cu.
-unsafe impl DeviceRepr for BroadcastLayout {}
 
 impl BroadcastLayout {
     /// NumPy broadcasting of two dense row-major shapes.
@@ -82,18 +81,6 @@ impl BroadcastLayout {
     /// Whether the output is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// The operands' element indices of output element `i`.
-    pub fn operand_indices(&self, i: usize) -> (usize, usize) {
-        let (mut rest, mut ia, mut ib) = (i as i64, 0i64, 0i64);
-        for d in (0..MAX_RANK).rev() {
-            let coord = rest % self.dims[d];
-            rest /= self.dims[d];
-            ia += coord * self.a_strides[d];
-            ib += coord * self.b_strides[d];
-        }
-        (ia as usize, ib as usize)
     }
 }
 

@@ -5,10 +5,11 @@
 //! all give the bits of `samebits_kernels::gemm` on the CPU; the choice is only about speed.
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use crate::backend::CudaBackend;
 use crate::buffer::{DeviceBuffer, DeviceBytes};
+use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 
 /// A strided batched matrix view of a device buffer: element `(b, r, c)` is
@@ -236,32 +237,28 @@ const GEMV_MAX_CHAINS: usize = 128;
 /// From this many columns, `[k, n]` GEMV weights are read directly, 4 columns per thread.
 const GEMV_WIDE_N: usize = 8192;
 
-/// `SbMat` of kernels/gemm.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct SbMat {
-    offset: i64,
-    batch_stride: i64,
-    row_stride: i64,
-    col_stride: i64,
+device_struct! {
+    /// A strided batched matrix view: element (b, r, c) at offset + b*batch + r*row + c*col.
+    pub(crate) struct SbMat {
+        offset: i64,
+        batch_stride: i64,
+        row_stride: i64,
+        col_stride: i64,
+    }
 }
 
-/// `SbEpilogue` of kernels/gemm.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct SbEpilogue {
-    view: SbMat,
-    alpha: f32,
-    beta: f32,
-    kind: i32,
+device_struct! {
+    /// contract: gemm-epilogue. kind 0: acc; 1: acc + c; 2: alpha * acc;
+    /// 3: (alpha * acc) + (beta * c). `c` is indexed (b, i, j) through `view`.
+    pub(crate) struct SbEpilogue {
+        view: SbMat,
+        alpha: f32,
+        beta: f32,
+        kind: i32,
+    }
 }
 
-// SAFETY: #[repr(C)] structs of plain numbers with the layouts of their CUDA counterparts.
-unsafe impl DeviceRepr for SbMat {}
-// SAFETY: as above.
-unsafe impl DeviceRepr for SbEpilogue {}
-
-/// Most rows of the split-K path (`SB_GEMV_MAX_M` in kernels/gemm.cu).
+/// Most rows of the split-K path (`SB_GEMV_MAX_M` of the device ABI).
 pub const SPLIT_K_MAX_M: usize = 8;
 
 /// The shape of a batched product: `[batch, m, k] x [batch, k, n]`.

@@ -7,11 +7,12 @@
 //! [`CudaBackend::gguf_gather`] dequantizes picked rows (`samebits::GatherGguf`, the embedding
 //! lookup); many activation rows take the GEMM over dequantized weights.
 
-use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use samebits_gguf::GgmlType;
 
 use crate::backend::{BLOCK, CudaBackend};
 use crate::buffer::{DeviceBuffer, DeviceBytes};
+use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 use crate::gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape};
 
@@ -48,8 +49,9 @@ pub fn gguf_supported(ggml_type: GgmlType) -> bool {
 const PRODUCTS_BLOCK: usize = BLOCK as usize;
 /// Dynamic shared memory a products block may take (48 KiB less the static scalar).
 const PRODUCTS_SHARED_MAX: usize = 47 * 1024;
-/// Floats one 64-term tile of the activation row takes in shared memory (`SB_GGUF_PITCH`).
-const ROW_PITCH: usize = 68;
+/// Floats one 64-term tile of the activation row takes in shared memory (`SB_GGUF_PITCH`): 68,
+/// so the chains of neighbouring tiles start in different banks.
+pub(crate) const ROW_PITCH: usize = 68;
 
 /// Block rows (weight rows, or gate / up pairs) of one products block: even, at least 2.
 fn rows_per_block(tiles: usize) -> usize {
@@ -105,29 +107,28 @@ pub struct GgufProducts<'a> {
     pub gate: bool,
 }
 
-/// `SbGgufMatrix` of kernels/gguf.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct SbGgufMatrix {
-    w: u64,
-    y: u64,
-    add: u64,
-    rows: i32,
-    head_size: i32,
-    rot: i32,
-    pad: i32,
+device_struct! {
+    /// One matrix of a products launch (kernels/gguf.cu): weights [rows, cols], output y
+    /// [M, rows]; `add` ([M, rows] or null) is added to each finished dot; with rot > 0 the
+    /// first rot features of each head of head_size outputs are rotated as interleaved pairs by
+    /// the cos / sin rows (one row of `width` values per activation row).
+    pub(crate) struct SbGgufMatrix {
+        w: u64 as "const unsigned char*",
+        y: u64 as "float*",
+        add: u64 as "const float*",
+        rows: i32,
+        head_size: i32,
+        rot: i32,
+        pad: i32,
+    }
 }
 
-/// `SbGgufMatrices` of kernels/gguf.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct SbGgufMatrices {
-    m: [SbGgufMatrix; 3],
+device_struct! {
+    /// The matrices of one products launch.
+    pub(crate) struct SbGgufMatrices {
+        m: [SbGgufMatrix; 3],
+    }
 }
-
-// SAFETY: #[repr(C)] structs of plain numbers (device addresses as u64) with the layouts of
-// their CUDA counterparts.
-unsafe impl DeviceRepr for SbGgufMatrices {}
 
 impl CudaBackend {
     /// `y [m, rows] = x [m, cols] · Wᵀ` for the `[rows, cols]` GGUF matrix `w` of `ggml_type`;

@@ -2,28 +2,26 @@
 //! [`CopyPart`]s (samebits-ops resolves them with the views its CPU evaluation uses), and the
 //! broadcast operand that the default set's cuBLAS GEMM starts from. Exact moves.
 
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 use samebits_ops::CopyPart;
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
+use crate::device_abi::device_struct;
 use crate::elementwise::MAX_RANK;
 use crate::error::{CudaError, Result};
 use crate::gemm::DeviceMat;
 
-/// `SbCopy` of kernels/layout.cu: dims padded in front with unit axes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct SbCopy {
-    shape: [i64; MAX_RANK],
-    src: [i64; MAX_RANK],
-    dst: [i64; MAX_RANK],
-    src_offset: i64,
-    dst_offset: i64,
+device_struct! {
+    /// One strided copy (kernels/layout.cu): dims and strides padded in front with unit axes.
+    pub(crate) struct SbCopy {
+        shape: [i64; MAX_RANK],
+        src: [i64; MAX_RANK],
+        dst: [i64; MAX_RANK],
+        src_offset: i64,
+        dst_offset: i64,
+    }
 }
-
-// SAFETY: a #[repr(C)] struct of i64, the layout of `SbCopy` in layout.cu.
-unsafe impl DeviceRepr for SbCopy {}
 
 impl SbCopy {
     /// The copy of `shape` with unit dims dropped and neighbouring dims merged where both

@@ -2,8 +2,10 @@
 //! results of the CPU kernels (docs/contract.md), on any GPU and for any launch shape.
 //!
 //! - [`CudaBackend::new`] opens a GPU and compiles `kernels/*.cu` after samebits-math's
-//!   header with `--fmad=false --prec-div=true --prec-sqrt=true --ftz=false` for the device's
-//!   architecture; a missing driver, NVRTC or GPU is a [`CudaError`], never a panic.
+//!   header and the device ABI generated from Rust (`device_abi.rs`: shared constants and
+//!   kernel argument structs) with `--fmad=false --prec-div=true --prec-sqrt=true --ftz=false`
+//!   for the device's architecture; a missing driver, NVRTC or GPU is a [`CudaError`], never a
+//!   panic.
 //! - [`DeviceBuffer`]: f32 device memory from a caching pool; [`CudaBackend::upload`] /
 //!   [`CudaBackend::download`].
 //! - Operations: [`CudaBackend::unary`] and [`CudaBackend::binary`] (broadcasting) of
@@ -36,6 +38,7 @@ mod backend;
 mod buffer;
 mod chain;
 mod conv;
+mod device_abi;
 mod elementwise;
 mod error;
 pub mod executor;

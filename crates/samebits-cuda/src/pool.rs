@@ -2,30 +2,29 @@
 //! the geometries samebits-ops resolves for `samebits_kernels::pool_f32`; global pooling as the
 //! canonical row reduction (`reduce.rs`) and, for the average, one division by the plane size.
 
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 use samebits_kernels::{PoolGeometry, PoolKind, ReduceKind};
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
 use crate::conv::widen3;
+use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 
-/// `SbPool` of kernels/pool.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct SbPool {
-    input: [i32; 3],
-    output: [i32; 3],
-    kernel: [i32; 3],
-    strides: [i32; 3],
-    dilations: [i32; 3],
-    pads_begin: [i32; 3],
-    pads_end: [i32; 3],
-    kind: i32,
+device_struct! {
+    /// A pooling window's geometry (kernels/pool.cu): spatial sizes widened to 3 axes.
+    pub(crate) struct SbPool {
+        input: [i32; 3],
+        output: [i32; 3],
+        kernel: [i32; 3],
+        strides: [i32; 3],
+        dilations: [i32; 3],
+        pads_begin: [i32; 3],
+        pads_end: [i32; 3],
+        /// 0 max, 1 average over taps in the input, 2 average with count_include_pad
+        kind: i32,
+    }
 }
-
-// SAFETY: a #[repr(C)] struct of i32, the layout of `SbPool` in pool.cu.
-unsafe impl DeviceRepr for SbPool {}
 
 impl CudaBackend {
     /// MaxPool's Y or AveragePool of `[N, C, in...]` as `pool_f32` computes it.

@@ -1,4 +1,5 @@
-//! The NVRTC program: samebits-math's header, then the `.cu` files of `kernels/`, compiled for
+//! The NVRTC program: samebits-math's header, the device ABI generated from Rust (constants and
+//! kernel argument structs, src/device_abi.rs), then the `.cu` files of `kernels/`, compiled for
 //! the device's own architecture with the options the contract requires (`arithmetic`: no FMA
 //! contraction, IEEE division and square root, subnormals kept, no fast math).
 
@@ -105,6 +106,7 @@ pub(crate) fn activation_index(a: Activation) -> Option<usize> {
 pub(crate) fn source() -> String {
     [
         CUDA_SOURCE,
+        &crate::device_abi::source(),
         CANONICAL,
         ELEMENTWISE,
         &unary_kernels(),

@@ -13,7 +13,8 @@ use crate::error::{CudaError, Result};
 /// Most tile partials a row kernel keeps in shared memory (48 KiB).
 const MAX_ROW_TILES: usize = 12 * 1024;
 
-fn kind_code(kind: ReduceKind) -> i32 {
+/// The code of a reduction in the kernels (`SB_REDUCE_*` of the device ABI).
+pub(crate) fn kind_code(kind: ReduceKind) -> i32 {
     match kind {
         ReduceKind::Sum => 0,
         ReduceKind::SumSquares => 1,

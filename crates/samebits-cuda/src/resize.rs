@@ -2,26 +2,26 @@
 //! computes each axis' taps with the CPU's own code ([`ResizeTaps`]); they travel as four
 //! tables and the kernel combines them per output element in the CPU's order.
 
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 use samebits_ops::ResizeTaps;
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
+use crate::device_abi::device_struct;
 use crate::elementwise::MAX_RANK;
 use crate::error::{CudaError, Result};
 
-/// `SbResize` of kernels/resize.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-struct SbResize {
-    out: [i64; MAX_RANK],
-    coord_base: [i32; MAX_RANK],
-    rank: i32,
-    extrapolation: f32,
+device_struct! {
+    /// The output of a resize (kernels/resize.cu).
+    pub(crate) struct SbResize {
+        /// output dims (the first `rank` entries)
+        out: [i64; MAX_RANK],
+        /// per axis: index of coordinate 0 in `first` / `count`
+        coord_base: [i32; MAX_RANK],
+        rank: i32,
+        extrapolation: f32,
+    }
 }
-
-// SAFETY: a #[repr(C)] struct of i64, i32 and f32, the layout of `SbResize` in resize.cu.
-unsafe impl DeviceRepr for SbResize {}
 
 /// Whether the device resizes with these taps (rank at most [`MAX_RANK`], 32-bit tables).
 pub(crate) fn resize_supported(taps: &ResizeTaps) -> bool {

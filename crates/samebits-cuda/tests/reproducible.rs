@@ -168,6 +168,47 @@ fn op_nodes_cover_the_kernels() {
         );
     }
 }
+/// Max and Min of every pair of special values (infinities, ±1, ±0, NaNs with and without a
+/// payload or sign) give exactly the bits of samebits-kernels' `canonical_max` /
+/// `canonical_min` (contract: reduce-extrema), canonical NaN included.
+fn extrema_special_values(device: &Device) {
+    let special = [
+        f32::NEG_INFINITY,
+        -1.0,
+        -0.0,
+        0.0,
+        1.0,
+        f32::INFINITY,
+        f32::NAN,
+        f32::from_bits(0x7fc0_1234),
+        f32::from_bits(0xffc0_0000),
+    ];
+    let n = special.len();
+    for (op, rule) in [
+        (
+            BinaryKernel::Max,
+            samebits_kernels::canonical_max::<f32> as fn(f32, f32) -> f32,
+        ),
+        (BinaryKernel::Min, samebits_kernels::canonical_min::<f32>),
+    ] {
+        let (_, node) = binary_nodes()
+            .into_iter()
+            .find(|(kernel, _)| *kernel == op)
+            .expect("an op runs the kernel");
+        let got = device.binary(&node, &special, &[n, 1], &special, &[1, n]);
+        for (i, &a) in special.iter().enumerate() {
+            for (j, &b) in special.iter().enumerate() {
+                let (got, want) = (got[i * n + j].to_bits(), rule(a, b).to_bits());
+                assert_eq!(got, want, "{op:?}({a}, {b}): {got:#x}, want {want:#x}");
+            }
+        }
+    }
+}
+test_device!(
+    extrema_special_values,
+    extrema_special_values_cpu,
+    extrema_special_values_cuda
+);
 
 fn reductions(device: &Device) {
     let mut rng = Rng::new(6);

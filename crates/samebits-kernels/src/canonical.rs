@@ -7,16 +7,22 @@
 /// Number of consecutive terms in one reduction tile (contract: canonical-sum, rule 1).
 pub const REDUCTION_TILE: usize = 64;
 
-/// Canonical fold of `len` terms: tiles of [`REDUCTION_TILE`] terms, each tile a chain
-/// `p = step(p, k)` from `init`, partials folded left to right with `fold`.
+/// The canonical fold (contract: canonical-sum) of `len` terms, for any element type: tiles of
+/// [`REDUCTION_TILE`] consecutive terms, each tile a chain `p = step(p, k)` from `init` over its
+/// term indices `k` in order, the tile partials folded left to right with `fold` (`s = p_0`,
+/// then `s = fold(s, p_j)`: the first partial is taken as is). `len = 0` gives `init`.
+///
+/// Every reduction of the contract written as a scalar loop goes through this function (f32 and
+/// f64 sums, products and dot products, integer sums); the SIMD kernels of this crate and the
+/// CUDA kernels compute the same order and are tested against it.
 #[inline(always)]
-fn canonical_fold(
+pub fn canonical_fold<T: Copy>(
     len: usize,
-    init: f32,
-    step: impl Fn(f32, usize) -> f32,
-    fold: impl Fn(f32, f32) -> f32,
-) -> f32 {
-    let mut total: Option<f32> = None;
+    init: T,
+    step: impl Fn(T, usize) -> T,
+    fold: impl Fn(T, T) -> T,
+) -> T {
+    let mut total: Option<T> = None;
     let mut tile_start = 0;
     while tile_start < len {
         let tile_end = (tile_start + REDUCTION_TILE).min(len);
@@ -121,6 +127,16 @@ mod tests {
         // A plain left fold gives the same here; a tile sum of the ones first would not.
         let ones_first = 1e8f32 + 64.0;
         assert_ne!(canonical_sum(&x), ones_first);
+    }
+
+    #[test]
+    fn fold_is_generic_over_the_element_type() {
+        // 130 integer terms: tiles [0, 64), [64, 128), [128, 130) with partials folded in order.
+        let folded = canonical_fold(130, 0i64, |p, k| p * 2 + k as i64, |s, p| s * 3 + p);
+        let tile = |r: std::ops::Range<i64>| r.fold(0i64, |p, k| p * 2 + k);
+        let expected = (tile(0..64) * 3 + tile(64..128)) * 3 + tile(128..130);
+        assert_eq!(folded, expected);
+        assert_eq!(canonical_fold(0, 7i64, |p, _| p, |s, p| s + p), 7);
     }
 
     #[test]

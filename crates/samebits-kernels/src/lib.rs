@@ -6,7 +6,8 @@
 //!
 //! Public API:
 //! - [`canonical`]: the scalar reference order ([`canonical_dot`], [`canonical_sum`], ...),
-//!   the oracle of every test.
+//!   the oracle of every test, and [`canonical_fold`], the tiled fold of any element type that
+//!   every scalar reduction loop goes through.
 //! - [`isa`]: [`Isa::detect`], [`Isa::available`], [`set_forced_isa`], [`with_isa`] and the
 //!   `SAMEBITS_ISA` environment variable.
 //! - [`gemm`]: [`gemm_f32`] / [`gemm()`] (f32, f16, bf16 inputs, [`Epilogue`]) over [`MatRef`]
@@ -17,7 +18,8 @@
 //! - [`pool`]: [`pool_f32`] (max / average, N-d, ceil mode, count_include_pad) described by
 //!   [`PoolGeometry`], and [`global_pool_f32`].
 //! - [`reduce`]: [`reduce_f32`] ([`ReduceKind`]: sum, sum of squares, product, max, min) and
-//!   [`argreduce_f32`] over the middle axis of `[outer, len, inner]`.
+//!   [`argreduce_f32`] over the middle axis of `[outer, len, inner]`; [`canonical_max`] /
+//!   [`canonical_min`], the one definition of `reduce-extrema` (f32 and f64, [`ExtremumFloat`]).
 
 pub mod canonical;
 pub mod conv;
@@ -27,8 +29,8 @@ pub mod pool;
 pub mod reduce;
 
 pub use canonical::{
-    REDUCTION_TILE, canonical_dot, canonical_dot_strided, canonical_prod, canonical_prod_strided,
-    canonical_sum, canonical_sum_squares_strided, canonical_sum_strided,
+    REDUCTION_TILE, canonical_dot, canonical_dot_strided, canonical_fold, canonical_prod,
+    canonical_prod_strided, canonical_sum, canonical_sum_squares_strided, canonical_sum_strided,
 };
 pub use conv::{
     ConvGeometry, ConvTransposeGeometry, OutputMap, PackedConvWeights, conv_f32, conv_f32_mapped,
@@ -37,4 +39,6 @@ pub use conv::{
 pub use gemm::{Epilogue, GemmInput, MatRef, PackedB, gemm, gemm_f32, gemm_packed_b};
 pub use isa::{Isa, IsaError, set_forced_isa, with_isa};
 pub use pool::{PoolGeometry, PoolKind, global_pool_f32, pool_f32};
-pub use reduce::{ArgKind, ReduceKind, argreduce_f32, canonical_max, canonical_min, reduce_f32};
+pub use reduce::{
+    ArgKind, ExtremumFloat, ReduceKind, argreduce_f32, canonical_max, canonical_min, reduce_f32,
+};

@@ -79,11 +79,48 @@ impl Reducer for ProdOp {
     }
 }
 
-/// `max` of contract section `reduce-extrema`.
+/// A float type with the extrema of contract section `reduce-extrema` (f32 and f64; f16 and
+/// bf16 are computed in f32).
+pub trait ExtremumFloat: Copy + PartialOrd {
+    /// The NaN every NaN result takes: the default quiet NaN (`0x7fc00000` for f32), never an
+    /// input's payload.
+    const CANONICAL_NAN: Self;
+    fn is_nan(self) -> bool;
+    fn is_sign_negative(self) -> bool;
+}
+
+impl ExtremumFloat for f32 {
+    const CANONICAL_NAN: f32 = f32::NAN;
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
+    #[inline(always)]
+    fn is_sign_negative(self) -> bool {
+        f32::is_sign_negative(self)
+    }
+}
+
+impl ExtremumFloat for f64 {
+    const CANONICAL_NAN: f64 = f64::NAN;
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        f64::is_nan(self)
+    }
+    #[inline(always)]
+    fn is_sign_negative(self) -> bool {
+        f64::is_sign_negative(self)
+    }
+}
+
+/// `max` of contract section `reduce-extrema`: the canonical NaN if either is NaN, else the
+/// larger with `-0.0 < +0.0`. The one definition for every CPU op (reductions, pooling,
+/// elementwise Max, scatter reductions); kernels/canonical.cu's `sb_canonical_max` is its CUDA
+/// form.
 #[inline(always)]
-pub fn canonical_max(a: f32, b: f32) -> f32 {
+pub fn canonical_max<F: ExtremumFloat>(a: F, b: F) -> F {
     if a.is_nan() || b.is_nan() {
-        f32::NAN
+        F::CANONICAL_NAN
     } else if a > b || (a == b && b.is_sign_negative()) {
         a
     } else {
@@ -91,11 +128,12 @@ pub fn canonical_max(a: f32, b: f32) -> f32 {
     }
 }
 
-/// `min` of contract section `reduce-extrema`.
+/// `min` of contract section `reduce-extrema`: the canonical NaN if either is NaN, else the
+/// smaller with `-0.0 < +0.0`. CUDA form: `sb_canonical_min` of kernels/canonical.cu.
 #[inline(always)]
-pub fn canonical_min(a: f32, b: f32) -> f32 {
+pub fn canonical_min<F: ExtremumFloat>(a: F, b: F) -> F {
     if a.is_nan() || b.is_nan() {
-        f32::NAN
+        F::CANONICAL_NAN
     } else if a < b || (a == b && a.is_sign_negative()) {
         a
     } else {
@@ -339,4 +377,92 @@ pub fn argreduce_f32(
                 *slot = best_k as i64;
             }
         });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every sign and NaN case: infinities, ±1, ±0, the default NaN, a NaN with a payload and a
+    /// negative NaN.
+    const SPECIAL: [f32; 9] = [
+        f32::NEG_INFINITY,
+        -1.0,
+        -0.0,
+        0.0,
+        1.0,
+        f32::INFINITY,
+        f32::NAN,
+        f32::from_bits(0x7fc0_1234),
+        f32::from_bits(0xffc0_0000),
+    ];
+
+    /// The rule of contract section `reduce-extrema` through a total order: the canonical NaN
+    /// when either is NaN, else the greatest (`max`) or least of the two with `-0.0 < +0.0`.
+    fn extremum_rule(a: f32, b: f32, want: Ordering) -> u32 {
+        if a.is_nan() || b.is_nan() {
+            0x7fc0_0000
+        } else if a.total_cmp(&b) == want {
+            a.to_bits()
+        } else {
+            b.to_bits()
+        }
+    }
+
+    #[test]
+    fn extrema_follow_the_contract_for_every_sign_and_nan_pair() {
+        for a in SPECIAL {
+            for b in SPECIAL {
+                let (max, min) = (canonical_max(a, b), canonical_min(a, b));
+                assert_eq!(
+                    max.to_bits(),
+                    extremum_rule(a, b, Ordering::Greater),
+                    "max({a}, {b})"
+                );
+                assert_eq!(
+                    min.to_bits(),
+                    extremum_rule(a, b, Ordering::Less),
+                    "min({a}, {b})"
+                );
+                // f64 follows the same rule (its canonical NaN is f64::NAN).
+                let (a64, b64) = (a as f64, b as f64);
+                let (max64, min64) = (canonical_max(a64, b64), canonical_min(a64, b64));
+                if a.is_nan() || b.is_nan() {
+                    assert_eq!(max64.to_bits(), f64::NAN.to_bits());
+                    assert_eq!(min64.to_bits(), f64::NAN.to_bits());
+                } else {
+                    assert_eq!(
+                        max64.to_bits(),
+                        (max as f64).to_bits(),
+                        "max({a}, {b}) in f64"
+                    );
+                    assert_eq!(
+                        min64.to_bits(),
+                        (min as f64).to_bits(),
+                        "min({a}, {b}) in f64"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn signed_zeros_are_ordered_and_nan_is_canonical() {
+        let bits = |v: f32| v.to_bits();
+        assert_eq!(bits(canonical_max(-0.0, 0.0)), bits(0.0));
+        assert_eq!(bits(canonical_max(0.0, -0.0)), bits(0.0));
+        assert_eq!(bits(canonical_max(-0.0, -0.0)), bits(-0.0));
+        assert_eq!(bits(canonical_min(-0.0, 0.0)), bits(-0.0));
+        assert_eq!(bits(canonical_min(0.0, -0.0)), bits(-0.0));
+        assert_eq!(bits(canonical_min(0.0, 0.0)), bits(0.0));
+        assert_eq!(bits(f32::CANONICAL_NAN), 0x7fc0_0000);
+        assert_eq!(
+            bits(canonical_max(f32::from_bits(0xffc0_0001), 1.0)),
+            0x7fc0_0000
+        );
+        assert_eq!(
+            bits(canonical_min(1.0, f32::from_bits(0x7f80_0001))),
+            0x7fc0_0000
+        );
+    }
 }

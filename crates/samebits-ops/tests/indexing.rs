@@ -144,6 +144,34 @@ fn scatter_elements_and_legacy_scatter() {
     );
 }
 
+/// Scatter max / min follow contract section `reduce-extrema`: `-0.0 < +0.0` whichever side
+/// holds which zero, and a NaN on either side gives the canonical NaN.
+#[test]
+fn scatter_extrema_order_signed_zeros_and_canonicalize_nan() {
+    let scatter = |data: &[f32], update: f32, reduction: &str| {
+        let y = run1(
+            "ScatterElements",
+            &[
+                f32s(&[data.len()], data),
+                i64s(&[1], &[0]),
+                f32s(&[1], &[update]),
+            ],
+            &[("reduction", Attribute::String(reduction.into()))],
+        )
+        .unwrap();
+        vals(&y)[0].to_bits()
+    };
+    let payload_nan = f32::from_bits(0x7fc0_1234);
+    for (data, update) in [(0.0f32, -0.0f32), (-0.0, 0.0)] {
+        assert_eq!(scatter(&[data], update, "max"), 0.0f32.to_bits());
+        assert_eq!(scatter(&[data], update, "min"), (-0.0f32).to_bits());
+    }
+    for (data, update) in [(payload_nan, 1.0), (1.0, payload_nan)] {
+        assert_eq!(scatter(&[data], update, "max"), 0x7fc0_0000);
+        assert_eq!(scatter(&[data], update, "min"), 0x7fc0_0000);
+    }
+}
+
 #[test]
 fn slice_clamps_steps_backwards_and_reads_old_attributes() {
     let x = f32s(&[2, 4], &[1., 2., 3., 4., 5., 6., 7., 8.]);

@@ -12,6 +12,7 @@ use crate::{
 use half::{bf16, f16};
 use rayon::prelude::*;
 use samebits_ir::{DType, Tensor, Value, ValueType, with_numeric_type};
+use samebits_kernels::{canonical_max, canonical_min};
 
 pub fn register(r: &mut Registry) {
     for (name, op) in [
@@ -196,8 +197,8 @@ macro_rules! float_elem {
                     Binary::Mul => a * b,
                     Binary::Div => a / b,
                     Binary::Fmod => a % b,
-                    Binary::Max => if a.is_nan() || b.is_nan() { <$t>::NAN } else if a > b || (a == b && b.is_sign_negative()) { a } else { b },
-                    Binary::Min => if a.is_nan() || b.is_nan() { <$t>::NAN } else if a < b || (a == b && a.is_sign_negative()) { a } else { b },
+                    Binary::Max => canonical_max(a, b),
+                    Binary::Min => canonical_min(a, b),
                     _ => return None,
                 })
             }

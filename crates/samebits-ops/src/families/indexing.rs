@@ -5,7 +5,8 @@
 //! Positions are computed first, as flat element offsets checked against the data (an index out
 //! of range is an error naming it, never a panic); the elements are then moved by the generic
 //! mover in `layout.rs`, so every dtype works. Scatter reductions compute in the data type, one
-//! operation per update, in the order of the updates (f16/bf16 in f32, rounded once).
+//! operation per update, in the order of the updates (f16/bf16 in f32, rounded once); float max
+//! and min are `canonical_max` / `canonical_min` (contract section `reduce-extrema`).
 //!
 //! Order used by TopK and Unique: numbers compare numerically, `-0.0 == +0.0`, and NaN is
 //! greater than every number and equal to itself. TopK breaks ties by the lower index; Unique
@@ -21,6 +22,7 @@ use crate::{
 };
 use half::{bf16, f16};
 use samebits_ir::{DType, Tensor, Value, ValueType, checked_numel, with_numeric_type};
+use samebits_kernels::{canonical_max, canonical_min};
 use std::cmp::Ordering;
 
 pub fn register(r: &mut Registry) {
@@ -322,9 +324,8 @@ macro_rules! float_combine {
                     Reduction::None => u,
                     Reduction::Add => self + u,
                     Reduction::Mul => self * u,
-                    _ if self.is_nan() || u.is_nan() => <$t>::NAN,
-                    Reduction::Max => self.max(u),
-                    Reduction::Min => self.min(u),
+                    Reduction::Max => canonical_max(self, u),
+                    Reduction::Min => canonical_min(self, u),
                 }
             }
         }

@@ -2,7 +2,7 @@
 //!
 //! f32, f16 and bf16 products run on the canonical GEMM of `samebits-kernels` (contract sections
 //! `gemm` and `gemm-epilogue`); f16 / bf16 results are rounded once at the store. f64 and integer
-//! products run [`canonical_fold`] in their own arithmetic: the same order (tiles of 64 terms,
+//! products run `samebits_kernels::canonical_fold` in their own arithmetic: the same order (tiles of 64 terms,
 //! `fma` chains from zero, partials folded left to right), integer arithmetic wrapping.
 //! Einsum follows contract section `einsum`: two-operand forms without diagonals or one-sided
 //! sums run on the GEMM, every other form in the general loop, which computes the same thing.
@@ -18,7 +18,7 @@ use crate::{
 use half::{bf16, f16};
 use rayon::prelude::*;
 use samebits_ir::{DType, Element, Tensor, Value, ValueType};
-use samebits_kernels::{Epilogue, GemmInput, MatRef, REDUCTION_TILE, gemm};
+use samebits_kernels::{Epilogue, GemmInput, MatRef, canonical_fold, gemm};
 
 pub fn register(r: &mut Registry) {
     r.register("", "MatMul", |_| Ok(Box::new(MatMul)));
@@ -87,17 +87,6 @@ macro_rules! with_plain_type {
             _ => $other,
         }
     };
-}
-
-/// The canonical reduction (contract section `canonical-sum`) of `len` terms: tiles of 64 terms,
-/// each a chain `p = step(p, k)` from zero, the partials folded left to right with `+`.
-fn canonical_fold<T: PlainArith>(len: usize, step: impl Fn(T, usize) -> T) -> T {
-    let mut total: Option<T> = None;
-    for tile_start in (0..len).step_by(REDUCTION_TILE) {
-        let partial = (tile_start..len.min(tile_start + REDUCTION_TILE)).fold(T::default(), &step);
-        total = Some(total.map_or(partial, |s| T::add(s, partial)));
-    }
-    total.unwrap_or_default()
 }
 
 /// A batch of matrix products over strided operands, resolved from the operand shapes by
@@ -239,9 +228,12 @@ impl MatrixProducts {
                 let a_row = self.a_offsets[p] + i * ar;
                 for (j, slot) in dst.iter_mut().enumerate() {
                     let b_col = self.b_offsets[p] + j * bc;
-                    *slot = canonical_fold(self.k, |acc, kk| {
-                        T::mul_add(a[a_row + kk * ac], b[b_col + kk * br], acc)
-                    });
+                    *slot = canonical_fold(
+                        self.k,
+                        T::default(),
+                        |acc, kk| T::mul_add(a[a_row + kk * ac], b[b_col + kk * br], acc),
+                        T::add,
+                    );
                 }
             });
         out
@@ -807,14 +799,15 @@ impl EinsumPlan {
             .into_par_iter()
             .map(|e| {
                 let at = |o: usize, t: usize| operands[o].0[out_offsets[o][e] + sum_offsets[o][t]];
-                canonical_fold(terms, |p, t| {
+                let step = |p, t| {
                     if last == 0 {
                         T::add(p, at(0, t))
                     } else {
                         let product = (1..last).fold(at(0, t), |x, o| T::mul(x, at(o, t)));
                         T::mul_add(product, at(last, t), p)
                     }
-                })
+                };
+                canonical_fold(terms, T::default(), step, T::add)
             })
             .collect()
     }

@@ -12,7 +12,7 @@
 use crate::{OpError, Result, bail, normalize_axis, unsupported};
 use half::{bf16, f16};
 use samebits_ir::{DType, Element, Tensor};
-use samebits_kernels::{REDUCTION_TILE, canonical_max, canonical_min};
+use samebits_kernels::{canonical_fold, canonical_max, canonical_min};
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt::Debug;
@@ -124,22 +124,10 @@ impl Num for f64 {
         x.mul_add(x, p)
     }
     fn max(self, other: Self) -> Self {
-        if self.is_nan() || other.is_nan() {
-            f64::NAN
-        } else if self > other || (self == other && other.is_sign_negative()) {
-            self
-        } else {
-            other
-        }
+        canonical_max(self, other)
     }
     fn min(self, other: Self) -> Self {
-        if self.is_nan() || other.is_nan() {
-            f64::NAN
-        } else if self < other || (self == other && self.is_sign_negative()) {
-            self
-        } else {
-            other
-        }
+        canonical_min(self, other)
     }
     fn abs(self) -> Self {
         f64::abs(self)
@@ -175,18 +163,7 @@ pub fn fold_axis<T: Copy>(
     for o in 0..outer {
         for i in 0..inner {
             let at = |k: usize| data[(o * len + k) * inner + i];
-            let mut total = init;
-            let mut tile_start = 0;
-            while tile_start < len {
-                let tile_end = (tile_start + REDUCTION_TILE).min(len);
-                let partial = (tile_start..tile_end).fold(init, |p, k| step(p, at(k)));
-                total = if tile_start == 0 {
-                    partial
-                } else {
-                    fold(total, partial)
-                };
-                tile_start = tile_end;
-            }
+            let total = canonical_fold(len, init, |p, k| step(p, at(k)), &fold);
             out.push(total);
         }
     }
@@ -319,20 +296,12 @@ impl Real for f64 {
         f64::ln(self)
     }
     fn dot_strided(a: &[f64], sa: usize, b: &[f64], sb: usize, len: usize) -> f64 {
-        let mut total = 0.0;
-        let mut tile_start = 0;
-        while tile_start < len {
-            let tile_end = (tile_start + REDUCTION_TILE).min(len);
-            let partial =
-                (tile_start..tile_end).fold(0.0f64, |p, k| a[k * sa].mul_add(b[k * sb], p));
-            total = if tile_start == 0 {
-                partial
-            } else {
-                total + partial
-            };
-            tile_start = tile_end;
-        }
-        total
+        canonical_fold(
+            len,
+            0.0,
+            |p, k| a[k * sa].mul_add(b[k * sb], p),
+            |s, p| s + p,
+        )
     }
 }
 
