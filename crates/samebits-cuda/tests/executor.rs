@@ -11,6 +11,14 @@ use samebits_cuda::{CudaBackend, CudaExecutor};
 use samebits_gguf::{GgmlType, dot_q_f32};
 use samebits_ir::{Attribute, DType, Graph, Node, Shape, Tensor, Value, ValueInfo, ValueType};
 use samebits_ops::{OperationSet, Plan, RunOptions};
+use samebits_passes::decoder_fusion;
+
+/// The plan of `graph` after samebits-passes' decoder fusion (what samebits-llm compiles).
+fn fused_plan(mut graph: Graph) -> Arc<Plan> {
+    decoder_fusion::run(&mut graph, decoder_fusion::RULES);
+    let opsets = [("".to_string(), 23), ("samebits".to_string(), 1)].into();
+    Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap())
+}
 
 fn cuda(test: &str) -> Option<Arc<CudaBackend>> {
     match CudaBackend::new(0) {
@@ -121,9 +129,9 @@ fn gguf_matmul_matches_dot_q_f32() {
     }
 }
 
-/// A residual block with the steps the executor fuses (MatMulGguf then Add; Sigmoid, Mul,
-/// Mul) gives the CPU's bits, for decode-sized (matrix-vector) and prefill-sized (GEMM over
-/// dequantized weights) activations.
+/// A residual block with the nodes decoder fusion rewrites (MatMulGguf then Add into
+/// MatMulGgufAdd; Sigmoid, Mul, Mul into SiluGate) gives the CPU's bits, for decode-sized
+/// (matrix-vector) and prefill-sized (GEMM over dequantized weights) activations.
 #[test]
 fn fused_steps_match_the_cpu() {
     let Some(backend) = cuda("executor::fused_steps_match_the_cpu") else {
@@ -166,8 +174,7 @@ fn fused_steps_match_the_cpu() {
         gguf("wd", "h", "d", 64, 96, GgmlType::Q4_1),
         node("Add", &["d", "r"], "y", &[]),
     ];
-    let opsets = [("".to_string(), 23), ("samebits".to_string(), 1)].into();
-    let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+    let plan = fused_plan(graph);
     let executor = CudaExecutor::new(backend, Arc::clone(&plan));
     for m in [1, 3, 20] {
         let x: Value = Tensor::from_vec(vec![1, m, 64], rng.values(m * 64, 2.0))
@@ -175,7 +182,11 @@ fn fused_steps_match_the_cpu() {
             .into();
         let want = plan.run(vec![x.clone()], RunOptions::default()).unwrap();
         let (got, stats) = executor.run_with(vec![x], RunOptions::default()).unwrap();
-        assert_eq!(stats.device_steps, 9, "{stats:?}");
+        assert_eq!(
+            (stats.device_steps, stats.device_launches),
+            (5, 5),
+            "{stats:?}"
+        );
         let (g, w) = (got[0].as_tensor().unwrap(), want[0].as_tensor().unwrap());
         samebits_cuda::testing::assert_same_bits(
             g.as_slice::<f32>().unwrap(),
@@ -205,7 +216,8 @@ fn gguf_node(w: &str, x: &str, out: &str, rows: usize, cols: usize, ty: GgmlType
 /// The fused products of a llama layer (executor/fusion.rs), for every weight type the device
 /// takes, give the CPU's bits: RMSNorm then Q, K, V products then interleaved rotaries of Q
 /// and K (partial rotary width, rows over two and a half 64-term tiles); RMSNorm then gate and
-/// up products then the SiLU gate; RMSNorm then one wide product. Decode-sized activations run
+/// up products then the SiLU gate (one SiluGate after decoder fusion); RMSNorm then one wide
+/// product. Decode-sized activations run
 /// them as three launches; 20 rows (the GEMM path) run the steps one by one.
 #[test]
 fn fused_products_match_the_cpu() {
@@ -285,8 +297,7 @@ fn fused_products_match_the_cpu() {
             node("RMSNormalization", &["x", "s3"], "n3", &eps),
             gguf_node("wl", "n3", "logits", 202, cols, ty),
         ];
-        let opsets = [("".to_string(), 23), ("samebits".to_string(), 1)].into();
-        let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+        let plan = fused_plan(graph);
         let executor = CudaExecutor::new(Arc::clone(&backend), Arc::clone(&plan));
         for (m, launches) in [(1, 3), (3, 3), (20, 12)] {
             let mut x = |shape: Vec<usize>, scale: f32| -> Value {
@@ -304,7 +315,7 @@ fn fused_products_match_the_cpu() {
             let (got, stats) = executor.run_with(inputs, RunOptions::default()).unwrap();
             assert_eq!(
                 (stats.device_steps, stats.device_launches),
-                (14, launches),
+                (12, launches),
                 "{ty}, {m} rows: {stats:?}"
             );
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -320,8 +331,8 @@ fn fused_products_match_the_cpu() {
     }
 }
 
-/// Attention of few queries, the GGUF product of its output and a residual Add run as one
-/// attention launch (executor/fusion.rs) and give the CPU's bits, for every weight type, one
+/// Attention of few queries, the GGUF product of its output and a residual Add (one
+/// MatMulGgufAdd after decoder fusion) run as one attention launch (executor/fusion.rs) and give the CPU's bits, for every weight type, one
 /// and three queries, pasts from none to one that splits the keys over blocks.
 #[test]
 fn fused_attention_product_matches_the_cpu() {
@@ -376,8 +387,7 @@ fn fused_attention_product_matches_the_cpu() {
             gguf_node("wo", "y", "o", rows, cols, ty),
             node("Add", &["x", "o"], "out", &[]),
         ];
-        let opsets = [("".to_string(), 23), ("samebits".to_string(), 1)].into();
-        let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+        let plan = fused_plan(graph);
         let executor = CudaExecutor::new(Arc::clone(&backend), Arc::clone(&plan));
         for (s, past) in [(1, 0), (3, 70), (1, 300)] {
             let mut x = |shape: Vec<usize>, scale: f32| -> Value {
@@ -398,7 +408,7 @@ fn fused_attention_product_matches_the_cpu() {
             let (got, stats) = executor.run_with(inputs, RunOptions::default()).unwrap();
             assert_eq!(
                 (stats.device_steps, stats.device_launches),
-                (3, 1),
+                (2, 1),
                 "{ty}, {s} queries after {past}: {stats:?}"
             );
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {

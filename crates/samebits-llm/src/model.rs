@@ -23,6 +23,11 @@
 //! logits = MatMulGguf(RMSNormalization(x, output_norm), output | token_embd (tied))
 //! ```
 //!
+//! Before it is compiled, the graph is rewritten by samebits-passes' decoder fusion: each SiLU
+//! gate becomes one `samebits::SiluGate` node and each product with its residual Add one
+//! `samebits::MatMulGgufAdd` node (the same bits: their CPU evaluation runs the nodes they
+//! replace; a GPU runs each as one launch).
+//!
 //! Inputs `input_ids` `[1, S]` i64, `rotary_cos`, `rotary_sin` `[1, S, rotary_dim / 2]` (the rows
 //! of [`rotary_tables`] for the S positions, computed per call so that no table for the whole
 //! context is held) and `past_key_i`, `past_value_i`
@@ -42,6 +47,7 @@ use samebits_ir::{
 };
 use samebits_kernels::{Isa, with_isa};
 use samebits_ops::{OperationSet, Plan};
+use samebits_passes::decoder_fusion;
 use samebits_runtime::{Device, Executor, IoValue};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -191,7 +197,8 @@ impl Llm {
                     config.block_count
                 )));
             }
-            let (graph, opsets) = build_graph(weights, &config, device == Device::Cpu, &range)?;
+            let (mut graph, opsets) = build_graph(weights, &config, device == Device::Cpu, &range)?;
+            decoder_fusion::run(&mut graph, fusion_rules());
             let plan = Plan::build(&graph, &opsets, operation_set, &[])?;
             stages.push(DecoderStage {
                 layers: range,
@@ -390,6 +397,16 @@ pub fn layer_bytes(weights: &dyn WeightSource, c: &ModelConfig) -> Result<Vec<u6
             Ok(bytes)
         })
         .collect()
+}
+
+/// The decoder-fusion rules the graph is rewritten with (samebits-passes' `decoder_fusion.rs`):
+/// all of them, or none with `SAMEBITS_CUDA_FUSE=0`, the switch that also turns off the CUDA
+/// executor's own fusions (for measuring; the bits are the same either way).
+fn fusion_rules() -> &'static [decoder_fusion::Rule] {
+    match std::env::var("SAMEBITS_CUDA_FUSE").as_deref() {
+        Ok("0") => &[],
+        _ => decoder_fusion::RULES,
+    }
 }
 
 /// Opsets of the graph: ONNX 23 (Attention, RotaryEmbedding, RMSNormalization) and samebits 1.

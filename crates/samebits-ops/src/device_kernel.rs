@@ -84,6 +84,18 @@ pub enum DeviceKernel {
         kv_num_heads: usize,
         scale: Option<f32>,
     },
+    /// `samebits::SiluGate` (`decoder_fused.rs`): `(g * sigmoid(g)) * u` of inputs g and u,
+    /// the three roundings of the Sigmoid and two Mul ops it replaces (`elementwise-fusion`);
+    /// inputs of one shape only (others fall back).
+    SiluGate,
+    /// `samebits::MatMulGgufAdd` (`decoder_fused.rs`): [`DeviceKernel::MatMulGguf`] of inputs 0
+    /// and 1, then the Add of input 2 to each finished dot (one rounding; IEEE addition
+    /// commutes, so either operand order); input 2 of the product's shape only.
+    MatMulGgufAdd {
+        ggml_type: GgmlType,
+        rows: usize,
+        cols: usize,
+    },
     /// The op's [`ShapedKernel`] for the actual input shapes comes from
     /// [`crate::Op::shaped_kernel`].
     Shaped,

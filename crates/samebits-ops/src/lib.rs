@@ -19,7 +19,7 @@ pub mod broadcast;
 mod device_kernel;
 mod error;
 mod families;
-pub use families::fused;
+pub use families::{decoder_fused, fused};
 mod layout;
 mod op;
 mod plan;

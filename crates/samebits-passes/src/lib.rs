@@ -8,9 +8,14 @@
 //! 5. [`fusion`]: runs of elementwise f32 nodes become one `samebits::ElementwiseChain` node
 //!    that computes the same per-element operations in one pass (the same bits).
 //!
+//! [`decoder_fusion`] is not part of the pipeline: an LLM decoder's builder (samebits-llm) runs
+//! it on its graph, rewriting its Sigmoid/Mul/Mul SiLU gates and product + residual Adds into
+//! the fused `samebits::` ops a device runs as one launch (the same bits).
+//!
 //! [`Pipeline`] runs them and writes the JSON and DOT dump of the IR after each pass.
 
 pub mod dead_nodes;
+pub mod decoder_fusion;
 pub mod folding;
 pub mod fusion;
 pub mod inference;

@@ -93,8 +93,8 @@ pub(crate) enum Launch {
     RmsNorm {
         epsilon: f32,
     },
-    /// MatMulGguf; with `add`, input 2 is a tensor of the output's shape added to the product
-    /// (a fused residual Add, `executor/fusion.rs`).
+    /// MatMulGguf; with `add` (MatMulGgufAdd), input 2 is a tensor of the output's shape added
+    /// to the product (a fused residual Add).
     Gguf {
         ggml_type: GgmlType,
         rows: usize,
@@ -115,7 +115,7 @@ pub(crate) enum Launch {
         gate: bool,
         out_shapes: Vec<Vec<usize>>,
     },
-    /// The fused SiLU gate `(g * sigmoid(g)) * u` of inputs g, u of one shape.
+    /// SiluGate: `(g * sigmoid(g)) * u` of inputs g, u of one shape.
     SiluMul,
     /// GatherGguf: input 0 the weight bytes, input 1 the i64 indices (checked in range).
     Gather {
@@ -284,6 +284,36 @@ pub(crate) fn plan_launch(
                 out_shape: x[..x.len() - 1].iter().copied().chain([rows]).collect(),
                 add: false,
             })
+        }
+        DeviceKernel::MatMulGgufAdd {
+            ggml_type,
+            rows,
+            cols,
+        } if args.len() == 3 => {
+            let product = DeviceKernel::MatMulGguf {
+                ggml_type,
+                rows,
+                cols,
+            };
+            let Launch::Gguf {
+                out_shape,
+                add: false,
+                ..
+            } = plan_launch(product, &args[..2], 1)?
+            else {
+                return None;
+            };
+            (f32_arg(2)?.shape == out_shape.as_slice()).then_some(Launch::Gguf {
+                ggml_type,
+                rows,
+                cols,
+                out_shape,
+                add: true,
+            })
+        }
+        DeviceKernel::SiluGate if args.len() == 2 => {
+            let (g, u) = (f32_arg(0)?, f32_arg(1)?);
+            (g.shape == u.shape).then_some(Launch::SiluMul)
         }
         DeviceKernel::GatherGguf {
             ggml_type,

@@ -1,31 +1,29 @@
 //! Adjacent steps that run as one launch, where that changes no operation (an LLM decode step
-//! is a few hundred tiny launches, so each one saved counts):
+//! is a few hundred tiny launches, so each one saved counts). The SiLU gate and the product
+//! with its residual Add are graph rewrites now (samebits-passes' `decoder_fusion.rs`, ops
+//! `samebits::SiluGate` and `samebits::MatMulGgufAdd` with their own device kernels); the two
+//! fusions below, which depend on the run's shapes (few activation rows), still join steps here:
 //!
-//! - `MatMulGguf` then `Add` of its product and another tensor of the product's shape (a
-//!   residual connection): the product's kernel adds the other term to each finished dot
-//!   (`y = dot + x`, the Add's one rounding; IEEE addition commutes, so either operand order).
-//! - `Sigmoid(g)`, `Mul(g, s)`, `Mul(t, u)` (a SiLU gate): one kernel computing
-//!   `(g * sigmoid(g)) * u`, the same three roundings (kernels/fused.cu).
 //! - Few activation rows (decode): an `RMSNormalization` over the last axis, then up to three
 //!   `MatMulGguf` of its output (one weight type and width), then `RotaryEmbedding`
-//!   (interleaved) of some of the products, or the SiLU gate of two products: one launch of
+//!   (interleaved) of some of the products, or the `SiluGate` of two products: one launch of
 //!   kernels/gguf.cu, each block recomputing the row's RMS statistic in the canonical order
 //!   (a llama layer's norm, Q, K, V and rotaries, or its norm, gate, up and gate). Without the
 //!   norm, at least two products or an epilogue.
-//! - Few queries (decode): `Attention` (heads of 64 values), the `MatMulGguf` of its output
-//!   and a residual `Add`: the attention launch computes the product too, head h's outputs
-//!   being the 64-term tile h of every dot, the tiles folded in order by the last head block
-//!   (kernels/attention.cu, `sb_attention_product`).
+//! - Few queries (decode): `Attention` (heads of 64 values), then the `MatMulGgufAdd` of its
+//!   output and a residual term: the attention launch computes the product too, head h's
+//!   outputs being the 64-term tile h of every dot, the tiles folded in order by the last head
+//!   block (kernels/attention.cu, `sb_attention_product`).
 //!
 //! A fusion applies only when the steps are consecutive in the plan, each intermediate value
 //! is read by no other step (the consuming step releases it), every operand is a float32
 //! tensor of the same shape (no broadcasting), and the steps would have run on the device
 //! anyway; under an observer (which watches every step's outputs) nothing fuses, nor with
-//! `SAMEBITS_CUDA_FUSE=0` (`no-attention` keeps all but the attention's product).
+//! `SAMEBITS_CUDA_FUSE=0` (`no-attention` keeps all but the attention's product; the same
+//! switch turns the graph rewrites off in samebits-llm).
 
 use samebits_ir::DType;
-use samebits_math::Activation;
-use samebits_ops::{BinaryKernel, DeviceKernel, PlanStep, UnaryKernel};
+use samebits_ops::{DeviceKernel, PlanStep};
 
 use super::dispatch::{ArgInfo, FusedRotary, GROUPED_ATTENTION_MIN_QUERIES, Launch, plan_launch};
 use super::{CudaExecutor, DeviceValue, RunStats, Slot, arg_info, at_step};
@@ -49,9 +47,7 @@ impl CudaExecutor {
         let fused = (switch == Fusions::All)
             .then(|| self.attention_product(steps, kernels, slots))
             .flatten()
-            .or_else(|| self.norm_products(steps, kernels, slots))
-            .or_else(|| self.product_add(steps, kernels, slots))
-            .or_else(|| silu_gate(steps, kernels, |s| dense_f32(slots, s)));
+            .or_else(|| self.norm_products(steps, kernels, slots));
         let Some(Fused {
             launch,
             inputs,
@@ -74,55 +70,8 @@ impl CudaExecutor {
         Ok(Some(n))
     }
 
-    /// `MatMulGguf` then `Add(product, x)` or `Add(x, product)`.
-    fn product_add(
-        &self,
-        steps: &[PlanStep],
-        kernels: &[Option<DeviceKernel>],
-        slots: &[Slot],
-    ) -> Option<Fused> {
-        let (Some(DeviceKernel::MatMulGguf { .. }), Some(DeviceKernel::Binary(BinaryKernel::Add))) =
-            (kernels.first().copied()?, kernels.get(1).copied()?)
-        else {
-            return None;
-        };
-        let (product, add) = (steps[0], steps[1]);
-        let Some(Launch::Gguf {
-            ggml_type,
-            rows,
-            cols,
-            out_shape,
-            add: false,
-        }) = self.launch_for(&product, kernels[0], slots)
-        else {
-            return None;
-        };
-        let y = *product.outputs.first()?;
-        let other = match add.inputs {
-            [Some(a), Some(b)] if *a == y && *b != y => *b,
-            [Some(a), Some(b)] if *b == y && *a != y => *a,
-            _ => return None,
-        };
-        let fits = add.outputs.len() == 1
-            && product.outputs.len() == 1
-            && add.release.contains(&y)
-            && dense_f32(slots, other).is_some_and(|shape| shape == out_shape);
-        fits.then(|| Fused {
-            launch: Launch::Gguf {
-                ggml_type,
-                rows,
-                cols,
-                out_shape,
-                add: true,
-            },
-            inputs: vec![product.inputs[0], product.inputs[1], Some(other)],
-            outputs: vec![add.outputs[0]],
-            steps: 2,
-        })
-    }
-
-    /// `Attention` of few queries (heads of 64 values, 3-D output), `MatMulGguf` of its output
-    /// Y, then `Add` of the product and another tensor (module docs).
+    /// `Attention` of few queries (heads of 64 values, 3-D output), then the `MatMulGgufAdd` of
+    /// its output Y and another tensor (module docs).
     fn attention_product(
         &self,
         steps: &[PlanStep],
@@ -131,17 +80,16 @@ impl CudaExecutor {
     ) -> Option<Fused> {
         let (
             Some(DeviceKernel::Attention { .. }),
-            Some(product_kernel @ DeviceKernel::MatMulGguf { .. }),
-            Some(DeviceKernel::Binary(BinaryKernel::Add)),
-        ) = (
-            kernels.first().copied()?,
-            kernels.get(1).copied()?,
-            kernels.get(2).copied()?,
-        )
+            Some(DeviceKernel::MatMulGgufAdd {
+                ggml_type,
+                rows,
+                cols,
+            }),
+        ) = (kernels.first().copied()?, kernels.get(1).copied()?)
         else {
             return None;
         };
-        let (attention, product, add) = (steps[0], steps[1], steps[2]);
+        let (attention, product) = (steps[0], steps[1]);
         let Some(Launch::Attention {
             q,
             k,
@@ -158,7 +106,7 @@ impl CudaExecutor {
         let [y_slot, present_k, present_v] = *attention.outputs else {
             return None;
         };
-        let ([Some(x), Some(w)], [p]) = (product.inputs, product.outputs) else {
+        let ([Some(x), Some(w), Some(other)], [out]) = (product.inputs, product.outputs) else {
             return None;
         };
         let args = [
@@ -169,6 +117,11 @@ impl CudaExecutor {
             }),
             arg_info(&slots[*w]),
         ];
+        let product_kernel = DeviceKernel::MatMulGguf {
+            ggml_type,
+            rows,
+            cols,
+        };
         let Some(Launch::Gguf {
             ggml_type,
             rows,
@@ -179,27 +132,21 @@ impl CudaExecutor {
         else {
             return None;
         };
-        let other = match add.inputs {
-            [Some(a), Some(b)] if a == p && b != p => *b,
-            [Some(a), Some(b)] if b == p && a != p => *a,
-            _ => return None,
-        };
         let tile = samebits_kernels::REDUCTION_TILE;
         let fits = *x == y_slot
+            && *other != y_slot
             && product.release.contains(&y_slot)
-            && add.outputs.len() == 1
-            && add.release.contains(p)
             && q.seq < GROUPED_ATTENTION_MIN_QUERIES
             && v.size == tile
             && cols == q.heads * tile
             && y == HeadsLayout::split(q.batch, q.seq, q.heads, tile)
-            && dense_f32(slots, other).is_some_and(|shape| shape == out_shape);
+            && dense_f32(slots, *other).is_some_and(|shape| shape == out_shape);
         if !fits {
             return None;
         }
         let mut inputs: Vec<Option<usize>> = attention.inputs.to_vec();
         inputs.resize(6, None);
-        inputs.extend([Some(*w), Some(other)]);
+        inputs.extend([Some(*w), Some(*other)]);
         Some(Fused {
             launch: Launch::Attention {
                 q,
@@ -212,8 +159,8 @@ impl CudaExecutor {
                 product: Some((ggml_type, rows, out_shape)),
             },
             inputs,
-            outputs: vec![add.outputs[0], present_k, present_v],
-            steps: 3,
+            outputs: vec![*out, present_k, present_v],
+            steps: 2,
         })
     }
 
@@ -305,25 +252,24 @@ impl CudaExecutor {
         let mut out_shapes: Vec<Vec<usize>> = products.iter().map(|p| p.3.clone()).collect();
         let mut tables = None;
         let mut gate = false;
-        let product_shape =
-            |slot: usize| products.iter().find(|p| p.2 == slot).map(|p| p.3.clone());
         let pair = (outputs.first().copied(), outputs.get(1).copied());
         if products.len() == 2
-            && let Some(silu) = silu_gate(&steps[i..], &kernels[i..], product_shape)
-            && let [Some(g), Some(u)] = silu.inputs[..]
-            && (pair == (Some(g), Some(u)) || pair == (Some(u), Some(g)))
-            && steps[i + 1].release.contains(&g)
-            && steps[i + 2].release.contains(&u)
+            && out_shapes[0] == out_shapes[1]
+            && let Some(Some(DeviceKernel::SiluGate)) = kernels.get(i)
+            && let ([Some(g), Some(u)], [h]) = (steps[i].inputs, steps[i].outputs)
+            && (pair == (Some(*g), Some(*u)) || pair == (Some(*u), Some(*g)))
+            && steps[i].release.contains(g)
+            && steps[i].release.contains(u)
         {
             // Matrix 0 is the gate.
-            if pair.0 == Some(u) {
+            if pair.0 == Some(*u) {
                 weights.swap(0, 1);
                 matrices.swap(0, 1);
             }
             gate = true;
-            outputs = silu.outputs;
+            outputs = vec![*h];
             out_shapes.truncate(1);
-            i += silu.steps;
+            i += 1;
         } else {
             // Rotary steps of product outputs, one table pair for all.
             while let Some(Some(DeviceKernel::Rotary { .. })) = kernels.get(i) {
@@ -408,49 +354,6 @@ impl CudaExecutor {
             steps: i,
         })
     }
-}
-
-/// `Sigmoid(g)`, `Mul(g, s)` (either order), `Mul(t, u)` (either order).
-fn silu_gate(
-    steps: &[PlanStep],
-    kernels: &[Option<DeviceKernel>],
-    shape_of: impl Fn(usize) -> Option<Vec<usize>>,
-) -> Option<Fused> {
-    let mul = Some(DeviceKernel::Binary(BinaryKernel::Mul));
-    let sigmoid = Some(DeviceKernel::Unary(UnaryKernel::Activation(
-        Activation::Sigmoid,
-    )));
-    if kernels.len() < 3 || kernels[0] != sigmoid || kernels[1] != mul || kernels[2] != mul {
-        return None;
-    }
-    let [Some(g)] = *steps[0].inputs else {
-        return None;
-    };
-    let [s] = *steps[0].outputs else { return None };
-    let [t] = *steps[1].outputs else { return None };
-    let [h] = *steps[2].outputs else { return None };
-    let pair = |inputs: &[Option<usize>]| match *inputs {
-        [Some(a), Some(b)] => Some((a, b)),
-        _ => None,
-    };
-    let (a, b) = pair(steps[1].inputs)?;
-    let (c, d) = pair(steps[2].inputs)?;
-    let u = match (c == t, d == t) {
-        (true, false) => d,
-        (false, true) => c,
-        _ => return None,
-    };
-    let shape = shape_of(g)?;
-    let fits = ((a, b) == (g, s) || (a, b) == (s, g))
-        && steps[1].release.contains(&s)
-        && steps[2].release.contains(&t)
-        && shape_of(u).is_some_and(|us| us == shape);
-    fits.then(|| Fused {
-        launch: Launch::SiluMul,
-        inputs: vec![Some(g), Some(u)],
-        outputs: vec![h],
-        steps: 3,
-    })
 }
 
 /// Which fusions run (`SAMEBITS_CUDA_FUSE`: unset, every one; `0`, none; `no-attention`, all

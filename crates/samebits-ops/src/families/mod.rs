@@ -6,6 +6,7 @@ mod attention;
 mod cast;
 mod control_flow;
 mod conv;
+pub mod decoder_fused;
 mod elementwise;
 pub mod fused;
 mod generators;
@@ -59,6 +60,7 @@ pub fn register_all(r: &mut Registry) {
     signal::register(r);
     gguf_matmul::register(r);
     fused::register(r);
+    decoder_fused::register(r);
 }
 
 /// The dtype of input `i`, when known.
