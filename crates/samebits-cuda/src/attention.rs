@@ -20,7 +20,7 @@
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
-use samebits_gguf::GgmlType;
+use samebits_ggml::GgmlType;
 
 use crate::backend::{BLOCK, CudaBackend, blocks_for, launch_1d};
 use crate::buffer::{DeviceBuffer, DeviceBytes};

@@ -36,13 +36,14 @@
 
 use crate::weights::{MatrixWeight, WeightSource};
 use crate::{LlmError, Result};
-use samebits_gguf::{GgufFile, ModelConfig, TextTokenizer};
+use samebits_gguf::{GgufFile, ModelConfig};
 use samebits_ir::{
     Attribute, DType, Dim, Graph, Node, OpsetImports, Shape, Tensor, Value, ValueInfo, ValueType,
 };
 use samebits_kernels::{Isa, with_isa};
 use samebits_ops::{OperationSet, Plan};
 use samebits_runtime::{Device, Executor, IoValue};
+use samebits_tokenizer::TextTokenizer;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
