@@ -4,16 +4,14 @@
 //
 // y[m, n] = canonical dot (contract: canonical-sum, gemm) of the dequantized weight row n with
 // activation row m: tiles of 64 consecutive k, each a chain p = fma(w_k, x_k, p) from +0.0 in k
-// order, the tile partials folded s = p_0, s = s + p_j. Weights are dequantized on the fly with
-// the formulas of docs/gguf.md ("F32, F16, BF16" and "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0"), exactly as
-// crates/samebits-gguf/src/quant/{float,legacy}.rs compute them:
-//   F32: the stored float; F16: exact conversion; Q4_0: d * (q - 8); Q4_1: fma(d, q, m);
-//   Q8_0: d * q (q signed). d and m are f16, converted exactly; the integer codes become floats
-//   exactly through the 2^23 exponent trick (one logical op and one exact subtraction).
+// order, the tile partials folded s = p_0, s = s + p_j. Weights are dequantized on the fly by
+// the one device definition per format, SbGgmlBlock of kernels/ggml.cu (the formulas of
+// docs/gguf.md, tested against samebits-ggml); the kernels are instantiated for every type of
+// the generated SB_GGML_DEVICE_TYPES.
 //
 // sb_gguf_products: one thread per (weight row, 64-term tile) chain, a block owning whole
 // rows; the block folds each row's partials in tile order, so the bits are those of
-// samebits_gguf::dot_q_f32 whatever the launch. Optional fusions (src/executor/fusion.rs), each
+// samebits_kernels::dot_q_f32 whatever the launch. Optional fusions (src/executor/fusion.rs), each
 // the same operations as the steps it replaces: the activation row is first RMS-normalized
 // (contract: normalization; every block recomputes the row's statistic in the canonical order),
 // up to three matrices share one normalized row, and each finished dot takes a residual add,
@@ -21,112 +19,41 @@
 // neighbouring rows of one block) or, for a gate and an up matrix, the SiLU gate
 // (g * sigmoid(g)) * u.
 
-#define SB_GGML_F32 0
-#define SB_GGML_F16 1
-#define SB_GGML_Q4_0 2
-#define SB_GGML_Q4_1 3
-#define SB_GGML_Q8_0 8
-
-// The integer q (0 <= q < 2^23) as a float, exactly: 2^23 + q has q in its low mantissa bits.
-__device__ __forceinline__ float sb_small_uint_to_f32(unsigned int q)
-{
-  return __uint_as_float(0x4b000000u | q) - 8388608.0f;
-}
-
-// Exact f16 -> f32 conversion of the bits `h`.
-__device__ __forceinline__ float sb_f16_to_f32(unsigned short h)
-{
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-}
-
 // p after the chain over weights k0 .. k_end - 1 of `row` (k0 a multiple of 64, k_end - k0 a
-// multiple of the block size) against x.
+// multiple of the block size) against x, one block at a time, its elements in order.
 template <int TYPE>
 __device__ __forceinline__ float sb_gguf_tile(const unsigned char* row, const float* x, int k0,
                                               int k_end, float p)
 {
-  if constexpr (TYPE == SB_GGML_F32) {
-    const float* w = reinterpret_cast<const float*>(row);
-    for (int k = k0; k < k_end; ++k) p = __fmaf_rn(w[k], x[k], p);
-  } else if constexpr (TYPE == SB_GGML_F16) {
-    const unsigned short* w = reinterpret_cast<const unsigned short*>(row);
-    for (int k = k0; k < k_end; ++k) p = __fmaf_rn(sb_f16_to_f32(w[k]), x[k], p);
-  } else if constexpr (TYPE == SB_GGML_Q4_1) {
-    // 20-byte blocks, 4-byte aligned (rows are whole blocks of a 4-byte multiple).
-    for (int b = k0 / 32; b < k_end / 32; ++b) {
-      const unsigned int* block = reinterpret_cast<const unsigned int*>(row + 20 * b);
-      const unsigned int dm = block[0];
-      const float d = sb_f16_to_f32((unsigned short)(dm & 0xffffu));
-      const float m = sb_f16_to_f32((unsigned short)(dm >> 16));
-      unsigned int qs[4] = {block[1], block[2], block[3], block[4]};
-      const float* xb = x + 32 * b;
+  using Block = SbGgmlBlock<TYPE>;
+  for (int b = k0 / Block::ELEMS; b < k_end / Block::ELEMS; ++b) {
+    const Block block(row + (long long)Block::BYTES * b);
+    const float* xb = x + Block::ELEMS * b;
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const unsigned int q = (qs[i >> 2] >> (8 * (i & 3))) & 0x0fu;
-        p = __fmaf_rn(__fmaf_rn(d, sb_small_uint_to_f32(q), m), xb[i], p);
-      }
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const unsigned int q = (qs[i >> 2] >> (8 * (i & 3) + 4)) & 0x0fu;
-        p = __fmaf_rn(__fmaf_rn(d, sb_small_uint_to_f32(q), m), xb[16 + i], p);
-      }
-    }
-  } else if constexpr (TYPE == SB_GGML_Q4_0) {
-    // 18-byte blocks, 2-byte aligned.
-    for (int b = k0 / 32; b < k_end / 32; ++b) {
-      const unsigned short* block = reinterpret_cast<const unsigned short*>(row + 18 * b);
-      const float d = sb_f16_to_f32(block[0]);
-      const float* xb = x + 32 * b;
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          const unsigned int q = (block[1 + (i >> 1)] >> (8 * (i & 1) + 4 * h)) & 0x0fu;
-          p = __fmaf_rn(d * (sb_small_uint_to_f32(q) - 8.0f), xb[16 * h + i], p);
-        }
-    }
-  } else {
-    static_assert(TYPE == SB_GGML_Q8_0, "unsupported ggml type");
-    // 34-byte blocks, 2-byte aligned.
-    for (int b = k0 / 32; b < k_end / 32; ++b) {
-      const unsigned short* block = reinterpret_cast<const unsigned short*>(row + 34 * b);
-      const float d = sb_f16_to_f32(block[0]);
-      const float* xb = x + 32 * b;
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        // q + 128 of the signed code, then exactly (q + 128) - 128.
-        const unsigned int q = ((block[1 + (i >> 1)] >> (8 * (i & 1))) & 0xffu) ^ 0x80u;
-        p = __fmaf_rn(d * (sb_small_uint_to_f32(q) - 128.0f), xb[i], p);
-      }
-    }
+    for (int i = 0; i < Block::ELEMS; ++i) p = __fmaf_rn(block.value(i), xb[i], p);
   }
   return p;
 }
 
-// sb_gguf_tile for a weight type known at run time (its ggml id, SB_GGML_*), from p = +0.0.
+// sb_gguf_tile for a weight type known at run time (its ggml id, SB_GGML_*), from p = +0.0;
+// NaN for a type the device does not dequantize (the host never launches one).
 __device__ __forceinline__ float sb_gguf_tile_of(int type, const unsigned char* row, const float* x,
                                                  int k0, int k_end)
 {
+#define SB_GGUF_TILE_CASE(name, TYPE) \
+  case TYPE: return sb_gguf_tile<TYPE>(row, x, k0, k_end, 0.0f);
   switch (type) {
-    case SB_GGML_F32: return sb_gguf_tile<SB_GGML_F32>(row, x, k0, k_end, 0.0f);
-    case SB_GGML_F16: return sb_gguf_tile<SB_GGML_F16>(row, x, k0, k_end, 0.0f);
-    case SB_GGML_Q4_0: return sb_gguf_tile<SB_GGML_Q4_0>(row, x, k0, k_end, 0.0f);
-    case SB_GGML_Q4_1: return sb_gguf_tile<SB_GGML_Q4_1>(row, x, k0, k_end, 0.0f);
-    default: return sb_gguf_tile<SB_GGML_Q8_0>(row, x, k0, k_end, 0.0f);
+    SB_GGML_DEVICE_TYPES(SB_GGUF_TILE_CASE)
+    default: return sb_nanf();
   }
+#undef SB_GGUF_TILE_CASE
 }
 
 // Bytes of the first k weights of a row (k a multiple of the block size).
 template <int TYPE>
 __device__ __forceinline__ long long sb_gguf_bytes(int k)
 {
-  if constexpr (TYPE == SB_GGML_F32) return 4ll * k;
-  else if constexpr (TYPE == SB_GGML_F16) return 2ll * k;
-  else if constexpr (TYPE == SB_GGML_Q4_0) return 18ll * (k / 32);
-  else if constexpr (TYPE == SB_GGML_Q4_1) return 20ll * (k / 32);
-  else return 34ll * (k / 32);
+  return (long long)SbGgmlBlock<TYPE>::BYTES * (k / SbGgmlBlock<TYPE>::ELEMS);
 }
 
 // SbGgufMatrix / SbGgufMatrices (one matrix of a products launch) and SB_GGUF_PITCH are in the
@@ -276,42 +203,14 @@ __device__ __forceinline__ void sb_gguf_products(SbGgufMatrices mats, int count,
     sb_gguf_products<TYPE>(mats, count, gate, row_bytes, cols, x, norm_scale, eps, cos_rows,   \
                            sin_rows, width, rows_per_block);                                   \
   }
-SB_GGUF_PRODUCTS_KERNEL(f32, SB_GGML_F32)
-SB_GGUF_PRODUCTS_KERNEL(f16, SB_GGML_F16)
-SB_GGUF_PRODUCTS_KERNEL(q4_0, SB_GGML_Q4_0)
-SB_GGUF_PRODUCTS_KERNEL(q4_1, SB_GGML_Q4_1)
-SB_GGUF_PRODUCTS_KERNEL(q8_0, SB_GGML_Q8_0)
+SB_GGML_DEVICE_TYPES(SB_GGUF_PRODUCTS_KERNEL)
 
-// Element k of a weight row, dequantized by the same formulas (samebits::GatherGguf).
+// Element k of a weight row, dequantized (samebits::GatherGguf, the dequantized transpose).
 template <int TYPE>
 __device__ __forceinline__ float sb_gguf_value(const unsigned char* row, int k)
 {
-  if constexpr (TYPE == SB_GGML_F32) {
-    return reinterpret_cast<const float*>(row)[k];
-  } else if constexpr (TYPE == SB_GGML_F16) {
-    return sb_f16_to_f32(reinterpret_cast<const unsigned short*>(row)[k]);
-  } else {
-    const int i = k % 32;
-    const unsigned char* block;
-    unsigned int q;
-    if constexpr (TYPE == SB_GGML_Q4_1) {
-      block = row + 20 * (k / 32);
-      q = (i < 16 ? block[4 + i] : block[4 + i - 16] >> 4) & 0x0fu;
-      const float d = sb_f16_to_f32((unsigned short)(block[0] | (block[1] << 8)));
-      const float m = sb_f16_to_f32((unsigned short)(block[2] | (block[3] << 8)));
-      return __fmaf_rn(d, (float)q, m);
-    } else if constexpr (TYPE == SB_GGML_Q4_0) {
-      block = row + 18 * (k / 32);
-      q = (i < 16 ? block[2 + i] : block[2 + i - 16] >> 4) & 0x0fu;
-      const float d = sb_f16_to_f32((unsigned short)(block[0] | (block[1] << 8)));
-      return d * (float)((int)q - 8);
-    } else {
-      static_assert(TYPE == SB_GGML_Q8_0, "unsupported ggml type");
-      block = row + 34 * (k / 32);
-      const float d = sb_f16_to_f32((unsigned short)(block[0] | (block[1] << 8)));
-      return d * (float)(signed char)block[2 + i];
-    }
-  }
+  using Block = SbGgmlBlock<TYPE>;
+  return Block(row + (long long)Block::BYTES * (k / Block::ELEMS)).value(k % Block::ELEMS);
 }
 
 // y[i, k] = dequantized element k of weight row ids[i] (negative ids count from the end; the
@@ -335,11 +234,7 @@ __device__ __forceinline__ void sb_gguf_gather(const unsigned char* w, long long
   {                                                                                            \
     sb_gguf_gather<TYPE>(w, row_bytes, rows, cols, ids, count, y);                             \
   }
-SB_GGUF_GATHER_KERNEL(f32, SB_GGML_F32)
-SB_GGUF_GATHER_KERNEL(f16, SB_GGML_F16)
-SB_GGUF_GATHER_KERNEL(q4_0, SB_GGML_Q4_0)
-SB_GGUF_GATHER_KERNEL(q4_1, SB_GGML_Q4_1)
-SB_GGUF_GATHER_KERNEL(q8_0, SB_GGML_Q8_0)
+SB_GGML_DEVICE_TYPES(SB_GGUF_GATHER_KERNEL)
 
 // wt[k, n] = dequantized element k of weight row n: the whole [rows, cols] matrix as the
 // row-major [cols, rows] f32 operand B of a GEMM (prefill: many activation rows per weight).
@@ -362,8 +257,4 @@ __device__ __forceinline__ void sb_gguf_dequantize_t(const unsigned char* w, lon
   {                                                                                            \
     sb_gguf_dequantize_t<TYPE>(w, row_bytes, rows, cols, wt);                                  \
   }
-SB_GGUF_DEQUANTIZE_KERNEL(f32, SB_GGML_F32)
-SB_GGUF_DEQUANTIZE_KERNEL(f16, SB_GGML_F16)
-SB_GGUF_DEQUANTIZE_KERNEL(q4_0, SB_GGML_Q4_0)
-SB_GGUF_DEQUANTIZE_KERNEL(q4_1, SB_GGML_Q4_1)
-SB_GGUF_DEQUANTIZE_KERNEL(q8_0, SB_GGML_Q8_0)
+SB_GGML_DEVICE_TYPES(SB_GGUF_DEQUANTIZE_KERNEL)

@@ -21,7 +21,7 @@
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
-use samebits_gguf::GgmlType;
+use samebits_ggml::GgmlType;
 
 pub use samebits_ops::HeadsLayout;
 

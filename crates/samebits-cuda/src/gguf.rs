@@ -1,14 +1,16 @@
 //! Products with GGUF block-quantized weights on the device (`samebits::MatMulGguf`):
-//! [`CudaBackend::gguf_products`] runs `kernels/gguf.cu`, which dequantizes with the formulas of
-//! docs/gguf.md and computes each output in the canonical order, the bits of
-//! `samebits_gguf::dot_q_f32` on the CPU; one launch may also RMS-normalize its activation row
+//! [`CudaBackend::gguf_products`] runs `kernels/gguf.cu`, which dequantizes by the one device
+//! definition per format of `kernels/ggml.cu` (type codes and block geometry generated here from
+//! samebits-ggml, [`ggml_type_source`]; tested against samebits-ggml on the host, without a GPU)
+//! and computes each output in the canonical order, the bits of
+//! `samebits_kernels::dot_q_f32` on the CPU; one launch may also RMS-normalize its activation row
 //! first and take up to three matrices, a residual add, a rotary embedding or a SiLU gate
 //! (the executor's fusions). [`CudaBackend::gguf_matmul`] is one plain product;
 //! [`CudaBackend::gguf_gather`] dequantizes picked rows (`samebits::GatherGguf`, the embedding
 //! lookup); many activation rows take the GEMM over dequantized weights.
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
-use samebits_gguf::GgmlType;
+use samebits_ggml::GgmlType;
 
 use crate::backend::{BLOCK, CudaBackend};
 use crate::buffer::{DeviceBuffer, DeviceBytes};
@@ -16,16 +18,44 @@ use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 use crate::gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape};
 
-/// The kernel name suffix of a weight type, if the device dequantizes it.
-fn suffix(ggml_type: GgmlType) -> Option<&'static str> {
-    Some(match ggml_type {
-        GgmlType::F32 => "f32",
-        GgmlType::F16 => "f16",
-        GgmlType::Q4_0 => "q4_0",
-        GgmlType::Q4_1 => "q4_1",
-        GgmlType::Q8_0 => "q8_0",
-        _ => return None,
-    })
+/// The weight types the device dequantizes: `kernels/ggml.cu` defines one `SbGgmlBlock` per
+/// type, and every GGUF kernel is instantiated for each (`SB_GGML_DEVICE_TYPES`).
+const DEVICE_TYPES: [GgmlType; 5] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q8_0,
+];
+
+/// The kernel name suffix of a weight type (ggml's name in lower case), if the device
+/// dequantizes it.
+fn suffix(ggml_type: GgmlType) -> Option<String> {
+    DEVICE_TYPES
+        .contains(&ggml_type)
+        .then(|| ggml_type.name().to_lowercase())
+}
+
+/// The NVRTC source that `kernels/ggml.cu` and `kernels/gguf.cu` build on, generated from
+/// samebits-ggml's type table: `SB_GGML_<NAME>` (the ggml type id), `SB_GGML_<NAME>_ELEMS` and
+/// `SB_GGML_<NAME>_BYTES` (the block geometry) for each device type, and the X-macro
+/// `SB_GGML_DEVICE_TYPES(X)` = `X(suffix, SB_GGML_<NAME>)` per device type.
+pub(crate) fn ggml_type_source() -> String {
+    let mut src = String::from("// Generated from samebits-ggml's type table (src/gguf.rs).\n");
+    let mut list = String::from("#define SB_GGML_DEVICE_TYPES(X)");
+    for t in DEVICE_TYPES {
+        let name = t.name();
+        src.push_str(&format!(
+            "#define SB_GGML_{name} {}\n#define SB_GGML_{name}_ELEMS {}\n#define SB_GGML_{name}_BYTES {}\n",
+            t.id(),
+            t.block_elems(),
+            t.block_bytes()
+        ));
+        list.push_str(&format!(" X({}, SB_GGML_{name})", name.to_lowercase()));
+    }
+    src.push_str(&list);
+    src.push('\n');
+    src
 }
 
 /// The kernel `sb_gguf_<what>_<type>`, or an error for a type the device does not dequantize.
@@ -423,5 +453,113 @@ impl CudaBackend {
             },
             GemmLaunch::Auto,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DEVICE_TYPES, ggml_type_source};
+    use samebits_ggml::{GgmlType, dequantize_row};
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    /// `blocks` random blocks of `t` whose f16 scales (and F32 / F16 values) are finite.
+    fn random_blocks(t: GgmlType, blocks: usize, seed: u64) -> Vec<u8> {
+        let mut state = seed;
+        let mut next = move || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) as u8
+        };
+        let f16_fields: &[usize] = match t {
+            GgmlType::Q4_1 => &[0, 2],
+            GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q8_0 => &[0],
+            _ => &[],
+        };
+        let mut out = Vec::new();
+        for _ in 0..blocks {
+            let mut block: Vec<u8> = (0..t.block_bytes()).map(|_| next()).collect();
+            for &at in f16_fields {
+                block[at + 1] &= 0xBF; // exponent below all-ones
+            }
+            if t == GgmlType::F32 {
+                block[3] &= 0xBF;
+            }
+            out.extend(block);
+        }
+        out
+    }
+
+    /// The device dequantization (`kernels/ggml.cu` after the generated type source), compiled
+    /// on the host with g++ (`emulate/ggml_dequantize.cpp`), equals samebits-ggml's
+    /// `dequantize_row` bit for bit on random blocks of every device type. Skips loudly without
+    /// g++.
+    #[test]
+    fn device_dequantization_equals_samebits_ggml() {
+        if Command::new("g++").arg("--version").output().is_err() {
+            let line =
+                b"SKIPPED (no g++): gguf::tests::device_dequantization_equals_samebits_ggml\n";
+            let _ = std::io::stderr().write_all(line);
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("samebits-ggml-host-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let device = include_str!("../kernels/ggml.cu").replace(
+            r#"asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));"#,
+            "f = sb_host_f16_to_f32(h);",
+        );
+        assert!(!device.contains("asm("), "inline PTX left for the host");
+        std::fs::write(
+            dir.join("ggml_host.inc"),
+            format!("{}\n{device}", ggml_type_source()),
+        )
+        .unwrap();
+        let harness = dir.join("ggml_dequantize.cpp");
+        std::fs::write(&harness, include_str!("../emulate/ggml_dequantize.cpp")).unwrap();
+        let binary = dir.join("ggml_dequantize");
+        let status = Command::new("g++")
+            .args([
+                "-std=c++17",
+                "-O2",
+                "-ffp-contract=off",
+                "-fno-strict-aliasing",
+                "-o",
+            ])
+            .arg(&binary)
+            .arg(&harness)
+            .status()
+            .unwrap();
+        assert!(status.success(), "g++ failed on the device dequantization");
+        for (seed, t) in DEVICE_TYPES.into_iter().enumerate() {
+            let blocks = 64 * 256 / t.block_elems();
+            let bytes = random_blocks(t, blocks, seed as u64 + 1);
+            let mut child = Command::new(&binary)
+                .arg(t.id().to_string())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(&bytes).unwrap();
+            let output = child.wait_with_output().unwrap();
+            assert!(output.status.success(), "{t}: the host run failed");
+            let device: Vec<u32> = output
+                .stdout
+                .chunks_exact(4)
+                .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            let mut expected = vec![0f32; blocks * t.block_elems()];
+            dequantize_row(t, &bytes, &mut expected).unwrap();
+            let expected: Vec<u32> = expected.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(device.len(), expected.len(), "{t}");
+            for (i, (d, e)) in device.iter().zip(&expected).enumerate() {
+                assert_eq!(
+                    d, e,
+                    "{t} element {i}: device {d:#010x}, samebits-ggml {e:#010x}"
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -16,6 +16,7 @@ const CONV: &str = include_str!("../kernels/conv.cu");
 const ELEMENTWISE: &str = include_str!("../kernels/elementwise.cu");
 const FUSED: &str = include_str!("../kernels/fused.cu");
 const GEMM: &str = include_str!("../kernels/gemm.cu");
+const GGML: &str = include_str!("../kernels/ggml.cu");
 const GGUF: &str = include_str!("../kernels/gguf.cu");
 const LAYOUT: &str = include_str!("../kernels/layout.cu");
 const POOL: &str = include_str!("../kernels/pool.cu");
@@ -111,6 +112,8 @@ pub(crate) fn source() -> String {
         ELEMENTWISE,
         &unary_kernels(),
         GEMM,
+        &crate::gguf::ggml_type_source(),
+        GGML,
         GGUF,
         REDUCE,
         ATTENTION,

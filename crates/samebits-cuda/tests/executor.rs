@@ -1,15 +1,16 @@
 //! The CUDA executor against the CPU interpreter: a plan mixing device kernels and CPU
-//! fallbacks gives the CPU's bits, and the GGUF products give `samebits_gguf::dot_q_f32`'s bits
+//! fallbacks gives the CPU's bits, and the GGUF products give `samebits_kernels::dot_q_f32`'s bits
 //! for every block type the device dequantizes. The oracle is the CPU (samebits-ops and
-//! samebits-gguf); on a machine without a GPU these tests skip loudly.
+//! samebits-kernels); on a machine without a GPU these tests skip loudly.
 
 use std::io::Write;
 use std::sync::Arc;
 
 use samebits_cuda::testing::Rng;
 use samebits_cuda::{CudaBackend, CudaExecutor};
-use samebits_gguf::{GgmlType, dot_q_f32};
+use samebits_ggml::GgmlType;
 use samebits_ir::{Attribute, DType, Graph, Node, Shape, Tensor, Value, ValueInfo, ValueType};
+use samebits_kernels::dot_q_f32;
 use samebits_ops::{OperationSet, Plan, RunOptions};
 use samebits_passes::decoder_fusion;
 

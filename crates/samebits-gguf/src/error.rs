@@ -1,7 +1,7 @@
 //! The error type of the GGUF crate. Every message names the file and the header field, metadata
 //! key or tensor it is about, so that one line in a log says what is wrong where.
 
-/// An error reading a GGUF file, dequantizing its tensors or using its tokenizer.
+/// An error reading a GGUF file or dequantizing its tensors.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{file}: {error}")]
@@ -28,13 +28,9 @@ pub enum Error {
         tensor: String,
         message: String,
     },
-    /// A dequantization or dot-product call got buffers that do not fit its ggml type.
-    #[error("{0}")]
-    Quant(String),
-    #[error("tokenizer: {0}")]
-    Tokenizer(String),
-    #[error("chat template: {0}")]
-    ChatTemplate(String),
+    /// A dequantization call got buffers that do not fit its ggml type.
+    #[error(transparent)]
+    Quant(#[from] samebits_ggml::QuantError),
     #[error(transparent)]
     Ir(#[from] samebits_ir::Error),
 }

@@ -14,8 +14,8 @@
 //! ```
 
 use crate::metadata::{Metadata, MetadataValue};
-use crate::quant::{GgmlType, dequantize_row};
 use crate::{Error, Result};
+use samebits_ggml::{GgmlType, dequantize_row};
 use samebits_ir::{ByteSource, DType, Tensor};
 use std::collections::HashMap;
 use std::fmt;

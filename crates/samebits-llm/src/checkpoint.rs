@@ -6,7 +6,7 @@
 use crate::{LlmError, Result};
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
-use samebits_gguf::{GgmlType, dequantize_row};
+use samebits_ggml::{GgmlType, dequantize_row};
 use samebits_ir::{DType, Tensor};
 use samebits_runtime::hashing::{sha256_bytes, sha256_file};
 use std::collections::HashMap;
@@ -140,7 +140,8 @@ impl Checkpoint {
             )?);
         }
         let mut values = vec![0f32; s.shape.iter().product()];
-        dequantize_row(ggml_type, bytes.bytes()?, &mut values)?;
+        dequantize_row(ggml_type, bytes.bytes()?, &mut values)
+            .map_err(samebits_gguf::Error::Quant)?;
         Ok(Tensor::from_vec(s.shape.clone(), values)?)
     }
 

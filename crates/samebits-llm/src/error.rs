@@ -7,6 +7,8 @@ pub enum LlmError {
     #[error(transparent)]
     Gguf(#[from] samebits_gguf::Error),
     #[error(transparent)]
+    Tokenizer(#[from] samebits_tokenizer::Error),
+    #[error(transparent)]
     Op(#[from] samebits_ops::OpError),
     #[error(transparent)]
     Ir(#[from] samebits_ir::Error),

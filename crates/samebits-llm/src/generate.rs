@@ -6,8 +6,8 @@
 use crate::receipt::LogitsChain;
 use crate::sampling::{SamplingOptions, sample};
 use crate::{Llm, Result};
-use samebits_gguf::IncrementalDecoder;
-use samebits_gguf::{ChatMessage, ChatTemplate};
+use samebits_tokenizer::IncrementalDecoder;
+use samebits_tokenizer::{ChatMessage, ChatTemplate};
 use std::time::{Duration, Instant};
 
 /// What to generate.

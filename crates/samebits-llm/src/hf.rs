@@ -30,10 +30,11 @@ use crate::model::Layers;
 use crate::model::LoadSource;
 use crate::weights::{MatrixWeight, WeightSource};
 use crate::{Llm, LlmError, Result};
-use samebits_gguf::{ModelConfig, TextTokenizer};
+use samebits_gguf::ModelConfig;
 use samebits_ir::Tensor;
 use samebits_ops::OperationSet;
 use samebits_runtime::Device;
+use samebits_tokenizer::TextTokenizer;
 use std::path::Path;
 
 /// `model_type` values whose checkpoints follow the Llama layout.

@@ -41,7 +41,7 @@
 
 use crate::weights::{MatrixWeight, WeightSource};
 use crate::{LlmError, Result};
-use samebits_gguf::{GgufFile, ModelConfig, TextTokenizer};
+use samebits_gguf::{GgufFile, ModelConfig};
 use samebits_ir::{
     Attribute, DType, Dim, Graph, Node, OpsetImports, Shape, Tensor, Value, ValueInfo, ValueType,
 };
@@ -49,6 +49,7 @@ use samebits_kernels::{Isa, with_isa};
 use samebits_ops::{OperationSet, Plan};
 use samebits_passes::decoder_fusion;
 use samebits_runtime::{Device, Executor, IoValue};
+use samebits_tokenizer::TextTokenizer;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

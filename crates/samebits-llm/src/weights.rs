@@ -16,8 +16,9 @@
 //! place a checkpoint in another order is brought into it).
 
 use crate::{LlmError, Result};
-use samebits_gguf::{GgmlType, GgufFile, TensorData, has_panel_layout, pack_panels};
+use samebits_gguf::{GgmlType, GgufFile, TensorData};
 use samebits_ir::{Attribute, Tensor};
+use samebits_kernels::{has_panel_layout, pack_panels};
 
 /// A `[rows, cols]` weight matrix in its ggml encoding.
 pub struct MatrixWeight {
@@ -168,7 +169,7 @@ fn stacked(file: &GgufFile, names: &[&str]) -> Result<Option<MatrixWeight>> {
             file.read_tensor_bytes(names[part], (row - starts[part]) * row_bytes, bytes)?;
             (row, at) = (row + count, at + count * row_bytes);
         }
-        Ok(())
+        Ok::<(), samebits_gguf::Error>(())
     })?;
     Ok(Some(MatrixWeight {
         blocks: Tensor::from_vec(vec![packed.len()], packed)?,

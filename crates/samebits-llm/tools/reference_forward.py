@@ -4,7 +4,7 @@ the Rust code: a numpy float64 forward of the llama architecture over the GGUF w
 `gguf` package reads and dequantizes (its own numpy dequantization, not samebits').
 
 Prompts are tokenized by the plain-Python byte-level BPE of
-`crates/samebits-gguf/tools/reference_tokens.py` (imported, not copied). For each prompt the script
+`crates/samebits-tokenizer/tools/reference_tokens.py` (imported, not copied). For each prompt the script
 greedy-decodes 12 tokens (argmax, lowest index on ties; every step is a fresh full forward over
 the whole sequence, no cache) and keeps the logits of the last prompt position. It writes:
   - tests/fixtures/reference_greedy.json: per prompt the text, prompt ids, the 12 greedy ids, and
@@ -30,7 +30,7 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "samebits-gguf", "tools"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "samebits-tokenizer", "tools"))
 from reference_tokens import field_ints, field_strings, python_bpe  # noqa: E402
 
 PROMPTS = [

@@ -14,7 +14,7 @@
 //! [`crate::Op::shaped_kernel`]: the same geometry code the CPU evaluation uses, so CPU and GPU
 //! share one definition of shapes, pads and taps.
 
-use samebits_gguf::GgmlType;
+use samebits_ggml::GgmlType;
 use samebits_kernels::{ConvGeometry, ConvTransposeGeometry, PoolGeometry, PoolKind};
 use samebits_math::{Activation, UnaryFn};
 

@@ -5,7 +5,7 @@
 //! Attention's past keys and values may be cache storages (`DeviceValue::Kv`), which its
 //! launch extends in place (`attention.rs`).
 
-use samebits_gguf::GgmlType;
+use samebits_ggml::GgmlType;
 use samebits_ir::{DType, Tensor};
 use samebits_kernels::REDUCTION_TILE;
 use samebits_ops::{

@@ -11,7 +11,8 @@
 //! partials folded left to right, then `+ bias`. These are the bits of im2col + GEMM.
 //!
 //! With several output channels per group, a register tile holds `R` output channels times
-//! two vectors of columns ([`panel_tile`], one generic body over the [`Lanes`] of each ISA):
+//! two vectors of columns ([`panel_tile`], one generic body over the [`Lanes`] of each ISA,
+//! shared with the quantized panels):
 //! each box load serves `R` channels, weights are packed `[term][R]` once per call.
 //!
 //! A transposed convolution is the same computation on a box holding the zero-upsampled
@@ -29,6 +30,7 @@ use rayon::prelude::*;
 use super::{OutputMap, Taps};
 use crate::canonical::REDUCTION_TILE;
 use crate::isa::Isa;
+use crate::lanes::Lanes;
 
 /// Most input channels per group that take the direct path when 1x1 reads in place instead.
 pub(super) const MAX_GROUP_CHANNELS: usize = 4;
@@ -515,134 +517,6 @@ fn tile_chain<const L: usize>(x: &[f32], offsets: &[usize], weights: &[f32]) -> 
         }
     }
     partial
-}
-
-/// A SIMD register of `N` f32 lanes, each lane one output column with its own chain.
-trait Lanes: Copy {
-    const N: usize;
-    /// # Safety
-    /// The register type's ISA is available.
-    unsafe fn zero() -> Self;
-    /// # Safety
-    /// As [`Lanes::zero`].
-    unsafe fn splat(v: f32) -> Self;
-    /// # Safety
-    /// As [`Lanes::zero`], and `p` points to `N` readable floats.
-    unsafe fn load(p: *const f32) -> Self;
-    /// # Safety
-    /// As [`Lanes::zero`], and `p` points to `N` writable floats.
-    unsafe fn store(self, p: *mut f32);
-    /// `fma(a, b, c)` per lane, one rounding.
-    /// # Safety
-    /// As [`Lanes::zero`].
-    unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
-    /// # Safety
-    /// As [`Lanes::zero`].
-    unsafe fn add(a: Self, b: Self) -> Self;
-}
-
-impl Lanes for [f32; 8] {
-    const N: usize = 8;
-    #[inline(always)]
-    unsafe fn zero() -> Self {
-        [0.0; 8]
-    }
-    #[inline(always)]
-    unsafe fn splat(v: f32) -> Self {
-        [v; 8]
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> Self {
-        // SAFETY: the caller passes 8 readable floats.
-        unsafe { p.cast::<[f32; 8]>().read_unaligned() }
-    }
-    #[inline(always)]
-    unsafe fn store(self, p: *mut f32) {
-        // SAFETY: the caller passes 8 writable floats.
-        unsafe { p.cast::<[f32; 8]>().write_unaligned(self) }
-    }
-    #[inline(always)]
-    unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
-        std::array::from_fn(|i| a[i].mul_add(b[i], c[i]))
-    }
-    #[inline(always)]
-    unsafe fn add(a: Self, b: Self) -> Self {
-        std::array::from_fn(|i| a[i] + b[i])
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::Lanes;
-    use std::arch::x86_64::*;
-
-    impl Lanes for __m512 {
-        const N: usize = 16;
-        #[inline(always)]
-        unsafe fn zero() -> Self {
-            // SAFETY: AVX-512F is available (caller contract).
-            unsafe { _mm512_setzero_ps() }
-        }
-        #[inline(always)]
-        unsafe fn splat(v: f32) -> Self {
-            // SAFETY: as above.
-            unsafe { _mm512_set1_ps(v) }
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self {
-            // SAFETY: as above, and 16 readable floats.
-            unsafe { _mm512_loadu_ps(p) }
-        }
-        #[inline(always)]
-        unsafe fn store(self, p: *mut f32) {
-            // SAFETY: as above, and 16 writable floats.
-            unsafe { _mm512_storeu_ps(p, self) }
-        }
-        #[inline(always)]
-        unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
-            // SAFETY: as above.
-            unsafe { _mm512_fmadd_ps(a, b, c) }
-        }
-        #[inline(always)]
-        unsafe fn add(a: Self, b: Self) -> Self {
-            // SAFETY: as above.
-            unsafe { _mm512_add_ps(a, b) }
-        }
-    }
-
-    impl Lanes for __m256 {
-        const N: usize = 8;
-        #[inline(always)]
-        unsafe fn zero() -> Self {
-            // SAFETY: AVX2 and FMA are available (caller contract).
-            unsafe { _mm256_setzero_ps() }
-        }
-        #[inline(always)]
-        unsafe fn splat(v: f32) -> Self {
-            // SAFETY: as above.
-            unsafe { _mm256_set1_ps(v) }
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self {
-            // SAFETY: as above, and 8 readable floats.
-            unsafe { _mm256_loadu_ps(p) }
-        }
-        #[inline(always)]
-        unsafe fn store(self, p: *mut f32) {
-            // SAFETY: as above, and 8 writable floats.
-            unsafe { _mm256_storeu_ps(p, self) }
-        }
-        #[inline(always)]
-        unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
-            // SAFETY: as above.
-            unsafe { _mm256_fmadd_ps(a, b, c) }
-        }
-        #[inline(always)]
-        unsafe fn add(a: Self, b: Self) -> Self {
-            // SAFETY: as above.
-            unsafe { _mm256_add_ps(a, b) }
-        }
-    }
 }
 
 /// `R` output channels by `2 * V::N` columns: lane `l` of channel `r` is the canonical chain

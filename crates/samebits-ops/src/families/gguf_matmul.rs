@@ -5,7 +5,7 @@
 //! - `MatMulGguf(x [.., K] f32, w [bytes] u8)`, attributes `ggml_type` (the ggml type id),
 //!   `rows` (N) and `cols` (K): `y [.., N]`, `y[m, n]` = the canonical dot product of row `n` of
 //!   the dequantized weight with row `m` of `x` (`x · Wᵀ`), exactly
-//!   `samebits_gguf::dot_q_f32`. One activation row runs `matvec_q_f32` over tasks of whole
+//!   `samebits_kernels::dot_q_f32`. One activation row runs `matvec_q_f32` over tasks of whole
 //!   weight rows; several rows dequantize a tile of weight rows once and multiply it by the
 //!   canonical GEMM (contract section `gemm`), which computes the same canonical dot products,
 //!   so a token's bits do not depend on how many tokens are processed together.
@@ -13,7 +13,7 @@
 //!   rows picked by `indices` (an embedding lookup that dequantizes only those rows).
 //!
 //! Both take an optional attribute `layout`: `"rows"` (default, the ggml rows as stored in the
-//! file) or `"panels"` (the row panels of `samebits_gguf::pack_panels`, packed at load time for
+//! file) or `"panels"` (the row panels of `samebits_kernels::pack_panels`, packed at load time for
 //! Q4_0 / Q4_1 / Q8_0; docs/gguf.md, "Row panels"). Over panels, both the one-row and the
 //! several-row products run `PanelMatrix::matmul` on tasks of whole panels: SIMD lanes are rows,
 //! each its own canonical chain, so the bits equal the rows layout's for any token count, ISA
@@ -22,9 +22,9 @@
 use crate::registry::Registry;
 use crate::{BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, bail};
 use rayon::prelude::*;
-use samebits_gguf::{GgmlType, PANEL_ROWS, PanelMatrix, dequantize_row, matvec_q_f32, panel_bytes};
+use samebits_ggml::{GgmlType, QuantError, dequantize_row};
 use samebits_ir::{DType, Tensor, Value, ValueType};
-use samebits_kernels::{Isa, MatRef, gemm_f32};
+use samebits_kernels::{Isa, MatRef, PANEL_ROWS, PanelMatrix, gemm_f32, matvec_q_f32, panel_bytes};
 
 pub fn register(r: &mut Registry) {
     r.register("samebits", "MatMulGguf", |ctx| {
@@ -47,7 +47,7 @@ const PANELS_PER_TASK: usize = 4;
 enum Layout {
     /// ggml rows, one after the other, as in the file.
     Rows,
-    /// Row panels (`samebits_gguf::pack_panels`).
+    /// Row panels (`samebits_kernels::pack_panels`).
     Panels,
 }
 
@@ -212,7 +212,7 @@ impl Op for MatMulGguf {
                     );
                     Ok((t * ROWS_PER_TILE, out))
                 })
-                .collect::<samebits_gguf::Result<_>>()
+                .collect::<samebits_ggml::Result<_>>()
                 .map_err(|e| crate::OpError::Invalid(e.to_string()))?;
             for (first, out) in tiles {
                 let n = out.len() / m;
@@ -245,7 +245,7 @@ impl Op for MatMulGguf {
 fn panels_matmul(w: &PanelMatrix, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
     let isa = Isa::active();
     let rows = w.rows();
-    let invalid = |e: samebits_gguf::Error| crate::OpError::Invalid(e.to_string());
+    let invalid = |e: QuantError| crate::OpError::Invalid(e.to_string());
     let task_rows = PANELS_PER_TASK * PANEL_ROWS;
     if m == 1 {
         return y
@@ -268,7 +268,7 @@ fn panels_matmul(w: &PanelMatrix, x: &[f32], m: usize, y: &mut [f32]) -> Result<
             w.matmul(panels, x, &mut out, isa)?;
             Ok(out)
         })
-        .collect::<samebits_gguf::Result<_>>()
+        .collect::<samebits_ggml::Result<_>>()
         .map_err(invalid)?;
     for (t, out) in blocks.iter().enumerate() {
         let n = out.len() / m;
@@ -327,8 +327,8 @@ impl Op for GatherGguf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use samebits_gguf::dot_q_f32;
     use samebits_ir::{Attribute, Node};
+    use samebits_kernels::dot_q_f32;
 
     fn node(op: &str, ggml_type: GgmlType, rows: usize, cols: usize) -> Node {
         node_in(op, ggml_type, rows, cols, "rows")
@@ -447,9 +447,9 @@ mod tests {
         let (rows, cols) = (300, 160);
         let blocks = q8_0_blocks(rows, cols);
         let row_bytes = GgmlType::Q8_0.row_bytes(cols).unwrap();
-        let packed = samebits_gguf::pack_panels(GgmlType::Q8_0, rows, cols, |first, out| {
+        let packed = samebits_kernels::pack_panels(GgmlType::Q8_0, rows, cols, |first, out| {
             out.copy_from_slice(&blocks[first * row_bytes..][..out.len()]);
-            Ok(())
+            Ok::<(), QuantError>(())
         })
         .unwrap();
         let w_rows = Tensor::from_vec(vec![blocks.len()], blocks).unwrap();

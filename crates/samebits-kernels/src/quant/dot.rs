@@ -4,18 +4,17 @@
 //! Each weight `w_k` is first dequantized by its canonical formula (`docs/gguf.md`) and rounded to
 //! f32; then, per reduction tile of 64 terms, `p = fma(w_k, x_k, p)` from `+0.0` in index order,
 //! and the tile partials are folded left to right. So [`dot_q_f32`] equals
-//! `samebits_kernels::canonical_dot(dequantized row, x)` bit for bit, whatever the CPU.
+//! `crate::canonical_dot(dequantized row, x)` bit for bit, whatever the CPU.
 //!
 //! [`matvec_q_f32`] computes many rows at once: SIMD lanes are independent output rows (each with
 //! its own fma chain), never parts of one sum, so vector width cannot change the bits. The kernel
 //! is one generic body compiled for AVX-512 or AVX2+FMA when the CPU has them (runtime detection)
 //! and for the baseline target otherwise.
 
-use crate::quant::{BlockFormat, FormatVisitor, GgmlType};
-use crate::{Error, Result};
+use samebits_ggml::{BlockFormat, FormatVisitor, GgmlType, QuantError, Result};
 
 /// Terms per reduction tile (`docs/contract.md`, canonical-sum).
-const TILE: usize = samebits_kernels::REDUCTION_TILE;
+const TILE: usize = crate::REDUCTION_TILE;
 /// Output rows computed together by the vectorised kernel.
 const LANES: usize = 32;
 
@@ -31,7 +30,7 @@ pub fn dot_q_f32(ggml_type: GgmlType, blocks: &[u8], x: &[f32]) -> Result<f32> {
 /// in `rows`.
 pub fn matvec_q_f32(ggml_type: GgmlType, rows: &[u8], x: &[f32], out: &mut [f32]) -> Result<()> {
     let row_bytes = ggml_type.row_bytes(x.len()).ok_or_else(|| {
-        Error::Quant(format!(
+        QuantError(format!(
             "{ggml_type}: a row of {} elements is not a whole number of {}-element blocks",
             x.len(),
             ggml_type.block_elems()
@@ -39,7 +38,7 @@ pub fn matvec_q_f32(ggml_type: GgmlType, rows: &[u8], x: &[f32], out: &mut [f32]
     })?;
     let expected = row_bytes.checked_mul(out.len());
     if expected != Some(rows.len()) {
-        return Err(Error::Quant(format!(
+        return Err(QuantError(format!(
             "{ggml_type}: {} bytes do not hold {} rows of {} elements",
             rows.len(),
             out.len(),
@@ -47,7 +46,7 @@ pub fn matvec_q_f32(ggml_type: GgmlType, rows: &[u8], x: &[f32], out: &mut [f32]
         )));
     }
     if !ggml_type.can_dequantize() {
-        return Err(Error::Quant(format!(
+        return Err(QuantError(format!(
             "dot products over {ggml_type} are not supported"
         )));
     }

@@ -1,4 +1,7 @@
-//! ggml tensor types and their dequantization to f32.
+//! The ggml tensor types and their block formats, each format's dequantization to f32 written
+//! once for every user: the GGUF reader, the CPU quantized products (samebits-kernels), and the
+//! CUDA kernels (samebits-cuda generates its type codes from [`GgmlType`] and tests its device
+//! dequantization against [`dequantize_row`]).
 //!
 //! [`GgmlType`] names every type a GGUF file can hold with its block geometry (so the reader can
 //! check tensor sizes); [`dequantize_row`] turns blocks of the supported types into f32 by the one
@@ -9,12 +12,19 @@
 //! One file per family: [`float`] (F32, F16, BF16), [`legacy`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0),
 //! [`kquant`] (Q4_K, Q5_K, Q6_K).
 
-mod float;
-mod kquant;
-pub(crate) mod legacy;
+pub mod float;
+pub mod kquant;
+pub mod legacy;
 
-use crate::{Error, Result};
 use std::fmt;
+
+/// A dequantization or dot-product call got buffers that do not fit its ggml type, or a type
+/// without a block format.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct QuantError(pub String);
+
+pub type Result<T, E = QuantError> = std::result::Result<T, E>;
 
 /// A ggml tensor type, with its on-disk number.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -136,7 +146,7 @@ impl GgmlType {
     }
 
     /// Runs `visitor` with the [`BlockFormat`] of this type; `None` for types without one.
-    pub(crate) fn dispatch<V: FormatVisitor>(self, visitor: V) -> Option<V::Output> {
+    pub fn dispatch<V: FormatVisitor>(self, visitor: V) -> Option<V::Output> {
         Some(match self {
             GgmlType::F32 => visitor.visit::<float::F32>(),
             GgmlType::F16 => visitor.visit::<float::F16>(),
@@ -161,7 +171,7 @@ impl fmt::Display for GgmlType {
 }
 
 /// The layout of one block of a ggml type and its canonical dequantization (`docs/gguf.md`).
-pub(crate) trait BlockFormat {
+pub trait BlockFormat {
     /// Elements per block.
     const ELEMS: usize;
     /// Bytes per block.
@@ -171,7 +181,7 @@ pub(crate) trait BlockFormat {
 }
 
 /// Code generic over a [`BlockFormat`], run by [`GgmlType::dispatch`].
-pub(crate) trait FormatVisitor {
+pub trait FormatVisitor {
     type Output;
     fn visit<B: BlockFormat>(self) -> Self::Output;
 }
@@ -190,15 +200,15 @@ pub(crate) fn f16_at(bytes: &[u8], at: usize) -> f32 {
 }
 
 /// Checks that `blocks` holds exactly the blocks of `elems` elements of `ggml_type`.
-pub(crate) fn check_row(ggml_type: GgmlType, blocks: &[u8], elems: usize) -> Result<()> {
+fn check_row(ggml_type: GgmlType, blocks: &[u8], elems: usize) -> Result<()> {
     if !ggml_type.can_dequantize() {
-        return Err(Error::Quant(format!(
+        return Err(QuantError(format!(
             "dequantization of {ggml_type} is not supported"
         )));
     }
     match ggml_type.row_bytes(elems) {
         Some(bytes) if bytes == blocks.len() => Ok(()),
-        _ => Err(Error::Quant(format!(
+        _ => Err(QuantError(format!(
             "{ggml_type}: {} bytes do not hold {elems} elements (blocks of {} elements in {} bytes)",
             blocks.len(),
             ggml_type.block_elems(),

@@ -3,9 +3,9 @@
 
 use super::{BlockFormat, f16_at};
 
-pub(crate) struct F32;
-pub(crate) struct F16;
-pub(crate) struct BF16;
+pub struct F32;
+pub struct F16;
+pub struct BF16;
 
 impl BlockFormat for F32 {
     const ELEMS: usize = 1;

@@ -1,68 +1,16 @@
 //! Dequantization against an independent f64 reference written after ggml's reference loops
 //! (`dequantize_row_*` in ggml's quantization source) and the exactness argument of `docs/gguf.md`
-//! (every product is exact, so the f64 result rounded once to f32 is the canonical value); and
-//! the quantized dot products against dequantize-then-`canonical_dot`, bit for bit.
+//! (every product is exact, so the f64 result rounded once to f32 is the canonical value).
 
 #![allow(clippy::needless_range_loop)] // the reference keeps ggml's indexed loops
 
 mod common;
 
-use common::Rng;
-use samebits_gguf::{GgmlType, dequantize_row, dot_q_f32, matvec_q_f32};
-use samebits_kernels::canonical_dot;
-
-const TYPES: [GgmlType; 11] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q4K,
-    GgmlType::Q5K,
-    GgmlType::Q6K,
-];
+use common::{Rng, TYPES, random_blocks};
+use samebits_ggml::{GgmlType, dequantize_row};
 
 fn f16(b: &[u8], at: usize) -> f64 {
     half::f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f64()
-}
-
-/// A random finite f16 (subnormals included), as little-endian bytes.
-fn finite_f16(rng: &mut Rng) -> [u8; 2] {
-    loop {
-        let bits = rng.next_u64() as u16;
-        if (bits >> 10) & 0x1F != 0x1F {
-            return bits.to_le_bytes();
-        }
-    }
-}
-
-/// `blocks` random blocks of `ty` whose f16 scales are finite (F32 values finite too).
-fn random_blocks(ty: GgmlType, blocks: usize, rng: &mut Rng) -> Vec<u8> {
-    let mut out = Vec::new();
-    for _ in 0..blocks {
-        let mut block = rng.bytes(ty.block_bytes());
-        let f16_fields: &[usize] = match ty {
-            GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
-            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
-            GgmlType::Q6K => &[208],
-            GgmlType::F32 => {
-                block.copy_from_slice(&(rng.unit() * 4.0).to_le_bytes());
-                &[]
-            }
-            _ => &[],
-        };
-        for &at in f16_fields {
-            block[at..at + 2].copy_from_slice(&finite_f16(rng));
-        }
-        if ty == GgmlType::BF16 {
-            block[1] &= 0xBF; // exponent below all-ones: finite
-        }
-        out.extend(block);
-    }
-    out
 }
 
 /// ggml's scale/min unpacking for Q4_K and Q5_K (`get_scale_min_k4`).
@@ -227,69 +175,4 @@ fn hand_built_q4_1_and_q8_0_blocks() {
     assert_eq!(&out[..3], &[-256.0, 254.0, 0.0]);
     assert!(dequantize_row(GgmlType::Q8_0, &q8[..33], &mut out).is_err());
     assert!(dequantize_row(GgmlType::Q2K, &[0; 84], &mut [0f32; 256]).is_err());
-}
-
-#[test]
-fn fused_dot_products_equal_dequantize_then_canonical_dot() {
-    let mut rng = Rng(2);
-    for ty in TYPES {
-        let lengths: &[usize] = match ty.block_elems() {
-            1 => &[0, 1, 63, 64, 65, 200],
-            32 => &[32, 64, 96, 576],
-            _ => &[256, 512, 768],
-        };
-        for &k in lengths {
-            let x: Vec<f32> = (0..k).map(|_| rng.unit() * 8.0).collect();
-            for n_rows in [1, 3, 32, 37, 70] {
-                let rows = random_blocks(ty, n_rows * k / ty.block_elems(), &mut rng);
-                let mut fused = vec![f32::NAN; n_rows];
-                matvec_q_f32(ty, &rows, &x, &mut fused).unwrap();
-                let row_bytes = ty.row_bytes(k).unwrap();
-                for r in 0..n_rows {
-                    let row = &rows[r * row_bytes..(r + 1) * row_bytes];
-                    let mut w = vec![0f32; k];
-                    dequantize_row(ty, row, &mut w).unwrap();
-                    let want = canonical_dot(&w, &x);
-                    assert_eq!(
-                        fused[r].to_bits(),
-                        want.to_bits(),
-                        "{ty} K={k} rows={n_rows} row {r}"
-                    );
-                    if n_rows == 3 {
-                        let single = dot_q_f32(ty, row, &x).unwrap();
-                        assert_eq!(single.to_bits(), want.to_bits(), "{ty} K={k} single row");
-                    }
-                }
-            }
-        }
-    }
-}
-
-#[test]
-fn canonical_dot_follows_the_tile_order() {
-    // 64 terms of 1.0 then one of 2^24: tile 0 sums to 64, tile 1 to 2^24; 2^24 + 64 is exact.
-    // A plain left-to-right chain gives the same here; the cases below separate the orders.
-    let mut a = vec![1.0f32; 65];
-    a[64] = 16_777_216.0;
-    let b = vec![1.0f32; 65];
-    assert_eq!(canonical_dot(&a, &b), 16_777_280.0);
-    // Tile 0: 2^24 then 63 ones, each lost to rounding (2^24 + 1 rounds to 2^24); tile 1: 64 ones.
-    let mut a = vec![1.0f32; 128];
-    a[0] = 16_777_216.0;
-    let b = vec![1.0f32; 128];
-    assert_eq!(canonical_dot(&a, &b), 16_777_216.0 + 64.0);
-    let sequential = a.iter().fold(0.0f32, |p, &v| v.mul_add(1.0, p));
-    assert_eq!(sequential, 16_777_216.0);
-    assert_eq!(canonical_dot(&[], &[]).to_bits(), 0.0f32.to_bits());
-    // Partials start at +0.0, so a product of -0.0 leaves +0.0.
-    assert_eq!(canonical_dot(&[-0.0], &[1.0]).to_bits(), 0.0f32.to_bits());
-}
-
-#[test]
-fn mismatched_buffers_are_errors() {
-    let x = vec![0f32; 64];
-    assert!(dot_q_f32(GgmlType::Q4_1, &[0; 39], &x).is_err());
-    assert!(dot_q_f32(GgmlType::Q4_1, &[0; 40], &x[..48]).is_err());
-    assert!(matvec_q_f32(GgmlType::Q4_1, &[0; 80], &x, &mut [0f32; 3]).is_err());
-    assert!(dot_q_f32(GgmlType::Iq2Xxs, &[0; 66], &[0f32; 256]).is_err());
 }

@@ -4,9 +4,10 @@
 //! `raise_exception(msg)`, `strftime_now(fmt)` (always an error: rendering must not depend on the
 //! clock), and the common Python `str`/`dict` methods (`strip`, `startswith`, `split`, `items`, ...).
 
-use crate::{Error, GgufFile, Result, TextTokenizer};
+use crate::{Error, Result, TextTokenizer};
 use minijinja::value::{Value, ValueKind};
 use minijinja::{Environment, ErrorKind, State};
+use samebits_gguf::GgufFile;
 
 const TEMPLATE_NAME: &str = "chat_template";
 

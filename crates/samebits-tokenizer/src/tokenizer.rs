@@ -33,7 +33,8 @@
 //! `NN`; added tokens are their UTF-8 text. (The leading `▁` that encoding puts in front of a
 //! SentencePiece text decodes as a space.)
 
-use crate::{Error, GgufFile, Metadata, Result};
+use crate::{Error, Result};
+use samebits_gguf::{GgufFile, Metadata};
 use std::collections::HashMap;
 use std::path::Path;
 use tokenizers::models::bpe::{BPE, Merges, Vocab};
@@ -137,7 +138,7 @@ impl TextTokenizer {
             }
         };
         let flag = |key: &str, absent: bool| -> Result<bool> {
-            meta.get(key).map_or(Ok(absent), |_| meta.bool(key))
+            meta.get(key).map_or(Ok(absent), |_| Ok(meta.bool(key)?))
         };
         let (bos, eos) = (
             id_of("tokenizer.ggml.bos_token_id")?,

@@ -14,11 +14,12 @@
 //! tile partials folded left to right. Each lane is one row's own chain, so the bits equal
 //! `dot_q_f32` on the ggml row whatever the ISA (scalar, AVX2 + FMA + F16C, AVX-512), the number
 //! of tokens, or which panels a thread is given. One body ([`panel_tile`]) is written over a
-//! 16-lane vector type ([`Lanes`]) and compiled per ISA.
+//! 16-lane vector type (the crate's [`Lanes`], shared with the direct convolution, plus the
+//! panel-block loads of [`PanelLanes`]) and compiled per ISA.
 
-use crate::quant::{BlockFormat, GgmlType, legacy};
-use crate::{Error, Result};
-use samebits_kernels::{Isa, REDUCTION_TILE};
+use crate::lanes::Lanes;
+use crate::{Isa, REDUCTION_TILE};
+use samebits_ggml::{BlockFormat, GgmlType, QuantError, Result, legacy};
 use std::ops::Range;
 
 /// Rows per panel: the lanes of one AVX-512 register, two AVX2 registers.
@@ -55,17 +56,17 @@ pub fn panel_bytes(ggml_type: GgmlType, rows: usize, cols: usize) -> Option<usiz
 
 /// Packs a `[rows, cols]` matrix of `ggml_type` into panel layout. `read_rows(first, out)` must
 /// fill `out` with the ggml blocks of rows `first..first + out.len() / row_bytes` (so the source
-/// may be a file read piece by piece, never held whole).
-pub fn pack_panels(
+/// may be a file read piece by piece, never held whole); its errors are returned as they are.
+pub fn pack_panels<E: From<QuantError>>(
     ggml_type: GgmlType,
     rows: usize,
     cols: usize,
-    mut read_rows: impl FnMut(usize, &mut [u8]) -> Result<()>,
-) -> Result<Vec<u8>> {
+    mut read_rows: impl FnMut(usize, &mut [u8]) -> Result<(), E>,
+) -> Result<Vec<u8>, E> {
     let size = panel_bytes(ggml_type, rows, cols).ok_or_else(|| {
-        Error::Quant(format!(
+        E::from(QuantError(format!(
             "{ggml_type}: no panel layout for a [{rows}, {cols}] matrix"
-        ))
+        )))
     })?;
     let row_bytes = ggml_type.row_bytes(cols).expect("checked by panel_bytes");
     let block_bytes = ggml_type.block_bytes();
@@ -108,11 +109,11 @@ impl<'a> PanelMatrix<'a> {
                 cols,
                 bytes,
             }),
-            Some(size) => Err(Error::Quant(format!(
+            Some(size) => Err(QuantError(format!(
                 "{ggml_type}: {} bytes do not hold a [{rows}, {cols}] panel matrix ({size} bytes)",
                 bytes.len()
             ))),
-            None => Err(Error::Quant(format!(
+            None => Err(QuantError(format!(
                 "{ggml_type}: no panel layout for a [{rows}, {cols}] matrix"
             ))),
         }
@@ -139,7 +140,7 @@ impl<'a> PanelMatrix<'a> {
     /// blocks.
     pub fn dequantize_row(&self, row: usize, out: &mut [f32]) -> Result<()> {
         if row >= self.rows || out.len() != self.cols {
-            return Err(Error::Quant(format!(
+            return Err(QuantError(format!(
                 "row {row} into {} values: the panel matrix is [{}, {}]",
                 out.len(),
                 self.rows,
@@ -190,7 +191,7 @@ impl<'a> PanelMatrix<'a> {
             || x.len() != tokens * self.cols
             || out.len() != tokens * n
         {
-            return Err(Error::Quant(format!(
+            return Err(QuantError(format!(
                 "panels {panels:?} of a [{}, {}] matrix with {} activations into {} outputs",
                 self.rows,
                 self.cols,
@@ -263,8 +264,8 @@ unsafe fn run_avx512<F: PanelFormat>(job: &mut Job<'_>) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn run_avx2<F: PanelFormat>(job: &mut Job<'_>) {
-    // SAFETY: the caller checked the features that `Avx2Lanes` use.
-    unsafe { run::<x86::Avx2Lanes, F>(job) }
+    // SAFETY: the caller checked the features that `Pair<__m256>` lanes use.
+    unsafe { run::<crate::lanes::Pair<std::arch::x86_64::__m256>, F>(job) }
 }
 
 /// Runs `$body` with `$k` bound to each element index of a block, 0 to 31 in order.
@@ -289,7 +290,7 @@ const PREFILL_MIN_TOKENS: usize = 8;
 /// Walks `job` in register tiles: 4 panels x 1 token, or 2 panels x up to 4 tokens; from
 /// [`PREFILL_MIN_TOKENS`] token rows on, [`run_prefill`].
 #[inline(always)]
-unsafe fn run<V: Lanes, F: PanelFormat>(job: &mut Job<'_>) {
+unsafe fn run<V: PanelLanes, F: PanelFormat>(job: &mut Job<'_>) {
     let tokens = job.x.len() / job.cols;
     if tokens >= PREFILL_MIN_TOKENS {
         // SAFETY: forwarded from the caller.
@@ -328,12 +329,12 @@ const PREFILL_PANELS: usize = 2;
 
 /// The prefill kernel: for each pair of panels and each reduction tile, the tile's weights are
 /// dequantized once into a buffer (the values [`panel_tile`] computes), then every token row
-/// takes them from there, [`Lanes::PREFILL_TOKENS`] rows per register tile. The operations and
+/// takes them from there, [`PanelLanes::PREFILL_TOKENS`] rows per register tile. The operations and
 /// their order per output are [`panel_tile`]'s (`acc = fma(w_k, x_k, acc)` from `+0.0` per tile,
 /// `total = total + acc` from `-0.0`), so are the bits; the dequantization is paid once per tile
 /// instead of once per few tokens.
 #[inline(always)]
-unsafe fn run_prefill<V: Lanes, F: PanelFormat>(job: &mut Job<'_>) {
+unsafe fn run_prefill<V: PanelLanes, F: PanelFormat>(job: &mut Job<'_>) {
     // SAFETY (whole body): V's features are enabled (the caller's contract); every pointer read
     // stays inside the job's panels (blocks * F::PANEL_BLOCK bytes each) and `x`.
     unsafe {
@@ -393,7 +394,7 @@ unsafe fn run_prefill<V: Lanes, F: PanelFormat>(job: &mut Job<'_>) {
                     let first = (p + i) * PANEL_ROWS;
                     let valid = job.n.saturating_sub(first).min(PANEL_ROWS);
                     let mut lanes = [0f32; PANEL_ROWS];
-                    total.store(&mut lanes);
+                    total.store(lanes.as_mut_ptr());
                     job.out[t * job.n + first..][..valid].copy_from_slice(&lanes[..valid]);
                 }
             }
@@ -410,7 +411,7 @@ struct PrefillTile<'a, V> {
     cols: usize,
 }
 
-impl<V: Lanes> PrefillTile<'_, V> {
+impl<V: PanelLanes> PrefillTile<'_, V> {
     /// Adds the tile's partials of `NP` panels and `NT = totals.len()` token rows to `totals`.
     #[inline(always)]
     unsafe fn accumulate<const NP: usize, const NT: usize>(
@@ -441,7 +442,7 @@ impl<V: Lanes> PrefillTile<'_, V> {
 
 /// Panels `p..p + NP` times token rows `t..t + NT`: computes and stores those outputs.
 #[inline(always)]
-unsafe fn tile<V: Lanes, F: PanelFormat, const NP: usize, const NT: usize>(
+unsafe fn tile<V: PanelLanes, F: PanelFormat, const NP: usize, const NT: usize>(
     job: &mut Job<'_>,
     p: usize,
     t: usize,
@@ -460,7 +461,7 @@ unsafe fn tile<V: Lanes, F: PanelFormat, const NP: usize, const NT: usize>(
         for (j, total) in panel_totals.iter().enumerate() {
             let mut lanes = [0f32; PANEL_ROWS];
             // SAFETY: forwarded from the caller.
-            unsafe { total.store(&mut lanes) };
+            unsafe { total.store(lanes.as_mut_ptr()) };
             job.out[(t + j) * job.n + first..][..valid].copy_from_slice(&lanes[..valid]);
         }
     }
@@ -471,7 +472,7 @@ unsafe fn tile<V: Lanes, F: PanelFormat, const NP: usize, const NT: usize>(
 /// from `total = -0.0` (which leaves the first tile's partial exactly as it is, `-0.0 + p = p`
 /// for every `p`, so the fold is `s = p_0`, `s = s + p_j`).
 #[inline(always)]
-unsafe fn panel_tile<V: Lanes, F: PanelFormat, const NP: usize, const NT: usize>(
+unsafe fn panel_tile<V: PanelLanes, F: PanelFormat, const NP: usize, const NT: usize>(
     panels: [&[u8]; NP],
     blocks: usize,
     x: [&[f32]; NT],
@@ -510,42 +511,21 @@ unsafe fn panel_tile<V: Lanes, F: PanelFormat, const NP: usize, const NT: usize>
     }
 }
 
-/// 16 f32 lanes, each an IEEE f32 computed on its own: one operation = one rounding per lane.
-trait Lanes: Copy {
+/// [`Lanes`] of [`PANEL_ROWS`] rows, with the loads of panel blocks (each converts exactly).
+trait PanelLanes: Lanes {
     /// Token rows per register tile of the prefill kernel (two panels' accumulators for that
     /// many rows fit the registers): 8, 4, 3, 2 or 1.
     const PREFILL_TOKENS: usize;
-    unsafe fn splat(v: f32) -> Self;
-    unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
-    unsafe fn mul(a: Self, b: Self) -> Self;
-    unsafe fn add(a: Self, b: Self) -> Self;
     /// The 16 little-endian f16 at `p`, converted exactly.
     unsafe fn f16s(p: *const u8) -> Self;
     /// From the 16 little-endian u32 at `p`, `((u >> 4 * nibble) & 15) - BIAS`, exactly.
     unsafe fn nibbles<const BIAS: i32>(p: *const u8, nibble: usize) -> Self;
     /// The 16 i8 at `p`, exactly.
     unsafe fn bytes_i8(p: *const u8) -> Self;
-    unsafe fn store(self, out: &mut [f32; PANEL_ROWS]);
 }
 
-impl Lanes for [f32; PANEL_ROWS] {
+impl PanelLanes for [f32; PANEL_ROWS] {
     const PREFILL_TOKENS: usize = 8;
-    #[inline(always)]
-    unsafe fn splat(v: f32) -> Self {
-        [v; PANEL_ROWS]
-    }
-    #[inline(always)]
-    unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
-        std::array::from_fn(|i| a[i].mul_add(b[i], c[i]))
-    }
-    #[inline(always)]
-    unsafe fn mul(a: Self, b: Self) -> Self {
-        std::array::from_fn(|i| a[i] * b[i])
-    }
-    #[inline(always)]
-    unsafe fn add(a: Self, b: Self) -> Self {
-        std::array::from_fn(|i| a[i] + b[i])
-    }
     #[inline(always)]
     unsafe fn f16s(p: *const u8) -> Self {
         // SAFETY: the caller passes 32 readable bytes.
@@ -567,16 +547,13 @@ impl Lanes for [f32; PANEL_ROWS] {
         let b = unsafe { std::slice::from_raw_parts(p, PANEL_ROWS) };
         std::array::from_fn(|i| f32::from(b[i] as i8))
     }
-    #[inline(always)]
-    unsafe fn store(self, out: &mut [f32; PANEL_ROWS]) {
-        *out = self;
-    }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    //! [`Lanes`](super::Lanes) as one AVX-512 register or two AVX2 registers.
-    use super::{Lanes, PANEL_ROWS};
+    //! [`PanelLanes`](super::PanelLanes) as one AVX-512 register or a pair of AVX2 registers.
+    use super::PanelLanes;
+    use crate::lanes::Pair;
     use std::arch::x86_64::*;
 
     /// The float value of every 4-bit code minus `BIAS` (a table for `vpermps`, which reads
@@ -586,28 +563,8 @@ mod x86 {
         std::array::from_fn(|i| (i as i32 - BIAS) as f32)
     }
 
-    impl Lanes for __m512 {
+    impl PanelLanes for __m512 {
         const PREFILL_TOKENS: usize = 8;
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn splat(v: f32) -> Self {
-            _mm512_set1_ps(v)
-        }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
-            _mm512_fmadd_ps(a, b, c)
-        }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn mul(a: Self, b: Self) -> Self {
-            _mm512_mul_ps(a, b)
-        }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn add(a: Self, b: Self) -> Self {
-            _mm512_add_ps(a, b)
-        }
         #[inline]
         #[target_feature(enable = "avx512f")]
         unsafe fn f16s(p: *const u8) -> Self {
@@ -630,49 +587,17 @@ mod x86 {
             // SAFETY: the caller passes 16 readable bytes.
             unsafe { _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.cast()))) }
         }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn store(self, out: &mut [f32; PANEL_ROWS]) {
-            // SAFETY: `out` holds 16 floats.
-            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), self) }
-        }
     }
 
     /// Lanes 0..8 and 8..16 in two AVX2 registers.
-    #[derive(Clone, Copy)]
-    pub(super) struct Avx2Lanes(__m256, __m256);
-
-    impl Lanes for Avx2Lanes {
+    impl PanelLanes for Pair<__m256> {
         const PREFILL_TOKENS: usize = 3;
-        #[inline]
-        #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn splat(v: f32) -> Self {
-            Avx2Lanes(_mm256_set1_ps(v), _mm256_set1_ps(v))
-        }
-        #[inline]
-        #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
-            Avx2Lanes(
-                _mm256_fmadd_ps(a.0, b.0, c.0),
-                _mm256_fmadd_ps(a.1, b.1, c.1),
-            )
-        }
-        #[inline]
-        #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn mul(a: Self, b: Self) -> Self {
-            Avx2Lanes(_mm256_mul_ps(a.0, b.0), _mm256_mul_ps(a.1, b.1))
-        }
-        #[inline]
-        #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn add(a: Self, b: Self) -> Self {
-            Avx2Lanes(_mm256_add_ps(a.0, b.0), _mm256_add_ps(a.1, b.1))
-        }
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
         unsafe fn f16s(p: *const u8) -> Self {
             // SAFETY: the caller passes 32 readable bytes.
             unsafe {
-                Avx2Lanes(
+                Pair(
                     _mm256_cvtph_ps(_mm_loadu_si128(p.cast())),
                     _mm256_cvtph_ps(_mm_loadu_si128(p.add(16).cast())),
                 )
@@ -690,26 +615,17 @@ mod x86 {
                 _mm256_cvtepi32_ps(_mm256_sub_epi32(code, bias))
             };
             // SAFETY: as above.
-            Avx2Lanes(half(p), half(unsafe { p.add(32) }))
+            Pair(half(p), half(unsafe { p.add(32) }))
         }
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
         unsafe fn bytes_i8(p: *const u8) -> Self {
             // SAFETY: the caller passes 16 readable bytes.
             unsafe {
-                Avx2Lanes(
+                Pair(
                     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p.cast()))),
                     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(8).cast()))),
                 )
-            }
-        }
-        #[inline]
-        #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn store(self, out: &mut [f32; PANEL_ROWS]) {
-            // SAFETY: `out` holds 16 floats.
-            unsafe {
-                _mm256_storeu_ps(out.as_mut_ptr(), self.0);
-                _mm256_storeu_ps(out.as_mut_ptr().add(8), self.1);
             }
         }
     }
@@ -727,9 +643,9 @@ trait PanelFormat {
     /// The ggml block of row `lane`, back from `panel_block`.
     fn unpack(panel_block: &[u8], lane: usize, block: &mut [u8]);
     /// The 16 scales `d` and mins `m` (zero where the type has none) of a panel block.
-    unsafe fn scales<V: Lanes>(panel_block: *const u8) -> (V, V);
+    unsafe fn scales<V: PanelLanes>(panel_block: *const u8) -> (V, V);
     /// The 16 rows' weight `k` (0..32), dequantized.
-    unsafe fn weight<V: Lanes>(panel_block: *const u8, scales: (V, V), k: usize) -> V;
+    unsafe fn weight<V: PanelLanes>(panel_block: *const u8, scales: (V, V), k: usize) -> V;
 }
 
 /// Moves 4-bit codes between a ggml block's `qs` (element `i < 16` in the low nibble of byte
@@ -782,13 +698,13 @@ impl PanelFormat for Q4_0P {
         unpack_nibbles(pb, lane, 32, &mut block[2..18]);
     }
     #[inline(always)]
-    unsafe fn scales<V: Lanes>(pb: *const u8) -> (V, V) {
+    unsafe fn scales<V: PanelLanes>(pb: *const u8) -> (V, V) {
         // SAFETY: the caller passes a whole panel block.
         unsafe { (V::f16s(pb), V::splat(0.0)) }
     }
     /// `d * q`, `q` = nibble − 8.
     #[inline(always)]
-    unsafe fn weight<V: Lanes>(pb: *const u8, (d, _): (V, V), k: usize) -> V {
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, _): (V, V), k: usize) -> V {
         // SAFETY: as above.
         unsafe { V::mul(d, V::nibbles::<8>(pb.add(32 + 64 * (k / 8)), k % 8)) }
     }
@@ -807,13 +723,13 @@ impl PanelFormat for Q4_1P {
         unpack_nibbles(pb, lane, 64, &mut block[4..20]);
     }
     #[inline(always)]
-    unsafe fn scales<V: Lanes>(pb: *const u8) -> (V, V) {
+    unsafe fn scales<V: PanelLanes>(pb: *const u8) -> (V, V) {
         // SAFETY: the caller passes a whole panel block.
         unsafe { (V::f16s(pb), V::f16s(pb.add(32))) }
     }
     /// `fma(d, q, m)`, `q` = nibble.
     #[inline(always)]
-    unsafe fn weight<V: Lanes>(pb: *const u8, (d, m): (V, V), k: usize) -> V {
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, m): (V, V), k: usize) -> V {
         // SAFETY: as above.
         unsafe { V::fma(d, V::nibbles::<0>(pb.add(64 + 64 * (k / 8)), k % 8), m) }
     }
@@ -834,13 +750,13 @@ impl PanelFormat for Q8_0P {
         }
     }
     #[inline(always)]
-    unsafe fn scales<V: Lanes>(pb: *const u8) -> (V, V) {
+    unsafe fn scales<V: PanelLanes>(pb: *const u8) -> (V, V) {
         // SAFETY: the caller passes a whole panel block.
         unsafe { (V::f16s(pb), V::splat(0.0)) }
     }
     /// `d * q`, `q` = the i8 code.
     #[inline(always)]
-    unsafe fn weight<V: Lanes>(pb: *const u8, (d, _): (V, V), k: usize) -> V {
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, _): (V, V), k: usize) -> V {
         // SAFETY: as above.
         unsafe { V::mul(d, V::bytes_i8(pb.add(32 + PANEL_ROWS * k))) }
     }
@@ -849,7 +765,8 @@ impl PanelFormat for Q8_0P {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{dequantize_row, dot_q_f32};
+    use crate::quant::dot_q_f32;
+    use samebits_ggml::dequantize_row;
 
     /// `rows` rows of `cols` elements of `t` with varied scales, mins and codes (scales include
     /// negative and subnormal f16 values).
@@ -879,7 +796,7 @@ mod tests {
         let row_bytes = t.row_bytes(cols).unwrap();
         pack_panels(t, rows, cols, |first, out| {
             out.copy_from_slice(&src[first * row_bytes..][..out.len()]);
-            Ok(())
+            Ok::<(), QuantError>(())
         })
         .unwrap()
     }
@@ -902,6 +819,40 @@ mod tests {
                 m.dequantize_row(r, &mut got).unwrap();
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&expected), "{t} row {r}");
+            }
+        }
+    }
+
+    /// Every ISA path dequantizes a panel to samebits-ggml's values: with one-hot activation
+    /// rows each product is one weight itself (`fma(w, 1, +0) = w`, other terms add `±0`; a
+    /// `-0.0` weight gives `+0.0`), on the few-token path (one row at a time) and on the prefill
+    /// path (all one-hot rows at once).
+    #[test]
+    fn panel_weights_equal_samebits_ggml_on_every_isa() {
+        for t in TYPES {
+            let (rows, cols) = (20, 64);
+            let src = blocks(t, rows, cols);
+            let packed = pack(t, rows, cols, &src);
+            let m = PanelMatrix::new(t, rows, cols, &packed).unwrap();
+            let mut expected = vec![0f32; rows * cols];
+            dequantize_row(t, &src, &mut expected).unwrap();
+            let identity: Vec<f32> = (0..cols * cols)
+                .map(|i| if i / cols == i % cols { 1.0 } else { 0.0 })
+                .collect();
+            for isa in Isa::available() {
+                let mut all = vec![0f32; cols * rows];
+                m.matmul(0..m.panels(), &identity, &mut all, isa).unwrap();
+                for k in 0..cols {
+                    let mut one = vec![0f32; rows];
+                    let x = &identity[k * cols..][..cols];
+                    m.matmul(0..m.panels(), x, &mut one, isa).unwrap();
+                    for r in 0..rows {
+                        let want = (expected[r * cols + k] + 0.0).to_bits();
+                        assert_eq!(one[r].to_bits(), want, "{t}, {isa}, row {r}, weight {k}");
+                        let got = all[k * rows + r].to_bits();
+                        assert_eq!(got, want, "{t}, {isa}, prefill, row {r}, weight {k}");
+                    }
+                }
             }
         }
     }

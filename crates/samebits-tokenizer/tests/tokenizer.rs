@@ -2,10 +2,12 @@
 //! `tools/reference_tokens.py` (an independent plain-Python BPE and the Hugging Face `tokenizers`
 //! package, both built from the same GGUF metadata), and on a tiny synthetic vocabulary.
 
+#[path = "../../samebits-gguf/tests/common/mod.rs"]
 mod common;
 
 use common::{GgufWriter, smollm2_path, string, strings};
-use samebits_gguf::{ChatMessage, ChatTemplate, GgufFile, MetadataValue, TextTokenizer};
+use samebits_gguf::{GgufFile, MetadataValue};
+use samebits_tokenizer::{ChatMessage, ChatTemplate, TextTokenizer};
 use std::sync::Arc;
 
 const FRANCE: &str = "The capital of France is";

@@ -6,11 +6,11 @@
 
 use super::{BlockFormat, f16_at};
 
-pub(crate) struct Q4_0;
-pub(crate) struct Q4_1;
-pub(crate) struct Q5_0;
-pub(crate) struct Q5_1;
-pub(crate) struct Q8_0;
+pub struct Q4_0;
+pub struct Q4_1;
+pub struct Q5_0;
+pub struct Q5_1;
+pub struct Q8_0;
 
 /// The 32 unsigned 4-bit codes of `qs` (16 bytes) in element order.
 #[inline(always)]

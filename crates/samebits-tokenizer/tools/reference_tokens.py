@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference token ids for the samebits-gguf tokenizer tests, computed independently of the Rust code.
+"""Reference token ids for the samebits-tokenizer tests, computed independently of the Rust code.
 
 Reads the tokenizer from a GGUF file's metadata with the `gguf` package and encodes the test
 strings two ways that must agree:

@@ -4,9 +4,9 @@
 
 use super::{BlockFormat, f16_at};
 
-pub(crate) struct Q4K;
-pub(crate) struct Q5K;
-pub(crate) struct Q6K;
+pub struct Q4K;
+pub struct Q5K;
+pub struct Q6K;
 
 /// The 6-bit (scale, min) of sub-block `j` (0..8) packed in the 12 bytes `packed` of a Q4_K or
 /// Q5_K super-block: sub-blocks 0..4 use the low 6 bits of bytes `j` and `j + 4`; sub-blocks

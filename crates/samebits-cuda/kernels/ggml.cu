@@ -1,0 +1,115 @@
+// The device dequantization of the ggml block formats: one definition per format, read by every
+// kernel over GGUF weights (kernels/gguf.cu: the products, the gather and the dequantized
+// transpose; kernels/attention.cu through sb_gguf_tile_of). The type codes SB_GGML_<NAME>, the
+// block geometry SB_GGML_<NAME>_ELEMS / SB_GGML_<NAME>_BYTES and the list of device types
+// SB_GGML_DEVICE_TYPES(X) are generated before this file from samebits-ggml's type table
+// (src/gguf.rs, ggml_type_source).
+//
+// The formulas are those of docs/gguf.md ("F32, F16, BF16" and "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0"),
+// defined on the CPU by crates/samebits-ggml/src/{float,legacy}.rs; the test
+// gguf::tests::device_dequantization_equals_samebits_ggml compiles this file on the host and
+// compares every format with samebits-ggml bit for bit on random blocks:
+//   F32: the stored float; F16: exact conversion; Q4_0: d * (q - 8); Q4_1: fma(d, q, m);
+//   Q8_0: d * q (q signed). d and m are f16, converted exactly; the integer codes become floats
+//   exactly through the 2^23 exponent trick (one logical op and one exact subtraction).
+
+// The integer q (0 <= q < 2^23) as a float, exactly: 2^23 + q has q in its low mantissa bits.
+__device__ __forceinline__ float sb_small_uint_to_f32(unsigned int q)
+{
+  return __uint_as_float(0x4b000000u | q) - 8388608.0f;
+}
+
+// Exact f16 -> f32 conversion of the bits `h`.
+__device__ __forceinline__ float sb_f16_to_f32(unsigned short h)
+{
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+
+// SbGgmlBlock<TYPE>(block): the block of a ggml type that starts at `block` (BYTES bytes, a
+// whole number of blocks from the start of a row, so aligned as noted per format), its scales
+// read once; value(i) is element i (0 <= i < ELEMS) dequantized. The products unroll i over a
+// block (every shift a constant, each code word loaded once); the gather takes one run-time i.
+template <int TYPE>
+struct SbGgmlBlock;
+
+template <>
+struct SbGgmlBlock<SB_GGML_F32> {
+  static constexpr int ELEMS = SB_GGML_F32_ELEMS, BYTES = SB_GGML_F32_BYTES;
+  const float* w;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block)
+      : w(reinterpret_cast<const float*>(block)) {}
+  __device__ __forceinline__ float value(int) const { return *w; }
+};
+
+template <>
+struct SbGgmlBlock<SB_GGML_F16> {
+  static constexpr int ELEMS = SB_GGML_F16_ELEMS, BYTES = SB_GGML_F16_BYTES;
+  const unsigned short* w;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block)
+      : w(reinterpret_cast<const unsigned short*>(block)) {}
+  __device__ __forceinline__ float value(int) const { return sb_f16_to_f32(*w); }
+};
+
+// Q4_0, 2-byte aligned: d (f16), then 16 code bytes as 8 u16 words: element i < 16 is the low
+// nibble of code byte i, element i + 16 its high nibble. x = d * (q - 8).
+template <>
+struct SbGgmlBlock<SB_GGML_Q4_0> {
+  static constexpr int ELEMS = SB_GGML_Q4_0_ELEMS, BYTES = SB_GGML_Q4_0_BYTES;
+  float d;
+  const unsigned short* qs;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block)
+  {
+    const unsigned short* h = reinterpret_cast<const unsigned short*>(block);
+    d = sb_f16_to_f32(h[0]);
+    qs = h + 1;
+  }
+  __device__ __forceinline__ float value(int i) const
+  {
+    const unsigned int q = (qs[(i & 15) >> 1] >> (8 * (i & 1) + 4 * (i >> 4))) & 0x0fu;
+    return d * (sb_small_uint_to_f32(q) - 8.0f);
+  }
+};
+
+// Q4_1, 4-byte aligned: d and m (f16) in the first u32 word, then 16 code bytes as 4 u32 words,
+// nibbles as Q4_0. x = fma(d, q, m).
+template <>
+struct SbGgmlBlock<SB_GGML_Q4_1> {
+  static constexpr int ELEMS = SB_GGML_Q4_1_ELEMS, BYTES = SB_GGML_Q4_1_BYTES;
+  float d, m;
+  const unsigned int* qs;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block)
+  {
+    const unsigned int* words = reinterpret_cast<const unsigned int*>(block);
+    const unsigned int dm = words[0];
+    d = sb_f16_to_f32((unsigned short)(dm & 0xffffu));
+    m = sb_f16_to_f32((unsigned short)(dm >> 16));
+    qs = words + 1;
+  }
+  __device__ __forceinline__ float value(int i) const
+  {
+    const unsigned int q = (qs[(i & 15) >> 2] >> (8 * (i & 3) + 4 * (i >> 4))) & 0x0fu;
+    return __fmaf_rn(d, sb_small_uint_to_f32(q), m);
+  }
+};
+
+// Q8_0, 2-byte aligned: d (f16), then 32 signed code bytes as 16 u16 words. x = d * q, with
+// q + 128 taken from the code's bits (code ^ 0x80), then exactly (q + 128) - 128.
+template <>
+struct SbGgmlBlock<SB_GGML_Q8_0> {
+  static constexpr int ELEMS = SB_GGML_Q8_0_ELEMS, BYTES = SB_GGML_Q8_0_BYTES;
+  float d;
+  const unsigned short* qs;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block)
+  {
+    const unsigned short* h = reinterpret_cast<const unsigned short*>(block);
+    d = sb_f16_to_f32(h[0]);
+    qs = h + 1;
+  }
+  __device__ __forceinline__ float value(int i) const
+  {
+    const unsigned int q = ((qs[i >> 1] >> (8 * (i & 1))) & 0xffu) ^ 0x80u;
+    return d * (sb_small_uint_to_f32(q) - 128.0f);
+  }
+};

@@ -1,0 +1,80 @@
+//! Test helpers shared by the tests of the crates that read ggml blocks (samebits-ggml,
+//! samebits-kernels): a seeded random generator and random blocks of every format with a
+//! dequantization.
+
+#![allow(dead_code)] // each test binary uses its own part of these helpers
+
+use samebits_ggml::GgmlType;
+
+/// A seeded splitmix64 generator.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+
+    /// A float in [-1, 1).
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+/// Every type with a dequantization.
+pub const TYPES: [GgmlType; 11] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4K,
+    GgmlType::Q5K,
+    GgmlType::Q6K,
+];
+
+/// A random finite f16 (subnormals included), as little-endian bytes.
+fn finite_f16(rng: &mut Rng) -> [u8; 2] {
+    loop {
+        let bits = rng.next_u64() as u16;
+        if (bits >> 10) & 0x1F != 0x1F {
+            return bits.to_le_bytes();
+        }
+    }
+}
+
+/// `blocks` random blocks of `ty` whose f16 scales are finite (F32 values finite too).
+pub fn random_blocks(ty: GgmlType, blocks: usize, rng: &mut Rng) -> Vec<u8> {
+    let mut out = Vec::new();
+    for _ in 0..blocks {
+        let mut block = rng.bytes(ty.block_bytes());
+        let f16_fields: &[usize] = match ty {
+            GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
+            GgmlType::Q6K => &[208],
+            GgmlType::F32 => {
+                block.copy_from_slice(&(rng.unit() * 4.0).to_le_bytes());
+                &[]
+            }
+            _ => &[],
+        };
+        for &at in f16_fields {
+            block[at..at + 2].copy_from_slice(&finite_f16(rng));
+        }
+        if ty == GgmlType::BF16 {
+            block[1] &= 0xBF; // exponent below all-ones: finite
+        }
+        out.extend(block);
+    }
+    out
+}

@@ -1,0 +1,14 @@
+//! Products of block-quantized ggml weights with f32 activations, in the canonical order of
+//! `docs/contract.md` (canonical-sum): each weight dequantized by samebits-ggml's one definition of
+//! its block format (`docs/gguf.md`) and rounded to f32, then the canonical dot product.
+//!
+//! - [`dot`]: [`dot_q_f32`] / [`matvec_q_f32`] over rows in the ggml layout (any format with a
+//!   dequantization), for the decode hot path.
+//! - [`panel`]: [`PanelMatrix`], the same products over row panels packed once at load time
+//!   ([`pack_panels`]) so that SIMD lanes are output rows; Q4_0, Q4_1, Q8_0.
+
+pub mod dot;
+pub mod panel;
+
+pub use dot::{dot_q_f32, matvec_q_f32};
+pub use panel::{PANEL_ROWS, PanelMatrix, has_panel_layout, pack_panels, panel_bytes};
