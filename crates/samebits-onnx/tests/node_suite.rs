@@ -5,6 +5,7 @@
 //! opset below 7).
 
 use samebits_onnx::{OnnxError, load_model, read_value_pb};
+use samebits_testdata::{ONNX_NODE_TESTS, cached};
 use std::path::{Path, PathBuf};
 
 /// The cases expected to fail, one name per line (`#` starts a comment).
@@ -13,12 +14,6 @@ fn known_unsupported() -> Vec<&'static str> {
         .lines()
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect()
-}
-
-fn node_suite_dir() -> Option<PathBuf> {
-    let home = std::env::var_os("HOME")?;
-    let dir = Path::new(&home).join(".cache/samebits/onnx-1.22.0/onnx/backend/test/data/node");
-    dir.is_dir().then_some(dir)
 }
 
 /// Loads one case: its model, then every test-data file against the declared types.
@@ -50,11 +45,7 @@ fn load_case(case: &Path) -> Result<usize, OnnxError> {
 
 #[test]
 fn every_node_case_loads_except_known_unsupported() {
-    let Some(dir) = node_suite_dir() else {
-        eprintln!(
-            "SKIPPED: ONNX node conformance data not found under \
-             ~/.cache/samebits/onnx-1.22.0 (run scripts/setup.sh)"
-        );
+    let Some(dir) = cached(ONNX_NODE_TESTS) else {
         return;
     };
     let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)

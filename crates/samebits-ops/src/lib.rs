@@ -24,6 +24,7 @@ mod layout;
 mod op;
 mod plan;
 pub mod registry;
+mod run_stats;
 mod spatial;
 mod staging;
 
@@ -41,3 +42,4 @@ pub use op::{BuildContext, Inputs, InputsExt, Op, OperationSet};
 pub use plan::{
     Plan, PlanStep, RunOptions, StepObserver, free_variables, node_captures, topological_order,
 };
+pub use run_stats::RunStats;

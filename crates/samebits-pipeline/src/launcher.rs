@@ -17,7 +17,6 @@ use crate::worker::{Head, serve};
 use crate::{Loaded, Pipeline, PipelineError, PipelineOptions, Result, Workers};
 use samebits_ops::OperationSet;
 use samebits_runtime::Device;
-use samebits_runtime::device::cuda_backend;
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -95,8 +94,7 @@ pub fn start(
         }
         children.watch();
     }
-    let context = cuda_backend(first)?.context().clone();
-    let link = NcclLink::connect(context, 0, n, &id, prepared.fingerprint)?;
+    let link = NcclLink::connect(first, 0, n, &id, prepared.fingerprint)?;
     let pipeline = Pipeline {
         head: Head::new(stage0, Box::new(link), n),
         workers: Workers::Processes(children),
@@ -174,8 +172,7 @@ pub fn run_worker(o: &WorkerOptions) -> Result<()> {
         .next()
         .expect("the worker's stage");
     let id = o.rendezvous.fetch(TIMEOUT)?;
-    let context = cuda_backend(gpu)?.context().clone();
-    let mut link = NcclLink::connect(context, o.rank, o.n_partitions, &id, prepared.fingerprint)?;
+    let mut link = NcclLink::connect(gpu, o.rank, o.n_partitions, &id, prepared.fingerprint)?;
     serve(stage.as_mut(), &mut link, o.rank, o.n_partitions)
 }
 

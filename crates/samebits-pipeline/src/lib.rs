@@ -5,7 +5,8 @@
 //! - [`stage`]: what a rank computes (an ONNX stage graph, or decoder layers with their own KV
 //!   caches) and [`stage::prepare`], which cuts a model and builds a process's stages.
 //! - [`link`]: messages, their wire format, and the ring every rank exchanges them over.
-//! - [`nccl`]: the ring over NCCL send/recv between GPUs, and the up-front checks.
+//! - [`nccl`]: the ring over NCCL send/recv between GPUs, and the up-front checks (with the
+//!   `cuda` feature; without it a stand-in whose checks fail with one line, `no_nccl.rs`).
 //! - [`rendezvous`]: the NCCL unique id handed from rank 0 to the others (file or TCP).
 //! - [`worker`]: the tick loop of every rank; rank 0 drives it ([`worker::Driver`]).
 //! - [`launcher`]: one process per GPU on one host (the same worker code runs across hosts).
@@ -19,6 +20,10 @@ pub mod boundaries;
 pub mod drivers;
 pub mod launcher;
 pub mod link;
+#[cfg(feature = "cuda")]
+pub mod nccl;
+#[cfg(not(feature = "cuda"))]
+#[path = "no_nccl.rs"]
 pub mod nccl;
 pub mod rendezvous;
 pub mod simulation;

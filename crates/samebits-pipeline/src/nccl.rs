@@ -2,6 +2,8 @@
 //! (cudarc's bindings, loaded at run time), and the checks made before any work: enough GPUs
 //! ([`check_gpus`]) and an NCCL library ([`check_nccl`]).
 //!
+//! This file is built with the `cuda` feature; `no_nccl.rs` stands in for it without.
+//!
 //! One exchange is two NCCL groups on the link's stream: first every rank sends its message's
 //! byte count to the next rank and receives the previous rank's; then the bytes themselves
 //! (staged through device buffers). A group holds one send and one receive, so the ring cannot
@@ -11,6 +13,7 @@ use crate::link::{Link, Message, decode, encode};
 use crate::{PipelineError, Result};
 use cudarc::driver::{CudaContext, CudaStream};
 use cudarc::nccl::{Comm, Id, group_end, group_start, result::NcclError};
+use samebits_runtime::device::cuda_backend;
 use std::sync::Arc;
 
 /// GPUs the CUDA driver shows this process (0 without a driver).
@@ -81,16 +84,17 @@ pub struct NcclLink {
 }
 
 impl NcclLink {
-    /// Joins the communicator `id` as `rank` of `world` on the GPU of `context` (blocks until
-    /// every rank has joined).
+    /// Joins the communicator `id` as `rank` of `world` on GPU `gpu` (blocks until every rank
+    /// has joined).
     pub fn connect(
-        context: Arc<CudaContext>,
+        gpu: usize,
         rank: usize,
         world: usize,
         id: &[u8; 128],
         fingerprint: u64,
     ) -> Result<NcclLink> {
         check_nccl()?;
+        let context = cuda_backend(gpu)?.context().clone();
         context.bind_to_thread().map_err(driver_error)?;
         let stream = context.new_stream().map_err(driver_error)?;
         let id = Id::uninit(id.map(|b| b as std::ffi::c_char));

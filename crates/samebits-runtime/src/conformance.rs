@@ -15,9 +15,9 @@
 use crate::device::Device;
 use crate::hashing::sha256_value;
 use crate::{CompileOptions, ModelSource, compile};
-use samebits_cuda::RunStats;
 use samebits_ir::{DType, Model, Tensor, Value, ValueType};
 use samebits_ops::OperationSet;
+use samebits_ops::RunStats;
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};

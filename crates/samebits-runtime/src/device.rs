@@ -3,14 +3,15 @@
 //! runs each step on its device kernel or falls back to the CPU op, with the same bits.
 //!
 //! Opening a GPU checks for the CUDA driver and NVRTC first and fails with one line (never a
-//! panic) on machines without them. One [`CudaBackend`] per GPU is shared by the whole process,
-//! so its kernels are compiled once.
+//! panic) on machines without them, and in a build without the `cuda` feature. One
+//! [`CudaBackend`] per GPU is shared by the whole process, so its kernels are compiled once.
 
+use crate::cuda::{CudaBackend, CudaExecutor};
+pub use crate::cuda::{DeviceTensor, IoValue};
 use crate::{Result, RuntimeError};
-use samebits_cuda::{CudaBackend, CudaExecutor};
-pub use samebits_cuda::{IoValue, RunStats};
 use samebits_ir::Value;
 use samebits_kernels::{Isa, with_isa};
+pub use samebits_ops::RunStats;
 use samebits_ops::{Plan, RunOptions};
 use std::collections::HashMap;
 use std::fmt;
@@ -130,7 +131,7 @@ impl Executor {
                 Ok((outputs?, None))
             }
             Some(cuda) => {
-                let (outputs, stats) = cuda.run_with(inputs, options).map_err(cuda_error)?;
+                let (outputs, stats) = cuda.run_with(inputs, options)?;
                 Ok((outputs, Some(stats)))
             }
         }
@@ -156,10 +157,7 @@ impl Executor {
                 let outputs = self.plan.run(inputs, RunOptions::default())?;
                 Ok(outputs.into_iter().map(IoValue::Host).collect())
             }
-            Some(cuda) => Ok(cuda
-                .run_io(inputs, keep, RunOptions::default())
-                .map_err(cuda_error)?
-                .0),
+            Some(cuda) => Ok(cuda.run_io(inputs, keep, RunOptions::default())?.0),
         }
     }
 }
@@ -181,27 +179,11 @@ impl Executor {
                 })?;
                 Ok(data[start..].to_vec())
             }
-            (IoValue::Device(t), Some(cuda)) => {
-                Ok(cuda.download_tail(t, len).map_err(cuda_error)?)
-            }
+            (IoValue::Device(t), Some(cuda)) => Ok(cuda.download_tail(t, len)?),
             (IoValue::Device(_), None) => Err(RuntimeError::Usage(
                 "a device value was given to a CPU plan".into(),
             )),
         }
-    }
-}
-
-/// Op errors keep their own variant (conformance sorts them); the rest is a device error.
-fn cuda_error(e: samebits_cuda::CudaError) -> RuntimeError {
-    match e {
-        samebits_cuda::CudaError::Op(o) => RuntimeError::Op(o),
-        e => RuntimeError::Cuda(e),
-    }
-}
-
-impl From<samebits_cuda::CudaError> for RuntimeError {
-    fn from(e: samebits_cuda::CudaError) -> Self {
-        cuda_error(e)
     }
 }
 

@@ -22,9 +22,9 @@ pub enum RuntimeError {
     /// Building or running an op failed; the message names the node.
     #[error(transparent)]
     Op(#[from] samebits_ops::OpError),
-    /// The GPU could not be opened or a device operation failed.
+    /// The GPU could not be opened (or this build has no CUDA) or a device operation failed.
     #[error(transparent)]
-    Cuda(samebits_cuda::CudaError),
+    Cuda(crate::cuda::CudaError),
     /// The caller's request does not fit the model (unknown input name, missing input, ...).
     #[error("{0}")]
     Usage(String),

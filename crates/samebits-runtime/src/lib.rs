@@ -4,7 +4,9 @@
 //!   `colocate_tensors`, `requires_reproducibility`) imports a model, runs the pass pipeline,
 //!   writes the inspectable artifacts, and returns a runnable [`CompiledModel`].
 //! - [`device`]: [`Device`] (`cpu`, `cuda:N`) and [`Executor`], a plan bound to its device; a
-//!   compiled model runs on the device of its [`CompileOptions`].
+//!   compiled model runs on the device of its [`CompileOptions`]. The GPU comes from
+//!   samebits-cuda with the `cuda` feature (on by default); without it `cuda:N` fails to open
+//!   with one line, and cudarc is not in the build.
 //! - [`tensor_file`]: reading and writing `.npy` and ONNX `TensorProto` (`.pb`) tensor files.
 //! - [`conformance`]: the ONNX backend-test runner (reference outputs compared with tolerance).
 //! - [`receipt`]: the record of a run (hashes of model, inputs, options, outputs) and
@@ -12,6 +14,13 @@
 
 mod compile;
 pub mod conformance;
+// The one place the `cuda` feature is decided: samebits-cuda, or a stand-in whose GPU never
+// opens (see `no_cuda.rs`); everything else is the same code in both builds.
+#[cfg(feature = "cuda")]
+mod cuda;
+#[cfg(not(feature = "cuda"))]
+#[path = "no_cuda.rs"]
+mod cuda;
 pub mod device;
 mod error;
 pub mod hashing;

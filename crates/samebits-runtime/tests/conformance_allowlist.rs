@@ -5,24 +5,16 @@
 use rayon::prelude::*;
 use samebits_ops::OperationSet;
 use samebits_runtime::conformance::run_case;
+use samebits_testdata::{ONNX_NODE_TESTS, cached};
 use std::path::PathBuf;
 
 #[test]
 fn every_allowlisted_node_case_passes() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let list = std::fs::read_to_string(root.join("conformance/node.allowlist")).unwrap();
-    let cache = std::env::var_os("SAMEBITS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/samebits"));
-    let dir = cache.join("onnx-1.22.0/onnx/backend/test/data/node");
-    if !dir.is_dir() {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "SKIPPED: ONNX node test data not found (run scripts/setup.sh)"
-        );
+    let Some(dir) = cached(ONNX_NODE_TESTS) else {
         return;
-    }
+    };
     let cases: Vec<&str> = list
         .lines()
         .map(str::trim)

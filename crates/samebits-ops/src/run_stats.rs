@@ -1,0 +1,42 @@
+//! [`RunStats`]: what one run of a plan on a device did (steps on device kernels, steps that
+//! fell back to the CPU op, copies between host and device). Device executors count it; it
+//! lives here, beside [`crate::Plan`], so that a build without any device backend still has it.
+
+use std::collections::BTreeMap;
+
+/// What one run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Steps that ran a device kernel.
+    pub device_steps: usize,
+    /// Device operations those steps made (a fused group of steps is one; view steps none).
+    pub device_launches: usize,
+    /// Steps that fell back to the CPU, by op type.
+    pub host_steps: BTreeMap<String, usize>,
+    /// Host-to-device copies and their bytes (constants count once per executor).
+    pub uploads: usize,
+    pub upload_bytes: usize,
+    /// Device-to-host copies and their bytes.
+    pub downloads: usize,
+    pub download_bytes: usize,
+}
+
+impl RunStats {
+    /// Steps that fell back to the CPU.
+    pub fn host_step_count(&self) -> usize {
+        self.host_steps.values().sum()
+    }
+
+    /// Adds another run's counts.
+    pub fn add(&mut self, other: &RunStats) {
+        self.device_steps += other.device_steps;
+        self.device_launches += other.device_launches;
+        for (op, n) in &other.host_steps {
+            *self.host_steps.entry(op.clone()).or_default() += n;
+        }
+        self.uploads += other.uploads;
+        self.upload_bytes += other.upload_bytes;
+        self.downloads += other.downloads;
+        self.download_bytes += other.download_bytes;
+    }
+}
