@@ -5,6 +5,18 @@
 #define SB_TILE 64
 // most axes of a broadcast, strided copy or resize
 #define SB_MAX_RANK 6
+// binary operation code of BinaryKernel::Add (sb_binary_op, chain steps)
+#define SB_BINARY_ADD 0
+// binary operation code of BinaryKernel::Sub
+#define SB_BINARY_SUB 1
+// binary operation code of BinaryKernel::Mul
+#define SB_BINARY_MUL 2
+// binary operation code of BinaryKernel::Div
+#define SB_BINARY_DIV 3
+// binary operation code of BinaryKernel::Max (contract: reduce-extrema)
+#define SB_BINARY_MAX 4
+// binary operation code of BinaryKernel::Min (contract: reduce-extrema)
+#define SB_BINARY_MIN 5
 // most steps of a device chain
 #define SB_CHAIN_STEPS 16
 // most inputs of a device chain

@@ -16,15 +16,15 @@
     }                                                                                        \
   }
 
-// Binary operation codes: the order of samebits-ops' `BinaryKernel` (src/device_kernel.rs).
+// Binary operation codes (SB_BINARY_*, generated from samebits-ops' `BinaryKernel`).
 __device__ __forceinline__ float sb_binary_op(int op, float a, float b)
 {
   switch (op) {
-    case 0: return a + b;
-    case 1: return a - b;
-    case 2: return a * b;
-    case 3: return a / b;
-    case 4: return sb_canonical_max(a, b);
+    case SB_BINARY_ADD: return a + b;
+    case SB_BINARY_SUB: return a - b;
+    case SB_BINARY_MUL: return a * b;
+    case SB_BINARY_DIV: return a / b;
+    case SB_BINARY_MAX: return sb_canonical_max(a, b);
     default: return sb_canonical_min(a, b);
   }
 }

@@ -25,9 +25,9 @@ pub(crate) const CHANNEL: i32 = 2;
 /// Step codes (`SbChain::op`) after those of the binary operations (`sb_binary_op`, below
 /// `RELU`): Relu, Clip (operands x, lo, hi), BatchNormalization (operands x, scale, bias, mean,
 /// var), and activation `a` of `sb_activation` as `ACTIVATION + a`.
-pub(crate) const RELU: i32 = 6;
-pub(crate) const CLIP: i32 = 7;
-pub(crate) const BATCH_NORM: i32 = 8;
+pub(crate) const RELU: i32 = BinaryKernel::ALL.len() as i32;
+pub(crate) const CLIP: i32 = RELU + 1;
+pub(crate) const BATCH_NORM: i32 = RELU + 2;
 pub(crate) const ACTIVATION: i32 = 16;
 
 device_struct! {

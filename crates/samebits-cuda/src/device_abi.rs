@@ -10,6 +10,7 @@
 //! keeps it equal.
 
 use samebits_kernels::{REDUCTION_TILE, ReduceKind};
+use samebits_ops::BinaryKernel;
 
 use crate::elementwise::MAX_RANK;
 use crate::{attention, chain, conv, elementwise, gemm, gguf, layout, pool, reduce, resize};
@@ -134,6 +135,36 @@ fn constants() -> Vec<(&'static str, &'static str, i64)> {
             "SB_MAX_RANK",
             "most axes of a broadcast, strided copy or resize",
             MAX_RANK as i64,
+        ),
+        (
+            "SB_BINARY_ADD",
+            "binary operation code of BinaryKernel::Add (sb_binary_op, chain steps)",
+            BinaryKernel::Add as i64,
+        ),
+        (
+            "SB_BINARY_SUB",
+            "binary operation code of BinaryKernel::Sub",
+            BinaryKernel::Sub as i64,
+        ),
+        (
+            "SB_BINARY_MUL",
+            "binary operation code of BinaryKernel::Mul",
+            BinaryKernel::Mul as i64,
+        ),
+        (
+            "SB_BINARY_DIV",
+            "binary operation code of BinaryKernel::Div",
+            BinaryKernel::Div as i64,
+        ),
+        (
+            "SB_BINARY_MAX",
+            "binary operation code of BinaryKernel::Max (contract: reduce-extrema)",
+            BinaryKernel::Max as i64,
+        ),
+        (
+            "SB_BINARY_MIN",
+            "binary operation code of BinaryKernel::Min (contract: reduce-extrema)",
+            BinaryKernel::Min as i64,
         ),
         (
             "SB_CHAIN_STEPS",
