@@ -642,6 +642,19 @@ fn build_graph(
         true => Some(b.matrix(weights, "token_embd.weight")?),
         false => None,
     };
+    if let Some(e) = &embedding
+        && (e.rows != c.vocab_size || e.cols != c.embedding_length)
+    {
+        // The configuration's sizes come from metadata, not from the tensor: a file whose
+        // vocabulary disagrees with its embedding would index past the logits later.
+        return Err(LlmError::Model {
+            model: "token_embd.weight".into(),
+            message: format!(
+                "[{}, {}] disagrees with the declared vocabulary of {} and width of {}",
+                e.rows, e.cols, c.vocab_size, c.embedding_length
+            ),
+        });
+    }
     let embedding_attrs = embedding.as_ref().map(|e| e.attributes());
     if let Some(embedding) = embedding {
         b.initializer("token_embd.weight", embedding.blocks);

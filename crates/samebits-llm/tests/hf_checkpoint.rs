@@ -450,6 +450,9 @@ fn unsupported_configurations_are_refused_naming_the_field() {
             "num_key_value_heads",
         ),
         ("head_dim", serde_json::json!(16), "head_dim"),
+        // Found by mutation (a GGUF vocab_size larger than the embedding panicked in
+        // generation): the declared vocabulary must be the embedding's rows.
+        ("vocab_size", serde_json::json!(147457), "token_embd.weight"),
     ] {
         let mut config = original.clone();
         config[key] = value;
