@@ -6,8 +6,9 @@
 
 mod common;
 
-use common::{Rng, TYPES, random_blocks};
+use common::{TYPES, random_blocks};
 use samebits_ggml::{GgmlType, dequantize_row};
+use samebits_testdata::Rng;
 
 fn f16(b: &[u8], at: usize) -> f64 {
     half::f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f64()

@@ -3,9 +3,10 @@
 
 mod common;
 
-use common::{GgufWriter, Rng, string, strings};
+use common::{GgufWriter, string, strings};
 use samebits_gguf::{Error, GgmlType, GgufFile, MetadataValue, TensorData};
 use samebits_ir::DType;
+use samebits_testdata::Rng;
 use std::sync::Arc;
 
 fn parse(bytes: Vec<u8>) -> samebits_gguf::Result<GgufFile> {

@@ -4,9 +4,10 @@
 #[path = "../../samebits-ggml/tests/common/mod.rs"]
 mod ggml_common;
 
-use ggml_common::{Rng, TYPES, random_blocks};
+use ggml_common::{TYPES, random_blocks};
 use samebits_ggml::{GgmlType, dequantize_row};
 use samebits_kernels::{canonical_dot, dot_q_f32, matvec_q_f32};
+use samebits_testdata::Rng;
 
 #[test]
 fn fused_dot_products_equal_dequantize_then_canonical_dot() {

@@ -109,7 +109,7 @@ fn tensor_list(v: &Variant) -> Vec<(String, Vec<usize>, Kind)> {
 
 /// Tensor number `n`'s values (the Python tool's rule; exact in f32 and bf16).
 fn values(n: usize, count: usize, kind: Kind) -> Vec<f32> {
-    let mut rng = gguf_common::Rng(n as u64 + 1);
+    let mut rng = samebits_testdata::Rng(n as u64 + 1);
     (0..count)
         .map(|_| {
             let k = (rng.next_u64() >> 56) as f32;

@@ -1,7 +1,8 @@
 //! Where the tests find the real models and test data that scripts/setup.sh fetches: the cache
 //! folder (`$SAMEBITS_CACHE`, default `~/.cache/samebits`), the place of each data set in it,
-//! and the loud `SKIPPED` line a test prints when what it needs is not there. Every test crate
-//! takes this crate as a dev-dependency; it has no dependencies of its own.
+//! and the loud `SKIPPED` line a test prints when what it needs is not there; and [`Rng`], the
+//! one seeded generator of random test data. Every test crate takes this crate as a
+//! dev-dependency; it has no dependencies of its own.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -47,4 +48,33 @@ pub fn cached(relative: &str) -> Option<PathBuf> {
 /// output capture so that every skip shows in CI logs.
 pub fn skip(why: &str) {
     let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {why}");
+}
+
+/// A seeded SplitMix64 generator (Steele, Lea and Flood, "Fast splittable pseudorandom number
+/// generators", OOPSLA 2014) for random test data: the same sequence on every machine.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+
+    /// A float in [-1, 1).
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
 }

@@ -127,32 +127,6 @@ pub fn strings(items: &[&str]) -> MetadataValue {
     MetadataValue::Array(items.iter().map(|s| string(s)).collect())
 }
 
-/// A small deterministic generator (SplitMix64) for random test data.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next_u64() as u8).collect()
-    }
-
-    /// A float in [-1, 1).
-    pub fn unit(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-}
-
 /// The SmolLM2 GGUF, or `None` after printing the skip notice (straight to stderr, past the test
 /// harness's output capture, so that a skipped run is visible).
 pub fn smollm2_path() -> Option<PathBuf> {

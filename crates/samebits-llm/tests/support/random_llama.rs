@@ -7,8 +7,9 @@
 //! Used through `#[path]` by `tests/gpu.rs` and `examples/gpu_llm.rs` (with the GGUF writer of
 //! samebits-gguf's tests as `gguf_common`).
 
-use super::gguf_common::{GgufWriter, Rng, string, strings};
+use super::gguf_common::{GgufWriter, string, strings};
 use samebits_gguf::{GgmlType, MetadataValue};
+use samebits_testdata::Rng;
 use std::path::Path;
 
 /// The shape of a random llama model.
