@@ -53,6 +53,23 @@
 #define SB_GEMV_MAX_M 8
 // floats one 64-term tile of a GGUF product's activation row takes in shared memory
 #define SB_GGUF_PITCH 68
+// Generated from samebits-ggml's type table (src/gguf.rs).
+#define SB_GGML_F32 0
+#define SB_GGML_F32_ELEMS 1
+#define SB_GGML_F32_BYTES 4
+#define SB_GGML_F16 1
+#define SB_GGML_F16_ELEMS 1
+#define SB_GGML_F16_BYTES 2
+#define SB_GGML_Q4_0 2
+#define SB_GGML_Q4_0_ELEMS 32
+#define SB_GGML_Q4_0_BYTES 18
+#define SB_GGML_Q4_1 3
+#define SB_GGML_Q4_1_ELEMS 32
+#define SB_GGML_Q4_1_BYTES 20
+#define SB_GGML_Q8_0 8
+#define SB_GGML_Q8_0_ELEMS 32
+#define SB_GGML_Q8_0_BYTES 34
+#define SB_GGML_DEVICE_TYPES(X) X(f32, SB_GGML_F32) X(f16, SB_GGML_F16) X(q4_0, SB_GGML_Q4_0) X(q4_1, SB_GGML_Q4_1) X(q8_0, SB_GGML_Q8_0)
 
 // The layout of a broadcast binary operation: output dims (row-major, last fastest) and
 // each operand's element strides over them (0 along broadcast axes), all padded in front

@@ -277,7 +277,8 @@ fn structs() -> [String; 12] {
     ]
 }
 
-/// The generated source: the constants, then the structs.
+/// The generated source: the constants, the ggml type codes and block geometry
+/// ([`gguf::ggml_type_source`]), then the structs.
 pub(crate) fn source() -> String {
     let mut c = String::from(
         "// Generated from Rust by samebits-cuda/src/device_abi.rs: constants and kernel argument\n\
@@ -291,6 +292,7 @@ pub(crate) fn source() -> String {
         };
         c.push_str(&format!("// {what}\n#define {name} {value}\n"));
     }
+    c.push_str(&gguf::ggml_type_source());
     for declaration in structs() {
         c.push('\n');
         c.push_str(&declaration);

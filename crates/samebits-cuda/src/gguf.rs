@@ -36,8 +36,8 @@ fn suffix(ggml_type: GgmlType) -> Option<String> {
         .then(|| ggml_type.name().to_lowercase())
 }
 
-/// The NVRTC source that `kernels/ggml.cu` and `kernels/gguf.cu` build on, generated from
-/// samebits-ggml's type table: `SB_GGML_<NAME>` (the ggml type id), `SB_GGML_<NAME>_ELEMS` and
+/// The part of the device ABI (`device_abi::source`) that `kernels/ggml.cu` and
+/// `kernels/gguf.cu` build on, generated from samebits-ggml's type table: `SB_GGML_<NAME>` (the ggml type id), `SB_GGML_<NAME>_ELEMS` and
 /// `SB_GGML_<NAME>_BYTES` (the block geometry) for each device type, and the X-macro
 /// `SB_GGML_DEVICE_TYPES(X)` = `X(suffix, SB_GGML_<NAME>)` per device type.
 pub(crate) fn ggml_type_source() -> String {
@@ -465,14 +465,8 @@ mod tests {
 
     /// `blocks` random blocks of `t` whose f16 scales (and F32 / F16 values) are finite.
     fn random_blocks(t: GgmlType, blocks: usize, seed: u64) -> Vec<u8> {
-        let mut state = seed;
-        let mut next = move || {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            (z ^ (z >> 31)) as u8
-        };
+        let mut rng = samebits_testdata::Rng(seed);
+        let mut next = move || rng.next_u64() as u8;
         let f16_fields: &[usize] = match t {
             GgmlType::Q4_1 => &[0, 2],
             GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q8_0 => &[0],

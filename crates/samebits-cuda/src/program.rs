@@ -112,7 +112,6 @@ pub(crate) fn source() -> String {
         ELEMENTWISE,
         &unary_kernels(),
         GEMM,
-        &crate::gguf::ggml_type_source(),
         GGML,
         GGUF,
         REDUCE,
