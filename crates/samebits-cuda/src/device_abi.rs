@@ -13,7 +13,9 @@ use samebits_kernels::{REDUCTION_TILE, ReduceKind};
 use samebits_ops::BinaryKernel;
 
 use crate::elementwise::MAX_RANK;
-use crate::{attention, chain, conv, elementwise, gemm, gguf, layout, pool, reduce, resize};
+use crate::{
+    attention, chain, conv, elementwise, gemm, gguf, layout, pool, reduce, resize, source_kernel,
+};
 
 /// A Rust field type with a C spelling in a device struct.
 pub(crate) trait DeviceField {
@@ -260,7 +262,7 @@ fn constants() -> Vec<(&'static str, &'static str, i64)> {
 }
 
 /// The C declarations of every device struct, a nested struct before its container.
-fn structs() -> [String; 12] {
+fn structs() -> [String; 13] {
     [
         elementwise::BroadcastLayout::c_struct(),
         gemm::SbMat::c_struct(),
@@ -274,6 +276,7 @@ fn structs() -> [String; 12] {
         resize::SbResize::c_struct(),
         layout::SbCopy::c_struct(),
         chain::SbChain::c_struct(),
+        source_kernel::SbSourceKernel::c_struct(),
     ]
 }
 

@@ -51,6 +51,7 @@ mod pool;
 mod program;
 mod reduce;
 mod resize;
+mod source_kernel;
 #[cfg(feature = "testing")]
 pub mod testing;
 

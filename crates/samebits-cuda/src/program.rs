@@ -103,8 +103,12 @@ pub(crate) fn activation_index(a: Activation) -> Option<usize> {
     Activation::ALL.iter().position(|b| b.name() == a.name())
 }
 
-/// The whole CUDA source of the backend.
+/// The whole CUDA source of the backend: the prelude, this crate's kernels, then the ops' own
+/// kernel sources (samebits-ops `Registry::register_kernel_source`).
 pub(crate) fn source() -> String {
+    let ops = samebits_ops::registry::global()
+        .kernel_sources()
+        .map(|(file, source)| format!("// samebits-ops kernels/{file}\n{source}"));
     [
         CUDA_SOURCE,
         &crate::device_abi::source(),
@@ -124,6 +128,10 @@ pub(crate) fn source() -> String {
         &activation_switch(),
         CHAIN,
     ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain(ops)
+    .collect::<Vec<_>>()
     .join("\n")
 }
 
@@ -188,6 +196,21 @@ mod tests {
             "sb_chain",
         ] {
             assert!(text.contains(kernel), "{kernel} missing from the PTX");
+        }
+        // Every kernel of the ops' own sources.
+        for (file, source) in samebits_ops::registry::global().kernel_sources() {
+            let entries: Vec<&str> = source
+                .split("extern \"C\" __global__ void ")
+                .skip(1)
+                .filter_map(|rest| rest.split('(').next())
+                .collect();
+            assert!(!entries.is_empty(), "{file} defines no kernel");
+            for kernel in entries {
+                assert!(
+                    text.contains(&format!(".entry {kernel}(")),
+                    "{kernel} of {file} missing from the PTX"
+                );
+            }
         }
         for kernel in crate::GemmLaunch::kernel_names() {
             assert!(

@@ -13,6 +13,14 @@
 //! [`DeviceKernel::Shaped`] and resolve a [`ShapedKernel`] per run through
 //! [`crate::Op::shaped_kernel`]: the same geometry code the CPU evaluation uses, so CPU and GPU
 //! share one definition of shapes, pads and taps.
+//!
+//! An op may also bring its own CUDA kernel ([`ShapedKernel::Source`]): a `.cu` file beside
+//! its family, registered with [`crate::registry::Registry::register_kernel_source`], which
+//! samebits-cuda compiles into its program and launches through one generic wrapper, one
+//! thread per output element. Whatever needs shapes or attributes (coordinate tables,
+//! strides, flags) is resolved here, by the CPU's own code, and handed over as
+//! [`SourceKernel::tables`], [`SourceKernel::ints`] and [`SourceKernel::floats`]; the kernel
+//! only does the arithmetic, in the op's contract order.
 
 use samebits_ggml::GgmlType;
 use samebits_kernels::{ConvGeometry, ConvTransposeGeometry, PoolGeometry, PoolKind};
@@ -141,6 +149,42 @@ pub enum ShapedKernel {
         chain: ChainKernel,
         mapped: usize,
     },
+    /// The op's own kernel from its registered source (module docs).
+    Source(SourceKernel),
+}
+
+/// The most device buffers (inputs, then tables) a [`SourceKernel`] reads.
+pub const SOURCE_KERNEL_MAX_BUFFERS: usize = 8;
+/// The most integer parameters of a [`SourceKernel`].
+pub const SOURCE_KERNEL_MAX_INTS: usize = 16;
+/// The most float parameters of a [`SourceKernel`].
+pub const SOURCE_KERNEL_MAX_FLOATS: usize = 8;
+
+/// An op's own device kernel, launched with one thread per element of `output`. The kernel
+/// `entry` (a registered source's `extern "C" __global__` function) takes the device ABI's
+/// `SbSourceKernel` by value: `buffers` holds the float32 node inputs named by `inputs`, in
+/// that order, then the `tables`; `out` the output; `count` the output's element count;
+/// `ints` and `floats` the parameters, zero-padded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceKernel {
+    pub entry: &'static str,
+    /// The node inputs the kernel reads, as its first buffers.
+    pub inputs: Vec<usize>,
+    /// Host-resolved float32 tables, the buffers after the inputs.
+    pub tables: Vec<Vec<f32>>,
+    pub ints: Vec<i64>,
+    pub floats: Vec<f32>,
+    /// The output's shape.
+    pub output: Vec<usize>,
+}
+
+impl SourceKernel {
+    /// Whether the kernel's parameters fit the device ABI's fixed arrays.
+    pub fn fits(&self) -> bool {
+        self.inputs.len() + self.tables.len() <= SOURCE_KERNEL_MAX_BUFFERS
+            && self.ints.len() <= SOURCE_KERNEL_MAX_INTS
+            && self.floats.len() <= SOURCE_KERNEL_MAX_FLOATS
+    }
 }
 
 impl ShapedKernel {
@@ -158,6 +202,7 @@ impl ShapedKernel {
                 i == 0
             }
             ShapedKernel::Copy { parts, .. } => parts.iter().any(|p| p.input == i),
+            ShapedKernel::Source(kernel) => kernel.inputs.contains(&i),
             ShapedKernel::Chain(chain) => i < chain.layouts.len(),
             ShapedKernel::ConvChain {
                 conv,
@@ -183,6 +228,7 @@ impl ShapedKernel {
             ShapedKernel::GlobalPool { shape, .. } => vec![shape.clone()],
             ShapedKernel::Resize(taps) => vec![taps.out_shape.clone()],
             ShapedKernel::Copy { outputs, .. } => outputs.clone(),
+            ShapedKernel::Source(kernel) => vec![kernel.output.clone()],
             ShapedKernel::Chain(chain) | ShapedKernel::ConvChain { chain, .. } => {
                 vec![chain.shape.clone()]
             }

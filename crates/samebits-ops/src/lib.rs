@@ -31,7 +31,8 @@ mod staging;
 pub use args::{NodeArgs, normalize_axis};
 pub use device_kernel::{
     BinaryKernel, ChainKernel, ChainLayout, ChainOp, ChainOperand, ChainStep, CopyPart,
-    DeviceKernel, ResizeTaps, ShapedKernel, UnaryKernel,
+    DeviceKernel, ResizeTaps, SOURCE_KERNEL_MAX_BUFFERS, SOURCE_KERNEL_MAX_FLOATS,
+    SOURCE_KERNEL_MAX_INTS, ShapedKernel, SourceKernel, UnaryKernel,
 };
 pub use error::{OpError, Result};
 pub use families::{

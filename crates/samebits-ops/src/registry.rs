@@ -12,6 +12,8 @@ pub type Constructor = fn(&BuildContext) -> Result<Box<dyn Op>>;
 #[derive(Default)]
 pub struct Registry {
     ops: BTreeMap<(String, String), Constructor>,
+    /// CUDA sources of the ops' own kernels ([`crate::SourceKernel`]) by file name.
+    kernel_sources: BTreeMap<&'static str, &'static str>,
 }
 
 /// `""` and `"ai.onnx"` name the same (default) domain.
@@ -38,6 +40,21 @@ impl Registry {
             self.ops.insert(key, ctor).is_none(),
             "op {domain}::{op_type} registered twice"
         );
+    }
+
+    /// Adds the CUDA source `source` (a `.cu` file beside the family, named `file`) of kernels
+    /// an op launches as [`crate::ShapedKernel::Source`]; samebits-cuda compiles every
+    /// registered source into its program, after the shared prelude and device ABI.
+    pub fn register_kernel_source(&mut self, file: &'static str, source: &'static str) {
+        assert!(
+            self.kernel_sources.insert(file, source).is_none(),
+            "kernel source {file} registered twice"
+        );
+    }
+
+    /// Every registered kernel source as `(file, source)`, sorted by file name.
+    pub fn kernel_sources(&self) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
+        self.kernel_sources.iter().map(|(f, s)| (*f, *s))
     }
 
     /// Builds the op for `ctx.node`, or an `Unsupported` error naming the op.

@@ -41,6 +41,7 @@ pub(super) fn resolve(step: &PlanStep<'_>, slots: &[Slot]) -> Option<ShapedKerne
         ShapedKernel::Chain(chain) | ShapedKernel::ConvChain { chain, .. } => {
             chain_supported(chain)
         }
+        ShapedKernel::Source(source) => source.fits(),
         _ => true,
     };
     (f32_inputs && supported && kernel.output_shapes().len() == step.outputs.len())
@@ -112,6 +113,14 @@ impl CudaExecutor {
                     .map(input)
                     .collect::<Result<Vec<_>>>()?;
                 vec![backend.chain(chain, &inputs)?]
+            }
+            ShapedKernel::Source(source) => {
+                let inputs = source
+                    .inputs
+                    .iter()
+                    .map(|&i| input(i))
+                    .collect::<Result<Vec<_>>>()?;
+                vec![backend.source_kernel(source, &inputs)?]
             }
             ShapedKernel::ConvChain {
                 conv,
