@@ -631,6 +631,35 @@ fn resize(device: &Device) {
 }
 test_device!(resize, resize_cpu, resize_cuda);
 
+fn affine_grid(device: &Device) {
+    let mut rng = Rng::new(29);
+    // (size, align_corners): 2-D and 3-D, axes of one point included.
+    let specs: [(&[i64], i64); 5] = [
+        (&[2, 3, 5, 7], 0),
+        (&[2, 3, 5, 7], 1),
+        (&[1, 1, 1, 4], 1),
+        (&[2, 1, 3, 4, 5], 0),
+        (&[1, 2, 4, 1, 3], 1),
+    ];
+    for (size, align_corners) in specs {
+        let dims = size.len() - 2;
+        let theta = [size[0] as usize, dims, dims + 1];
+        let case = Case::new(
+            format!("AffineGrid size {size:?} align_corners {align_corners}"),
+            node(
+                "AffineGrid",
+                &["theta", "size"],
+                &["grid"],
+                vec![("align_corners", Attribute::Int(align_corners))],
+            ),
+        )
+        .input("theta", random(&mut rng, &theta, 2.0))
+        .constant("size", i64s(size));
+        check(device, &case);
+    }
+}
+test_device!(affine_grid, affine_grid_cpu, affine_grid_cuda);
+
 fn data_movement(device: &Device) {
     let mut rng = Rng::new(25);
     for perm in [&[0i64, 2, 3, 1][..], &[3, 1, 0, 2], &[0, 1, 2, 3]] {

@@ -1,6 +1,7 @@
-//! Resize (opsets 10 to 19) and the deprecated Upsample: nearest, N-d linear and cubic
-//! interpolation under every coordinate transformation mode, from scales or sizes, on chosen
-//! axes, with keep_aspect_ratio_policy and extrapolation.
+//! Resampling: Resize (opsets 10 to 19) and the deprecated Upsample (nearest, N-d linear and
+//! cubic interpolation under every coordinate transformation mode, from scales or sizes, on
+//! chosen axes, with keep_aspect_ratio_policy and extrapolation), and AffineGrid (opset 20),
+//! whose CUDA kernel is its own (`kernels/affine_grid.cu`, [`ShapedKernel::Source`]).
 //!
 //! Implements contract section `resize`: each axis maps every output coordinate to a list of
 //! input taps with f32 weights (computed in f32 in the order written there); an output is its
@@ -14,16 +15,158 @@ use crate::registry::Registry;
 use crate::staging::{f32_values, store_f32};
 use crate::{
     BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, ResizeTaps, Result, ShapedKernel,
-    bail, normalize_axis, unsupported,
+    SourceKernel, bail, normalize_axis, unsupported,
 };
 use rayon::prelude::*;
 use samebits_ir::limits::check_tensor_size;
-use samebits_ir::{DType, Tensor, Value};
+use samebits_ir::{DType, Tensor, Value, ValueType};
 use samebits_kernels::canonical_dot;
 
 pub fn register(r: &mut Registry) {
     r.register("", "Resize", resize);
     r.register("", "Upsample", upsample);
+    r.register("", "AffineGrid", affine_grid);
+    r.register_kernel_source("affine_grid.cu", include_str!("../../kernels/affine_grid.cu"));
+}
+
+/// AffineGrid: for theta `[N, 2, 3]` and size `[N, C, H, W]`, the grid `[N, H, W, 2]` of
+/// `theta[n] · (x_w, y_h, 1)`; for theta `[N, 3, 4]` and size `[N, C, D, H, W]`, the grid
+/// `[N, D, H, W, 3]` of `theta[n] · (x_w, y_h, z_d, 1)`. The base coordinates of an axis of
+/// length L follow the ONNX function body, in f32: with `align_corners`, `step = 2 / (L - 1)`
+/// and `start = -1` (L = 1: the single coordinate -1); without, `step = 2 / L` and
+/// `start = -1 + step / 2`; coordinate `i` is `start + i * step` (two roundings). Each output
+/// is the `canonical-sum` dot product of the theta row with those coordinates and 1, in that
+/// order. f16 / bf16 compute in f32 and round once at the store.
+#[derive(Debug)]
+struct AffineGrid {
+    align_corners: bool,
+}
+
+fn affine_grid(ctx: &BuildContext) -> Result<Box<dyn Op>> {
+    let align_corners = NodeArgs::new(ctx.node).int_or("align_corners", 0)? != 0;
+    Ok(Box::new(AffineGrid { align_corners }))
+}
+
+/// The base coordinates of an AffineGrid axis of `len` points (the op's docs).
+fn affine_grid_axis(len: usize, align_corners: bool) -> Vec<f32> {
+    let l = len as f32;
+    let (start, step) = match (align_corners, len) {
+        (true, 1) => (-1.0, 0.0),
+        (true, _) => (-1.0, 2.0 / (l - 1.0)),
+        (false, _) => {
+            let step = 2.0 / l;
+            (-1.0 + step / 2.0, step)
+        }
+    };
+    (0..len).map(|i| start + i as f32 * step).collect()
+}
+
+/// An AffineGrid problem: batch, spatial dims `[D, H, W]` (D = 1 for 2-D) and whether it is
+/// 3-D, checked against theta's shape.
+struct GridShape {
+    batch: usize,
+    dhw: [usize; 3],
+    dims: usize,
+}
+
+impl GridShape {
+    fn new(theta: &[usize], size: &[i64]) -> Result<GridShape> {
+        let size = size
+            .iter()
+            .map(|&d| usize::try_from(d))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|_| crate::OpError::Invalid(format!("size {size:?} holds a negative dim")))?;
+        let (dims, dhw) = match *size.as_slice() {
+            [_, _, h, w] => (2, [1, h, w]),
+            [_, _, d, h, w] => (3, [d, h, w]),
+            _ => bail!("size must hold 4 (N, C, H, W) or 5 (N, C, D, H, W) values, got {size:?}"),
+        };
+        let batch = size[0];
+        if theta != [batch, dims, dims + 1] {
+            bail!(
+                "theta has shape {theta:?}; size {size:?} needs [{batch}, {dims}, {}]",
+                dims + 1
+            );
+        }
+        let grid = GridShape { batch, dhw, dims };
+        check_tensor_size("AffineGrid output", &grid.output(), DType::F32)?;
+        Ok(grid)
+    }
+
+    /// `[N, H, W, 2]` or `[N, D, H, W, 3]`.
+    fn output(&self) -> Vec<usize> {
+        let spatial = &self.dhw[3 - self.dims..];
+        [self.batch]
+            .into_iter()
+            .chain(spatial.iter().copied())
+            .chain([self.dims])
+            .collect()
+    }
+
+    /// The base coordinates of W, H and D, in that order (the kernel's tables).
+    fn axes(&self, align_corners: bool) -> Vec<Vec<f32>> {
+        let [d, h, w] = self.dhw;
+        let mut axes = vec![
+            affine_grid_axis(w, align_corners),
+            affine_grid_axis(h, align_corners),
+        ];
+        if self.dims == 3 {
+            axes.push(affine_grid_axis(d, align_corners));
+        }
+        axes
+    }
+}
+
+impl Op for AffineGrid {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let dtype = inputs.first().cloned().flatten().and_then(|t| t.dtype());
+        Ok(vec![dtype.map(|d| ValueType::tensor(d, None))])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    /// theta on the device, size read on the host; the base coordinates as tables.
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], inputs: &Inputs) -> Result<ShapedKernel> {
+        let grid = GridShape::new(input_shape(shapes, 0)?, &inputs.ints(1, "size")?)?;
+        let [d, h, w] = grid.dhw;
+        Ok(ShapedKernel::Source(SourceKernel {
+            entry: "sb_affine_grid",
+            inputs: vec![0],
+            tables: grid.axes(self.align_corners),
+            ints: [grid.batch, d, h, w, grid.dims]
+                .map(|v| v as i64)
+                .to_vec(),
+            floats: Vec::new(),
+            output: grid.output(),
+        }))
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let theta = inputs.tensor(0)?;
+        let grid = GridShape::new(theta.shape(), &inputs.ints(1, "size")?)?;
+        let values = f32_values(theta, "AffineGrid input theta")?;
+        let axes = grid.axes(self.align_corners);
+        let dims = grid.dims;
+        let [_, h, w] = grid.dhw;
+        let shape = grid.output();
+        let mut out = vec![0.0f32; shape.iter().product()];
+        // One point per chunk: its `dims` coordinates.
+        out.par_chunks_mut(dims).enumerate().for_each(|(cell, point)| {
+            let (x, y) = (axes[0][cell % w], axes[1][cell / w % h]);
+            let mut base = [x, y, 1.0, 1.0];
+            if dims == 3 {
+                base[2] = axes[2][cell / (w * h) % grid.dhw[0]];
+            }
+            let n = cell / grid.dhw.iter().product::<usize>();
+            for (j, v) in point.iter_mut().enumerate() {
+                let row = (n * dims + j) * (dims + 1);
+                *v = canonical_dot(&values[row..row + dims + 1], &base[..dims + 1]);
+            }
+        });
+        Ok(vec![store_f32(theta.dtype(), shape, out)?.into()])
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
