@@ -5,8 +5,12 @@
 //! From GGUF metadata, two `tokenizer.ggml.model` values:
 //! - `gpt2`: the byte-level BPE of GPT-2 built from `tokenizer.ggml.tokens` and
 //!   `tokenizer.ggml.merges`, with the pre-tokenizer that `tokenizer.ggml.pre` names:
-//!   `default`/`gpt2` (the GPT-2 split) and `smollm`/`starcoder`/`refact` (every digit split off on
-//!   its own first, then the GPT-2 split), as the Hugging Face tokenizers of those models do.
+//!   `default`/`gpt2` (the GPT-2 split), `smollm`/`starcoder`/`refact` (every digit split off on
+//!   its own first, then the GPT-2 split), `qwen2` and `llama-bpe` (Qwen2's and Llama 3's
+//!   regular-expression split: contractions, letter runs with one leading non-letter, digits one
+//!   at a time (`qwen2`) or in runs of up to three (`llama-bpe`), punctuation runs, newlines,
+//!   spaces; then byte-level symbols without a second split; `qwen2` normalizes the text to NFC
+//!   first), as the Hugging Face tokenizers of those models do.
 //! - `llama`: a SentencePiece BPE vocabulary (`tokenizer.ggml.tokens` with `tokenizer.ggml.scores`),
 //!   encoded as llama.cpp's SentencePiece tokenizer does: the text's spaces become `▁`
 //!   (U+2581), a `▁` is put in front of it (`tokenizer.ggml.add_space_prefix`, true when absent),
@@ -38,13 +42,14 @@ use samebits_gguf::{GgufFile, Metadata};
 use std::collections::HashMap;
 use std::path::Path;
 use tokenizers::models::bpe::{BPE, Merges, Vocab};
-use tokenizers::normalizers::{NormalizerWrapper, Prepend, Replace};
+use tokenizers::normalizers::{NFC, NormalizerWrapper, Prepend, Replace};
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::processors::template::TemplateProcessing;
-use tokenizers::{AddedToken, Tokenizer};
+use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
 
 /// `tokenizer.ggml.token_type` values (llama.cpp's `llama_token_type`).
 const TOKEN_TYPE_NORMAL: i64 = 1;
@@ -406,13 +411,16 @@ fn gpt2_tokenizer(
         Some(_) => meta.str("tokenizer.ggml.pre")?,
         None => "default",
     };
-    let pre_tokenizer = gpt2_pre_tokenizer(pre)
+    let (normalizer, pre_tokenizer) = gpt2_pre_tokenizer(pre)
         .ok_or_else(|| bad(format!("tokenizer.ggml.pre `{pre}` is not supported")))?;
     let bpe = BPE::builder()
         .vocab_and_merges(vocab, merges)
         .build()
         .map_err(|e| bad(e.to_string()))?;
     let mut inner = Tokenizer::new(bpe);
+    inner
+        .with_normalizer(normalizer)
+        .map_err(|e| bad(e.to_string()))?;
     inner.with_pre_tokenizer(Some(pre_tokenizer));
     Ok(inner)
 }
@@ -474,19 +482,45 @@ fn decoder_spelling(decoder: &serde_json::Value) -> Option<PieceSpelling> {
     }
 }
 
-/// The pre-tokenizer of a byte-level BPE for a `tokenizer.ggml.pre` value.
-fn gpt2_pre_tokenizer(pre: &str) -> Option<PreTokenizerWrapper> {
+/// The normalizer and pre-tokenizer of a byte-level BPE for a `tokenizer.ggml.pre` value.
+fn gpt2_pre_tokenizer(pre: &str) -> Option<(Option<NormalizerWrapper>, PreTokenizerWrapper)> {
     let byte_level = PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true));
     match pre {
-        "default" | "gpt2" => Some(byte_level),
-        "smollm" | "starcoder" | "refact" => {
-            Some(PreTokenizerWrapper::Sequence(Sequence::new(vec![
+        "default" | "gpt2" => Some((None, byte_level)),
+        "smollm" | "starcoder" | "refact" => Some((
+            None,
+            PreTokenizerWrapper::Sequence(Sequence::new(vec![
                 PreTokenizerWrapper::Digits(Digits::new(true)),
                 byte_level,
-            ])))
-        }
+            ])),
+        )),
+        // Qwen2's tokenizer.json also normalizes to NFC first.
+        "qwen2" => Some((
+            Some(NormalizerWrapper::NFC(NFC)),
+            regex_then_byte_level("")?,
+        )),
+        "llama-bpe" => Some((None, regex_then_byte_level("{1,3}")?)),
         _ => None,
     }
+}
+
+/// The split of Qwen2's and Llama 3's tokenizers (the `Split` regular expression of their
+/// tokenizer.json, each match its own piece), digits repeated `digits` times, then byte-level
+/// symbols (no second split).
+fn regex_then_byte_level(digits: &str) -> Option<PreTokenizerWrapper> {
+    let pattern = format!(
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{digits}| ?[^\s\p{{L}}\p{{N}}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+    );
+    let split = Split::new(
+        SplitPattern::Regex(pattern),
+        SplitDelimiterBehavior::Isolated,
+        false,
+    )
+    .ok()?;
+    Some(PreTokenizerWrapper::Sequence(Sequence::new(vec![
+        PreTokenizerWrapper::Split(split),
+        PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, false, false)),
+    ])))
 }
 
 /// The inverse of GPT-2's byte-to-character table: printable Latin-1 bytes (`!`..`~`,

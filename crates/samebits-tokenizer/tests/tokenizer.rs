@@ -262,3 +262,74 @@ fn synthetic_sentencepiece_vocabulary_encodes_by_score_with_byte_fallback() {
         (Some(1), Some(2), Some(0))
     );
 }
+
+/// Qwen2's (`qwen2`: NFC, digits one at a time) and Llama 3's (`llama-bpe`: digits in runs of up
+/// to three) regular-expression splits on a tiny byte-level vocabulary: the ids the Hugging Face
+/// `tokenizers` package gives with the models' own tokenizer.json pipelines, printed by
+/// `python3 tools/reference_regex_bpe.py` (tokenizers 0.23.3).
+#[test]
+fn qwen2_and_llama_bpe_splits_match_the_tokenizers_package() {
+    // GPT-2's byte-level symbols (printable Latin-1 stand for themselves, the other 68 bytes for
+    // U+0100 onwards in byte order), sorted by code point, then the merged pieces.
+    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+    let mut next = 0u32;
+    let mut symbols: Vec<char> = (0..=255u8)
+        .map(|b| match printable(b) {
+            true => char::from(b),
+            false => {
+                next += 1;
+                char::from_u32(255 + next).unwrap()
+            }
+        })
+        .collect();
+    symbols.sort();
+    let merges = ["1 2", "12 3", "Ġ w", "l l", "ll o", "i t"];
+    let mut tokens: Vec<String> = symbols.iter().map(char::to_string).collect();
+    tokens.extend(merges.iter().map(|m| m.replace(' ', "")));
+    let token_refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let texts = [
+        "Hello wo\u{308}rld 12345 it's  ok\n\n\tx 7z!",
+        "IT'S 1234567 \u{d6}R\r\n  end",
+    ];
+    let expected: [(&str, [&[u32]; 2]); 2] = [
+        (
+            "qwen2",
+            [
+                &[
+                    39, 68, 260, 258, 127, 114, 81, 75, 67, 220, 16, 17, 18, 19, 20, 220, 261, 6,
+                    82, 220, 220, 78, 74, 198, 198, 197, 87, 220, 22, 89, 0,
+                ],
+                &[
+                    40, 51, 6, 50, 220, 16, 17, 18, 19, 20, 21, 22, 220, 127, 244, 49, 201, 198,
+                    220, 220, 68, 77, 67,
+                ],
+            ],
+        ),
+        (
+            "llama-bpe",
+            [
+                &[
+                    39, 68, 260, 258, 78, 136, 230, 81, 75, 67, 220, 257, 19, 20, 220, 261, 6, 82,
+                    220, 220, 78, 74, 198, 198, 197, 87, 220, 22, 89, 0,
+                ],
+                &[
+                    40, 51, 6, 50, 220, 257, 19, 20, 21, 22, 220, 127, 244, 49, 201, 198, 220, 220,
+                    68, 77, 67,
+                ],
+            ],
+        ),
+    ];
+    for (pre, ids) in expected {
+        let bytes = GgufWriter::new(3)
+            .kv("tokenizer.ggml.model", string("gpt2"))
+            .kv("tokenizer.ggml.pre", string(pre))
+            .kv("tokenizer.ggml.tokens", strings(&token_refs))
+            .kv("tokenizer.ggml.merges", strings(&merges))
+            .to_bytes();
+        let file = GgufFile::from_source("tiny.gguf", Arc::new(bytes)).unwrap();
+        let tok = TextTokenizer::from_gguf(&file).unwrap();
+        for (text, want) in texts.iter().zip(ids) {
+            assert_eq!(tok.encode(text, false).unwrap(), want, "{pre}: {text:?}");
+        }
+    }
+}
