@@ -1,5 +1,15 @@
-//! [`ModelConfig`]: the hyper-parameters of a llama-architecture model, read from GGUF metadata
+//! [`ModelConfig`]: the hyper-parameters of a llama-layout decoder, read from GGUF metadata
 //! (`<arch>.*` keys of the GGUF specification) and the tensor list.
+//!
+//! Two `general.architecture` values share the layout: `llama` and `qwen2` (Q / K / V biases,
+//! which the layout allows for every product). They differ in the row order of the Q and K
+//! matrices: llama.cpp's converter permutes a llama model's rows so that rotary embedding rotates
+//! adjacent features, and leaves a qwen2 model's rows in Hugging Face's half-split order
+//! ([`ModelConfig::qk_rows_half_split`]), which the loader brings into the adjacent order.
+//!
+//! A file holding a tensor the layout does not use (llama 3.1's `rope_freqs.weight`, a norm's
+//! bias, a layer past `block_count`) is refused with the tensor named: ignoring it would give
+//! another model's output, not an error.
 
 use crate::{Error, GgufFile, Result};
 
@@ -32,23 +42,71 @@ pub struct ModelConfig {
     pub vocab_size: usize,
     /// True when the file has no `output.weight`: the output projection is `token_embd.weight`.
     pub tied_embeddings: bool,
+    /// True when the Q / K rows (and biases) of each head are in Hugging Face's rotary order
+    /// (feature `j` paired with `j + d/2`) rather than GGUF-llama's adjacent pairs (module docs).
+    pub qk_rows_half_split: bool,
 }
 
-/// Architectures whose metadata and tensors follow the llama layout.
-const LLAMA_LIKE: &[&str] = &["llama"];
+/// Architectures whose metadata and tensors follow the llama layout, with whether their Q / K
+/// rows are in the half-split order (module docs).
+const LLAMA_LIKE: &[(&str, bool)] = &[("llama", false), ("qwen2", true)];
+
+/// The products of a layer (each a `.weight` matrix with an optional `.bias`).
+const LAYER_PRODUCTS: &[&str] = &[
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_output",
+    "ffn_gate",
+    "ffn_up",
+    "ffn_down",
+];
+
+/// Whether the llama layout of `block_count` layers reads the tensor `name`.
+fn layout_uses(name: &str, block_count: usize) -> bool {
+    if matches!(
+        name,
+        "token_embd.weight" | "output_norm.weight" | "output.weight" | "output.bias"
+    ) {
+        return true;
+    }
+    let Some((layer, rest)) = name
+        .strip_prefix("blk.")
+        .and_then(|rest| rest.split_once('.'))
+    else {
+        return false;
+    };
+    // Layer numbers as the converter writes them: no sign, no leading zero.
+    let in_range = layer
+        .parse::<usize>()
+        .is_ok_and(|i| i < block_count && i.to_string() == layer);
+    let known = match rest.rsplit_once('.') {
+        Some((part, "weight")) => {
+            LAYER_PRODUCTS.contains(&part) || matches!(part, "attn_norm" | "ffn_norm")
+        }
+        Some((part, "bias")) => LAYER_PRODUCTS.contains(&part),
+        _ => false,
+    };
+    in_range && known
+}
 
 impl ModelConfig {
     /// Reads the configuration; errors name the missing or mistyped key.
     pub fn from_gguf(file: &GgufFile) -> Result<ModelConfig> {
         let meta = file.metadata();
         let architecture = meta.str("general.architecture")?.to_string();
-        if !LLAMA_LIKE.contains(&architecture.as_str()) {
+        let Some(&(_, qk_rows_half_split)) = LLAMA_LIKE.iter().find(|(a, _)| *a == architecture)
+        else {
+            let known: Vec<&str> = LLAMA_LIKE.iter().map(|(a, _)| *a).collect();
             return Err(Error::Malformed {
                 file: file.name().into(),
                 at: "metadata key `general.architecture`".into(),
-                message: format!("architecture `{architecture}` is not supported (only llama)"),
+                message: format!(
+                    "architecture `{architecture}` is not supported (only {})",
+                    known.join(", ")
+                ),
             });
-        }
+        };
         let key = |k: &str| format!("{architecture}.{k}");
         let head_count = meta.usize(&key("attention.head_count"))?;
         let embedding_length = meta.usize(&key("embedding_length"))?;
@@ -97,13 +155,34 @@ impl ModelConfig {
         if vocab_size == 0 {
             return Err(bad("vocab_size", "the vocabulary is empty".into()));
         }
+        let block_count = meta.usize(&key("block_count"))?;
+        if let Some(unused) = file
+            .tensor_infos()
+            .iter()
+            .find(|t| !layout_uses(&t.name, block_count))
+        {
+            let hint = match unused.name.as_str() {
+                "rope_freqs.weight" => " (llama 3.1 rope scaling, not supported yet)",
+                _ => "",
+            };
+            return Err(Error::Malformed {
+                file: file.name().into(),
+                at: format!("tensor `{}`", unused.name),
+                message: format!(
+                    "not part of the {architecture} layout samebits builds ({block_count} \
+                     layers of norms, Q / K / V / output and gate / up / down products): the \
+                     model needs a feature samebits lacks{hint}"
+                ),
+            });
+        }
         Ok(ModelConfig {
-            block_count: meta.usize(&key("block_count"))?,
+            block_count,
             feed_forward_length: meta.usize(&key("feed_forward_length"))?,
             rope_freq_base: meta.f32(&key("rope.freq_base"))?,
             rms_norm_eps: meta.f32(&key("attention.layer_norm_rms_epsilon"))?,
             context_length: meta.usize(&key("context_length"))?,
             tied_embeddings: file.tensor_info("output.weight").is_none(),
+            qk_rows_half_split,
             architecture,
             embedding_length,
             head_count,

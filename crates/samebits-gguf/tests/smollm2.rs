@@ -85,6 +85,7 @@ fn header_config_and_tensor_table() {
         config,
         ModelConfig {
             architecture: "llama".into(),
+            qk_rows_half_split: false,
             block_count: 30,
             embedding_length: 576,
             feed_forward_length: 1536,

@@ -159,6 +159,8 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
         rms_norm_eps: ck.f32_field("rms_norm_eps")?,
         vocab_size: ck.usize_field("vocab_size")?,
         tied_embeddings: flag("tie_word_embeddings"),
+        // Checkpoints keep Hugging Face's order; `HfWeights` permutes Q / K as it reads them.
+        qk_rows_half_split: true,
         architecture,
         embedding_length,
         head_count,
@@ -296,13 +298,16 @@ pub fn adjacent_rotary_rows(
     }
     let d = rows / heads;
     let mut out = Vec::with_capacity(bytes.len());
-    for h in 0..heads {
-        for j in 0..d / 2 {
-            for s in 0..2 {
-                let row = h * d + s * (d / 2) + j;
-                out.extend_from_slice(&bytes[row * row_bytes..(row + 1) * row_bytes]);
-            }
-        }
+    for r in 0..rows {
+        let row = half_split_row(r, d);
+        out.extend_from_slice(&bytes[row * row_bytes..(row + 1) * row_bytes]);
     }
     Ok(out)
+}
+
+/// The half-split row that adjacent-order row `r` of heads of `d` rows comes from
+/// ([`adjacent_rotary_rows`]): within the head, row `2j + s` is row `s * d/2 + j`.
+pub fn half_split_row(r: usize, d: usize) -> usize {
+    let (head, i) = (r / d, r % d);
+    head * d + (i % 2) * (d / 2) + i / 2
 }

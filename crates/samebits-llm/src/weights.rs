@@ -12,8 +12,10 @@
 //! output the graph splits, which changes no bit: every output row is its own dot product.
 //!
 //! Q and K matrices (and biases) are in GGUF's row order: within each head, the rows are permuted
-//! so that rotary embedding rotates adjacent pairs `(2i, 2i + 1)` (see [`crate::hf`] for the one
-//! place a checkpoint in another order is brought into it).
+//! so that rotary embedding rotates adjacent pairs `(2i, 2i + 1)`. A source in Hugging Face's
+//! half-split order is brought into it at load: a checkpoint by [`crate::hf`], a GGUF file that
+//! llama.cpp's converter left in that order (qwen2) by [`HalfSplitGguf`], both with
+//! [`crate::hf::adjacent_rotary_rows`].
 
 use crate::{LlmError, Result};
 use samebits_gguf::{GgmlType, GgufFile, TensorData};
@@ -112,6 +114,110 @@ impl WeightSource for GgufFile {
             model: self.name().into(),
             message: format!("tensor {name} is missing (not a llama-layout GGUF file?)"),
         }
+    }
+}
+
+/// A GGUF file whose Q / K rows and biases are in the half-split rotary order
+/// (`ModelConfig::qk_rows_half_split`): those are permuted into the adjacent-pair order as they
+/// are read (a copy of each Q / K matrix); every other tensor passes through.
+pub struct HalfSplitGguf<'a> {
+    pub file: &'a GgufFile,
+    pub heads: usize,
+    pub kv_heads: usize,
+}
+
+impl HalfSplitGguf<'_> {
+    /// The heads of the Q (`attn_q`) or K (`attn_k`) tensor `name`, else `None`.
+    fn rotary_heads(&self, name: &str) -> Option<usize> {
+        match name.split('.').nth(2)? {
+            "attn_q" => Some(self.heads),
+            "attn_k" => Some(self.kv_heads),
+            _ => None,
+        }
+    }
+
+    fn error(&self, name: &str, message: String) -> LlmError {
+        LlmError::Model {
+            model: self.file.name().into(),
+            message: format!("tensor {name}: {message}"),
+        }
+    }
+}
+
+impl WeightSource for HalfSplitGguf<'_> {
+    fn matrix(&self, name: &str) -> Result<MatrixWeight> {
+        let matrix = self.file.matrix(name)?;
+        let Some(heads) = self.rotary_heads(name) else {
+            return Ok(matrix);
+        };
+        let bytes = matrix.blocks.bytes()?;
+        let row_bytes = bytes.len() / matrix.rows.max(1);
+        let permuted = crate::hf::adjacent_rotary_rows(bytes, heads, matrix.rows, row_bytes)
+            .map_err(|m| self.error(name, m))?;
+        Ok(MatrixWeight {
+            blocks: Tensor::from_vec(vec![permuted.len()], permuted)?,
+            ..matrix
+        })
+    }
+
+    /// Panels of one Q or K matrix are packed from its rows read in the adjacent-pair order;
+    /// a stack holding one is left to [`WeightSource::matrix`] (`None`).
+    fn panels(&self, names: &[&str]) -> Result<Option<MatrixWeight>> {
+        let rotary: Vec<usize> = names.iter().filter_map(|n| self.rotary_heads(n)).collect();
+        let (&[name], &[heads]) = (names, rotary.as_slice()) else {
+            return match rotary.is_empty() {
+                true => self.file.panels(names),
+                false => Ok(None),
+            };
+        };
+        let (ggml_type, rows, cols) = matrix_info(self.file, name)?;
+        let Some(row_bytes) = ggml_type.row_bytes(cols) else {
+            return Ok(None);
+        };
+        if !has_panel_layout(ggml_type) {
+            return Ok(None);
+        }
+        if heads == 0 || !rows.is_multiple_of(2 * heads) {
+            return Err(self.error(
+                name,
+                format!("{rows} rows do not split into {heads} heads of an even size"),
+            ));
+        }
+        let d = rows / heads;
+        let packed = pack_panels(ggml_type, rows, cols, |first, out| {
+            for (k, row) in out.chunks_exact_mut(row_bytes).enumerate() {
+                let source = crate::hf::half_split_row(first + k, d);
+                self.file.read_tensor_bytes(name, source * row_bytes, row)?;
+            }
+            Ok::<(), samebits_gguf::Error>(())
+        })?;
+        Ok(Some(MatrixWeight {
+            blocks: Tensor::from_vec(vec![packed.len()], packed)?,
+            ggml_type,
+            rows,
+            cols,
+            layout: "panels",
+        }))
+    }
+
+    fn optional_vector(&self, name: &str) -> Result<Option<Tensor>> {
+        let Some(v) = self.file.optional_vector(name)? else {
+            return Ok(None);
+        };
+        let Some(heads) = self.rotary_heads(name) else {
+            return Ok(Some(v));
+        };
+        let permuted = crate::hf::adjacent_rotary_rows(v.bytes()?, heads, v.numel(), 4)
+            .map_err(|m| self.error(name, m))?;
+        let values: Vec<f32> = permuted
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        Ok(Some(Tensor::from_vec(v.shape().to_vec(), values)?))
+    }
+
+    fn missing(&self, name: &str) -> LlmError {
+        self.file.missing(name)
     }
 }
 

@@ -258,31 +258,59 @@ fn permute_for_gguf(values: &[f32], heads: usize, cols: usize) -> Vec<f32> {
     out
 }
 
-/// The GGUF file holding the same model as [`write_checkpoint`].
-fn write_gguf(path: &Path, v: &Variant, dtype: Dtype) {
+/// Q8_0 blocks of a row-major matrix whose rows are whole blocks (GGML's block format, written
+/// out here: an f16 scale `max |x| / 127`, then 32 values `round(x / scale)` as i8).
+fn quantize_q8_0(values: &[f32]) -> Vec<u8> {
+    values
+        .chunks_exact(32)
+        .flat_map(|block| {
+            let amax = block.iter().fold(0f32, |m, x| m.max(x.abs()));
+            let d = amax / 127.0;
+            let inv = if d == 0.0 { 0.0 } else { 1.0 / d };
+            let mut out = half::f16::from_f32(d).to_le_bytes().to_vec();
+            out.extend(block.iter().map(|x| (x * inv).round() as i8 as u8));
+            out
+        })
+        .collect()
+}
+
+/// The GGUF file holding the same model as [`write_checkpoint`], as llama.cpp's converter writes
+/// it for `arch`: `llama` with the Q / K rows permuted for adjacent-pair rotary embedding, `qwen2`
+/// in the checkpoint's row order with Qwen2's pre-tokenizer. With `q8_qk`, the Q and K matrices
+/// are Q8_0 (the CPU packs them into row panels).
+fn write_gguf(path: &Path, v: &Variant, dtype: Dtype, arch: &str, q8_qk: bool) {
+    std::fs::write(path, gguf_writer(v, dtype, arch, q8_qk).to_bytes()).unwrap();
+}
+
+/// The writer of [`write_gguf`]'s file, before it is written.
+fn gguf_writer(v: &Variant, dtype: Dtype, arch: &str, q8_qk: bool) -> GgufWriter {
     let u32v = |x: usize| MetadataValue::U32(x as u32);
+    let key = |k: &str| format!("{arch}.{k}");
     let tokens = vocabulary();
     let token_refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
     let mut types = vec![MetadataValue::I32(1); tokens.len()];
     types[47] = MetadataValue::I32(3);
     let mut w = GgufWriter::new(3)
-        .kv("general.architecture", string("llama"))
-        .kv("llama.block_count", u32v(v.layers))
-        .kv("llama.embedding_length", u32v(v.hidden))
-        .kv("llama.feed_forward_length", u32v(v.inter))
-        .kv("llama.attention.head_count", u32v(v.heads))
-        .kv("llama.attention.head_count_kv", u32v(v.kv_heads))
-        .kv("llama.rope.freq_base", MetadataValue::F32(v.theta))
+        .kv("general.architecture", string(arch))
+        .kv(&key("block_count"), u32v(v.layers))
+        .kv(&key("embedding_length"), u32v(v.hidden))
+        .kv(&key("feed_forward_length"), u32v(v.inter))
+        .kv(&key("attention.head_count"), u32v(v.heads))
+        .kv(&key("attention.head_count_kv"), u32v(v.kv_heads))
+        .kv(&key("rope.freq_base"), MetadataValue::F32(v.theta))
         .kv(
-            "llama.attention.layer_norm_rms_epsilon",
+            &key("attention.layer_norm_rms_epsilon"),
             MetadataValue::F32(v.eps),
         )
-        .kv("llama.context_length", u32v(64))
+        .kv(&key("context_length"), u32v(64))
         .kv("tokenizer.ggml.model", string("gpt2"))
         .kv("tokenizer.ggml.tokens", strings(&token_refs))
         .kv("tokenizer.ggml.token_type", MetadataValue::Array(types))
         .kv("tokenizer.ggml.merges", MetadataValue::Array(vec![]))
         .kv("tokenizer.ggml.eos_token_id", u32v(47));
+    if arch == "qwen2" {
+        w = w.kv("tokenizer.ggml.pre", string("qwen2"));
+    }
     let ggml_type = match dtype {
         Dtype::BF16 => GgmlType::BF16,
         _ => GgmlType::F32,
@@ -291,20 +319,22 @@ fn write_gguf(path: &Path, v: &Variant, dtype: Dtype) {
         let mut vals = values(n, shape.iter().product(), *kind);
         let gguf_name = gguf_tensor_name(name);
         let cols = if shape.len() == 2 { shape[1] } else { 1 };
-        if gguf_name.contains("attn_q") {
+        let (q, k) = (gguf_name.contains("attn_q"), gguf_name.contains("attn_k"));
+        if arch == "llama" && q {
             vals = permute_for_gguf(&vals, v.heads, cols);
-        } else if gguf_name.contains("attn_k") {
+        } else if arch == "llama" && k {
             vals = permute_for_gguf(&vals, v.kv_heads, cols);
         }
         let dims: Vec<u64> = shape.iter().rev().map(|&d| d as u64).collect();
         // Norms and biases are f32 in GGUF files; matrices keep the checkpoint's type.
         let (ty, bytes) = match shape.len() {
+            2 if q8_qk && (q || k) => (GgmlType::Q8_0, quantize_q8_0(&vals)),
             2 => (ggml_type, bytes_of(&vals, dtype)),
             _ => (GgmlType::F32, bytes_of(&vals, Dtype::F32)),
         };
         w = w.tensor(&gguf_name, &dims, ty, bytes);
     }
-    std::fs::write(path, w.to_bytes()).unwrap();
+    w
 }
 
 /// GGUF's name of a checkpoint tensor (llama.cpp's naming, written out here independently).
@@ -358,7 +388,7 @@ fn checkpoint_and_gguf_give_identical_logits_matching_the_float64_reference() {
         let dir = tmp.path().join(v.name);
         write_checkpoint(&dir, &v, dtype, shards);
         let gguf = tmp.path().join(format!("{}.gguf", v.name));
-        write_gguf(&gguf, &v, dtype);
+        write_gguf(&gguf, &v, dtype, v.model_type, false);
         let hf = Llm::load(&dir, OperationSet::Reproducible).unwrap();
         let gg = Llm::load(&gguf, OperationSet::Reproducible).unwrap();
         assert_eq!(hf.config.vocab_size, v.vocab);
@@ -425,6 +455,61 @@ fn checkpoint_and_gguf_give_identical_logits_matching_the_float64_reference() {
         );
         assert_eq!(hf.tokenizer.eos_id(), Some(47));
         assert!(hf.chat_template.is_some());
+    }
+}
+
+/// A qwen2 GGUF as llama.cpp writes it (Q / K rows in the half-split order) and the same model as
+/// a llama-layout GGUF with the rows permuted give the same logits bit for bit: the loader's
+/// permutation of rows and biases, on dense BF16 matrices and on Q8_0 ones packed into the CPU's
+/// row panels.
+#[test]
+fn qwen2_gguf_rows_are_brought_into_the_adjacent_rotary_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tokens = &reference().tokens;
+    for q8_qk in [false, true] {
+        let logits = ["qwen2", "llama"].map(|arch| {
+            let path = tmp.path().join(format!("{arch}-{q8_qk}.gguf"));
+            write_gguf(&path, &QWEN2, Dtype::BF16, arch, q8_qk);
+            let model = Llm::load(&path, OperationSet::Reproducible).unwrap();
+            assert_eq!(model.config.qk_rows_half_split, arch == "qwen2");
+            model.forward(tokens, &mut model.new_cache()).unwrap()
+        });
+        let differing = logits[0]
+            .iter()
+            .zip(&logits[1])
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(differing, 0, "Q8_0 Q / K: {q8_qk}");
+    }
+}
+
+/// A GGUF tensor the llama layout does not read (llama 3.1's rope frequencies, a norm bias, a
+/// layer past the block count) is refused with its name, never ignored.
+#[test]
+fn tensors_outside_the_layout_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("m.gguf");
+    for extra in [
+        "rope_freqs.weight",
+        "blk.0.attn_norm.bias",
+        "blk.2.ffn_up.weight",
+        "blk.01.attn_q.weight",
+    ] {
+        let writer = gguf_writer(&LLAMA, Dtype::F32, "llama", false).tensor(
+            extra,
+            &[32],
+            GgmlType::F32,
+            vec![0; 128],
+        );
+        std::fs::write(&path, writer.to_bytes()).unwrap();
+        let err = Llm::load(&path, OperationSet::Reproducible)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains(extra) && err.contains("not part of"),
+            "{extra}: {err}"
+        );
     }
 }
 

@@ -12,9 +12,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Generate text from a prompt with a llama-family language model: a GGUF file (llama
-/// architecture: SmolLM2, ...) or a Hugging Face checkpoint folder (Llama, Mistral, Qwen2,
-/// SmolLM2: config.json, *.safetensors, tokenizer.json, tokenizer_config.json).
+/// Generate text from a prompt with a llama-family language model: a GGUF file (architecture
+/// llama or qwen2: SmolLM2, Qwen2 / Qwen2.5, ...) or a Hugging Face checkpoint folder (Llama,
+/// Mistral, Qwen2, SmolLM2: config.json, *.safetensors, tokenizer.json, tokenizer_config.json).
 ///
 /// The prompt is tokenized (with --chat, first wrapped as a user message in the model's own chat
 /// template), processed in one prefill pass, then one token is generated per decode step with a

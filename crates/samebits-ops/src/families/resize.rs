@@ -26,7 +26,10 @@ pub fn register(r: &mut Registry) {
     r.register("", "Resize", resize);
     r.register("", "Upsample", upsample);
     r.register("", "AffineGrid", affine_grid);
-    r.register_kernel_source("affine_grid.cu", include_str!("../../kernels/affine_grid.cu"));
+    r.register_kernel_source(
+        "affine_grid.cu",
+        include_str!("../../kernels/affine_grid.cu"),
+    );
 }
 
 /// AffineGrid: for theta `[N, 2, 3]` and size `[N, C, H, W]`, the grid `[N, H, W, 2]` of
@@ -135,9 +138,7 @@ impl Op for AffineGrid {
             entry: "sb_affine_grid",
             inputs: vec![0],
             tables: grid.axes(self.align_corners),
-            ints: [grid.batch, d, h, w, grid.dims]
-                .map(|v| v as i64)
-                .to_vec(),
+            ints: [grid.batch, d, h, w, grid.dims].map(|v| v as i64).to_vec(),
             floats: Vec::new(),
             output: grid.output(),
         }))
@@ -153,18 +154,20 @@ impl Op for AffineGrid {
         let shape = grid.output();
         let mut out = vec![0.0f32; shape.iter().product()];
         // One point per chunk: its `dims` coordinates.
-        out.par_chunks_mut(dims).enumerate().for_each(|(cell, point)| {
-            let (x, y) = (axes[0][cell % w], axes[1][cell / w % h]);
-            let mut base = [x, y, 1.0, 1.0];
-            if dims == 3 {
-                base[2] = axes[2][cell / (w * h) % grid.dhw[0]];
-            }
-            let n = cell / grid.dhw.iter().product::<usize>();
-            for (j, v) in point.iter_mut().enumerate() {
-                let row = (n * dims + j) * (dims + 1);
-                *v = canonical_dot(&values[row..row + dims + 1], &base[..dims + 1]);
-            }
-        });
+        out.par_chunks_mut(dims)
+            .enumerate()
+            .for_each(|(cell, point)| {
+                let (x, y) = (axes[0][cell % w], axes[1][cell / w % h]);
+                let mut base = [x, y, 1.0, 1.0];
+                if dims == 3 {
+                    base[2] = axes[2][cell / (w * h) % grid.dhw[0]];
+                }
+                let n = cell / grid.dhw.iter().product::<usize>();
+                for (j, v) in point.iter_mut().enumerate() {
+                    let row = (n * dims + j) * (dims + 1);
+                    *v = canonical_dot(&values[row..row + dims + 1], &base[..dims + 1]);
+                }
+            });
         Ok(vec![store_f32(theta.dtype(), shape, out)?.into()])
     }
 }
