@@ -1,10 +1,12 @@
 //! [`ModelConfig`]: the hyper-parameters of a llama-layout decoder, read from GGUF metadata
 //! (`<arch>.*` keys of the GGUF specification) and the tensor list.
 //!
-//! Two `general.architecture` values share the layout: `llama` and `qwen2` (Q / K / V biases,
-//! which the layout allows for every product). They differ in the row order of the Q and K
-//! matrices: llama.cpp's converter permutes a llama model's rows so that rotary embedding rotates
-//! adjacent features, and leaves a qwen2 model's rows in Hugging Face's half-split order
+//! Three `general.architecture` values share the layout: `llama`, `qwen2` (Q / K / V biases,
+//! which the layout allows for every product) and `qwen3` (an RMSNorm over each head's query and
+//! key features, `attn_q_norm` / `attn_k_norm`, which the layout allows in every layer; a head
+//! size `attention.key_length` other than width / heads). They differ in the row order of the
+//! Q and K matrices: llama.cpp's converter permutes a llama model's rows so that rotary embedding
+//! rotates adjacent features, and leaves qwen2 / qwen3 rows in Hugging Face's half-split order
 //! ([`ModelConfig::qk_rows_half_split`]), which the loader brings into the adjacent order.
 //!
 //! A file holding a tensor the layout does not use (llama 3.1's `rope_freqs.weight`, a norm's
@@ -28,7 +30,7 @@ pub struct ModelConfig {
     pub head_count: usize,
     /// `<arch>.attention.head_count_kv`; equal to `head_count` when absent (no grouped-query).
     pub head_count_kv: usize,
-    /// `embedding_length / head_count`.
+    /// `<arch>.attention.key_length`, else `embedding_length / head_count`.
     pub head_dim: usize,
     /// `<arch>.rope.dimension_count`; `head_dim` when absent.
     pub rope_dimension_count: usize,
@@ -49,7 +51,7 @@ pub struct ModelConfig {
 
 /// Architectures whose metadata and tensors follow the llama layout, with whether their Q / K
 /// rows are in the half-split order (module docs).
-const LLAMA_LIKE: &[(&str, bool)] = &[("llama", false), ("qwen2", true)];
+const LLAMA_LIKE: &[(&str, bool)] = &[("llama", false), ("qwen2", true), ("qwen3", true)];
 
 /// The products of a layer (each a `.weight` matrix with an optional `.bias`).
 const LAYER_PRODUCTS: &[&str] = &[
@@ -82,7 +84,11 @@ fn layout_uses(name: &str, block_count: usize) -> bool {
         .is_ok_and(|i| i < block_count && i.to_string() == layer);
     let known = match rest.rsplit_once('.') {
         Some((part, "weight")) => {
-            LAYER_PRODUCTS.contains(&part) || matches!(part, "attn_norm" | "ffn_norm")
+            LAYER_PRODUCTS.contains(&part)
+                || matches!(
+                    part,
+                    "attn_norm" | "ffn_norm" | "attn_q_norm" | "attn_k_norm"
+                )
         }
         Some((part, "bias")) => LAYER_PRODUCTS.contains(&part),
         _ => false,
@@ -115,13 +121,35 @@ impl ModelConfig {
             at: format!("metadata key `{}`", key(k)),
             message,
         };
-        if head_count == 0 || !embedding_length.is_multiple_of(head_count) {
-            return Err(bad(
-                "attention.head_count",
-                format!("{head_count} heads do not divide the width {embedding_length}"),
-            ));
+        if head_count == 0 {
+            return Err(bad("attention.head_count", "no heads".into()));
         }
-        let head_dim = embedding_length / head_count;
+        let head_dim = match meta.get(&key("attention.key_length")) {
+            Some(_) => {
+                let key_length = meta.usize(&key("attention.key_length"))?;
+                let value_length = match meta.get(&key("attention.value_length")) {
+                    Some(_) => meta.usize(&key("attention.value_length"))?,
+                    None => key_length,
+                };
+                if key_length == 0 || value_length != key_length {
+                    return Err(bad(
+                        "attention.key_length",
+                        format!(
+                            "keys of {key_length} and values of {value_length} features: \
+                             expected one nonzero head size"
+                        ),
+                    ));
+                }
+                key_length
+            }
+            None if embedding_length.is_multiple_of(head_count) => embedding_length / head_count,
+            None => {
+                return Err(bad(
+                    "attention.head_count",
+                    format!("{head_count} heads do not divide the width {embedding_length}"),
+                ));
+            }
+        };
         let head_count_kv = match meta.get(&key("attention.head_count_kv")) {
             Some(_) => meta.usize(&key("attention.head_count_kv"))?,
             None => head_count,

@@ -15,7 +15,7 @@ mod gguf_common;
 #[path = "../tests/support/random_llama.rs"]
 mod random_llama;
 
-use random_llama::{LlamaShape, SMOLLM2, write_random_llama};
+use random_llama::{Family, LlamaShape, SMOLLM2, write_random_llama};
 use samebits_gguf::GgmlType;
 use samebits_llm::sampling::argmax;
 use samebits_llm::{KvCache, Llm};
@@ -25,9 +25,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 const TINY: LlamaShape = LlamaShape {
+    family: Family::Llama,
     layers: 2,
     dim: 128,
     heads: 4,
+    head_dim: 32,
     kv_heads: 2,
     ffn: 256,
     vocab: 512,

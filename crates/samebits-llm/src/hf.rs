@@ -1,15 +1,16 @@
 //! Hugging Face decoder checkpoints of the Llama family (`model_type` `llama`, `mistral`,
-//! `qwen2`; SmolLM2 is `llama`): `config.json`, safetensors weights (F32, F16 or BF16, possibly
+//! `qwen2`, `qwen3`; SmolLM2 is `llama`): `config.json`, safetensors weights (F32, F16 or BF16, possibly
 //! sharded), `tokenizer.json` and, when present, `tokenizer_config.json` (special tokens, chat
 //! template). [`load_decoder`] turns such a folder into the same [`Llm`] graph a GGUF file gives.
 //!
 //! Hyper-parameters, from `config.json`: `hidden_size`, `intermediate_size`,
 //! `num_hidden_layers`, `num_attention_heads`, `num_key_value_heads` (default: the head count),
 //! `rms_norm_eps`, `rope_theta` (default 10000), `max_position_embeddings`, `vocab_size`,
-//! `tie_word_embeddings` (default false). Refused with a message naming the field: a
-//! `rope_scaling` other than absent / null, a `hidden_act` other than `silu`, `mlp_bias`,
-//! `partial_rotary_factor` other than 1, a `head_dim` other than `hidden_size /
-//! num_attention_heads`, Qwen2's `use_sliding_window`. Mistral's `sliding_window` caps the
+//! `tie_word_embeddings` (default false), `head_dim` (default `hidden_size /
+//! num_attention_heads`; Qwen3's differs). Qwen3's per-head `q_norm` / `k_norm` scales are read
+//! when the checkpoint has them. Refused with a message naming the field: a `rope_scaling` other
+//! than absent / null, a `hidden_act` other than `silu`, `mlp_bias`, `partial_rotary_factor` other
+//! than 1, an odd `head_dim`, `use_sliding_window`. Mistral's `sliding_window` caps the
 //! context at the window, so that every position the model runs sees all earlier tokens, as a
 //! sliding window of that size does.
 //!
@@ -38,7 +39,7 @@ use samebits_tokenizer::TextTokenizer;
 use std::path::Path;
 
 /// `model_type` values whose checkpoints follow the Llama layout.
-const FAMILIES: &[&str] = &["llama", "mistral", "qwen2"];
+const FAMILIES: &[&str] = &["llama", "mistral", "qwen2", "qwen3"];
 
 /// Loads the decoder checkpoint in `dir` and compiles its graph for `operation_set`.
 pub fn load_decoder(dir: &Path, operation_set: OperationSet, device: Device) -> Result<Llm> {
@@ -116,23 +117,22 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
     }
     let embedding_length = ck.usize_field("hidden_size")?;
     let head_count = ck.usize_field("num_attention_heads")?;
-    if head_count == 0 || !embedding_length.is_multiple_of(head_count) {
-        return Err(bad(
-            "num_attention_heads",
-            format!("{head_count} heads do not divide hidden_size {embedding_length}"),
-        ));
-    }
-    let head_dim = embedding_length / head_count;
-    if ck.field("head_dim").is_some() && ck.usize_field("head_dim")? != head_dim {
+    let head_dim = match ck.field("head_dim").filter(|v| !v.is_null()) {
+        Some(_) => ck.usize_field("head_dim")?,
+        None if head_count > 0 && embedding_length.is_multiple_of(head_count) => {
+            embedding_length / head_count
+        }
+        None => {
+            return Err(bad(
+                "num_attention_heads",
+                format!("{head_count} heads do not divide hidden_size {embedding_length}"),
+            ));
+        }
+    };
+    if head_dim == 0 || !head_dim.is_multiple_of(2) {
         return Err(bad(
             "head_dim",
-            format!("only hidden_size / num_attention_heads = {head_dim} is supported"),
-        ));
-    }
-    if !head_dim.is_multiple_of(2) {
-        return Err(bad(
-            "num_attention_heads",
-            format!("head size {head_dim} is odd"),
+            format!("head size {head_dim}: expected an even, nonzero count"),
         ));
     }
     let head_count_kv = match ck.field("num_key_value_heads") {
@@ -184,6 +184,8 @@ impl HfWeights<'_> {
         match part {
             "attn_q" => Some(self.config.head_count),
             "attn_k" => Some(self.config.head_count_kv),
+            // One head's features: the per-head Q / K norm scales.
+            "attn_q_norm" | "attn_k_norm" => Some(1),
             _ => None,
         }
     }
@@ -271,6 +273,8 @@ fn hf_tensor_name(gguf_name: &str) -> Option<String> {
         "attn_k" => "self_attn.k_proj",
         "attn_v" => "self_attn.v_proj",
         "attn_output" => "self_attn.o_proj",
+        "attn_q_norm" => "self_attn.q_norm",
+        "attn_k_norm" => "self_attn.k_norm",
         "ffn_norm" => "post_attention_layernorm",
         "ffn_gate" => "mlp.gate_proj",
         "ffn_up" => "mlp.up_proj",

@@ -12,6 +12,8 @@
 //!   h = RMSNormalization(x, attn_norm)
 //!   q, k, v = MatMulGguf(h, attn_q | attn_k | attn_v) (+ attn_q | attn_k | attn_v bias, if any)
 //!             or Split(MatMulGguf(h, [attn_q; attn_k; attn_v]))  (one stacked panel matrix, CPU)
+//!   q, k = Reshape(RMSNormalization(Reshape(q | k, [heads, head_dim]), attn_q_norm | attn_k_norm))
+//!          (qwen3 only: each head's features normalized, in the adjacent-pair order below)
 //!   q, k = RotaryEmbedding(q | k, rotary_cos, rotary_sin; interleaved)  (GGUF permutes Q/K rows
 //!                                                                          for adjacent pairs)
 //!   a, present_key_i, present_value_i = Attention(q, k, v, -, past_key_i, past_value_i;
@@ -567,15 +569,49 @@ impl GraphBuilder {
     ) -> Result<String> {
         let scale = weights.vector(name)?;
         self.initializer(name, scale);
-        Ok(self.onnx(
+        Ok(self.rms_norm_node(x, name, eps, out))
+    }
+
+    /// `RMSNormalization(x, scale)` over the last axis.
+    fn rms_norm_node(&mut self, x: &str, scale: &str, eps: f32, out: &str) -> String {
+        self.onnx(
             "RMSNormalization",
-            &[x, name],
+            &[x, scale],
             out,
             &[
                 ("axis", Attribute::Int(-1)),
                 ("epsilon", Attribute::Float(eps)),
             ],
-        ))
+        )
+    }
+
+    /// The RMSNorm `name` over each head's features of `x` `[1, S, heads * head_dim]` (Qwen3's
+    /// `attn_q_norm` / `attn_k_norm`) when the model has that scale, else `x` unchanged.
+    fn head_norm(
+        &mut self,
+        weights: &dyn WeightSource,
+        x: &str,
+        name: &str,
+        heads: usize,
+        c: &ModelConfig,
+        out: &str,
+    ) -> Result<String> {
+        let Some(scale) = weights.optional_vector(name)? else {
+            return Ok(x.to_string());
+        };
+        self.initializer(name, scale);
+        let shape = |dims: &[usize]| {
+            let dims: Vec<i64> = [0, 0]
+                .into_iter()
+                .chain(dims.iter().map(|&d| d as i64))
+                .collect();
+            Tensor::from_vec(vec![dims.len()], dims)
+        };
+        let split = self.initializer(&format!("{out}.split"), shape(&[heads, c.head_dim])?);
+        let joined = self.initializer(&format!("{out}.joined"), shape(&[heads * c.head_dim])?);
+        let per_head = self.onnx("Reshape", &[x, &split], &format!("{out}.per_head"), &[]);
+        let normed = self.rms_norm_node(&per_head, name, c.rms_norm_eps, &format!("{out}.heads"));
+        Ok(self.onnx("Reshape", &[&normed, &joined], out, &[]))
     }
 }
 
@@ -711,6 +747,22 @@ fn build_graph(
             &[val("q"), val("k"), val("v")],
         )?;
         let [q, k, v] = [&qkv[0], &qkv[1], &qkv[2]];
+        let q = b.head_norm(
+            weights,
+            q,
+            &norm("attn_q_norm"),
+            c.head_count,
+            c,
+            &val("q_normed"),
+        )?;
+        let k = b.head_norm(
+            weights,
+            k,
+            &norm("attn_k_norm"),
+            c.head_count_kv,
+            c,
+            &val("k_normed"),
+        )?;
         let rotary = |heads: usize| {
             [
                 ("interleaved", Attribute::Int(1)),
@@ -720,13 +772,13 @@ fn build_graph(
         };
         let q = b.onnx(
             "RotaryEmbedding",
-            &[q, "rotary_cos", "rotary_sin"],
+            &[&q, "rotary_cos", "rotary_sin"],
             &val("q_rot"),
             &rotary(c.head_count),
         );
         let k = b.onnx(
             "RotaryEmbedding",
-            &[k, "rotary_cos", "rotary_sin"],
+            &[&k, "rotary_cos", "rotary_sin"],
             &val("k_rot"),
             &rotary(c.head_count_kv),
         );

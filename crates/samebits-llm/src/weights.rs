@@ -127,11 +127,14 @@ pub struct HalfSplitGguf<'a> {
 }
 
 impl HalfSplitGguf<'_> {
-    /// The heads of the Q (`attn_q`) or K (`attn_k`) tensor `name`, else `None`.
+    /// The heads of the Q (`attn_q`) or K (`attn_k`) tensor `name` (1 for their per-head norm
+    /// scales), else `None`.
     fn rotary_heads(&self, name: &str) -> Option<usize> {
         match name.split('.').nth(2)? {
             "attn_q" => Some(self.heads),
             "attn_k" => Some(self.kv_heads),
+            // One head's features: the per-head Q / K norm scales.
+            "attn_q_norm" | "attn_k_norm" => Some(1),
             _ => None,
         }
     }

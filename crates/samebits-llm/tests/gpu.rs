@@ -1,4 +1,5 @@
-//! The GPU against the CPU, end to end, on small random llama models (tests/support): the
+//! The GPU against the CPU, end to end, on small random llama, qwen2 and qwen3 models
+//! (tests/support): the
 //! logits of a prefill and of greedy decode steps have the same bits on `cuda:0` and on the
 //! CPU, and on the GPU one prefill over the whole sequence gives each position the bits its
 //! decode step gave (the device KV cache, attention and the GGUF products follow the contract's
@@ -9,7 +10,7 @@ mod gguf_common;
 #[path = "support/random_llama.rs"]
 mod random_llama;
 
-use random_llama::{LlamaShape, write_random_llama};
+use random_llama::{Family, LlamaShape, write_random_llama};
 use samebits_gguf::GgmlType;
 use samebits_llm::Llm;
 use samebits_llm::sampling::argmax;
@@ -41,9 +42,11 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
     let dir = tempfile::tempdir().unwrap();
     let shapes = [
         LlamaShape {
+            family: Family::Llama,
             layers: 2,
             dim: 128,
             heads: 4,
+            head_dim: 32,
             kv_heads: 2,
             ffn: 256,
             vocab: 96,
@@ -51,14 +54,42 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
             matrices: GgmlType::Q4_1,
         },
         LlamaShape {
+            family: Family::Llama,
             layers: 3,
             dim: 192,
             heads: 6,
+            head_dim: 32,
             kv_heads: 2,
             ffn: 320,
             vocab: 130,
             context: 128,
             matrices: GgmlType::Q8_0,
+        },
+        // Qwen2: Q / K / V biases, rows in the half-split order.
+        LlamaShape {
+            family: Family::Qwen2,
+            layers: 2,
+            dim: 128,
+            heads: 4,
+            head_dim: 32,
+            kv_heads: 1,
+            ffn: 256,
+            vocab: 96,
+            context: 128,
+            matrices: GgmlType::Q8_0,
+        },
+        // Qwen3: per-head Q / K norms, heads of 64 features in a width of 128.
+        LlamaShape {
+            family: Family::Qwen3,
+            layers: 2,
+            dim: 128,
+            heads: 4,
+            head_dim: 64,
+            kv_heads: 2,
+            ffn: 256,
+            vocab: 96,
+            context: 128,
+            matrices: GgmlType::Q4_0,
         },
     ];
     for (n, shape) in shapes.iter().enumerate() {

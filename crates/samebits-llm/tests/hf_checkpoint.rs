@@ -39,6 +39,10 @@ struct Variant {
     theta: f32,
     tie: bool,
     qkv_bias: bool,
+    /// The head size (`hidden / heads` when they are equal).
+    head_dim: usize,
+    /// Qwen3's per-head Q / K RMSNorm.
+    qk_norm: bool,
 }
 
 const LLAMA: Variant = Variant {
@@ -54,6 +58,8 @@ const LLAMA: Variant = Variant {
     theta: 10000.0,
     tie: false,
     qkv_bias: false,
+    head_dim: 8,
+    qk_norm: false,
 };
 
 const QWEN2: Variant = Variant {
@@ -67,6 +73,17 @@ const QWEN2: Variant = Variant {
     ..LLAMA
 };
 
+const QWEN3: Variant = Variant {
+    name: "qwen3",
+    model_type: "qwen3",
+    eps: 1e-6,
+    theta: 1_000_000.0,
+    tie: true,
+    head_dim: 16,
+    qk_norm: true,
+    ..LLAMA
+};
+
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Embedding,
@@ -76,8 +93,8 @@ enum Kind {
 
 /// The checkpoint's tensors in generation order (as `tensor_names` of the Python tool).
 fn tensor_list(v: &Variant) -> Vec<(String, Vec<usize>, Kind)> {
-    let (h, d) = (v.hidden, v.hidden / v.heads);
-    let kv = v.kv_heads * d;
+    let (h, d) = (v.hidden, v.head_dim);
+    let (q, kv) = (v.heads * d, v.kv_heads * d);
     let mut list = vec![(
         "model.embed_tokens.weight".to_string(),
         vec![v.vocab, h],
@@ -86,15 +103,19 @@ fn tensor_list(v: &Variant) -> Vec<(String, Vec<usize>, Kind)> {
     for i in 0..v.layers {
         let p = |n: &str| format!("model.layers.{i}.{n}");
         list.push((p("input_layernorm.weight"), vec![h], Kind::Norm));
-        list.push((p("self_attn.q_proj.weight"), vec![h, h], Kind::Matrix));
+        list.push((p("self_attn.q_proj.weight"), vec![q, h], Kind::Matrix));
         list.push((p("self_attn.k_proj.weight"), vec![kv, h], Kind::Matrix));
         list.push((p("self_attn.v_proj.weight"), vec![kv, h], Kind::Matrix));
         if v.qkv_bias {
-            list.push((p("self_attn.q_proj.bias"), vec![h], Kind::Matrix));
+            list.push((p("self_attn.q_proj.bias"), vec![q], Kind::Matrix));
             list.push((p("self_attn.k_proj.bias"), vec![kv], Kind::Matrix));
             list.push((p("self_attn.v_proj.bias"), vec![kv], Kind::Matrix));
         }
-        list.push((p("self_attn.o_proj.weight"), vec![h, h], Kind::Matrix));
+        if v.qk_norm {
+            list.push((p("self_attn.q_norm.weight"), vec![d], Kind::Norm));
+            list.push((p("self_attn.k_norm.weight"), vec![d], Kind::Norm));
+        }
+        list.push((p("self_attn.o_proj.weight"), vec![h, q], Kind::Matrix));
         list.push((p("post_attention_layernorm.weight"), vec![h], Kind::Norm));
         list.push((p("mlp.gate_proj.weight"), vec![v.inter, h], Kind::Matrix));
         list.push((p("mlp.up_proj.weight"), vec![v.inter, h], Kind::Matrix));
@@ -165,6 +186,7 @@ fn write_checkpoint(dir: &Path, v: &Variant, dtype: Dtype, shards: usize) {
             "vocab_size": v.vocab,
             "tie_word_embeddings": v.tie,
             "hidden_act": "silu",
+            "head_dim": v.head_dim,
         }),
     );
     let tokens = vocabulary();
@@ -303,12 +325,14 @@ fn gguf_writer(v: &Variant, dtype: Dtype, arch: &str, q8_qk: bool) -> GgufWriter
             MetadataValue::F32(v.eps),
         )
         .kv(&key("context_length"), u32v(64))
+        .kv(&key("attention.key_length"), u32v(v.head_dim))
+        .kv(&key("attention.value_length"), u32v(v.head_dim))
         .kv("tokenizer.ggml.model", string("gpt2"))
         .kv("tokenizer.ggml.tokens", strings(&token_refs))
         .kv("tokenizer.ggml.token_type", MetadataValue::Array(types))
         .kv("tokenizer.ggml.merges", MetadataValue::Array(vec![]))
         .kv("tokenizer.ggml.eos_token_id", u32v(47));
-    if arch == "qwen2" {
+    if arch != "llama" {
         w = w.kv("tokenizer.ggml.pre", string("qwen2"));
     }
     let ggml_type = match dtype {
@@ -319,7 +343,8 @@ fn gguf_writer(v: &Variant, dtype: Dtype, arch: &str, q8_qk: bool) -> GgufWriter
         let mut vals = values(n, shape.iter().product(), *kind);
         let gguf_name = gguf_tensor_name(name);
         let cols = if shape.len() == 2 { shape[1] } else { 1 };
-        let (q, k) = (gguf_name.contains("attn_q"), gguf_name.contains("attn_k"));
+        let part = gguf_name.split('.').nth(2);
+        let (q, k) = (part == Some("attn_q"), part == Some("attn_k"));
         if arch == "llama" && q {
             vals = permute_for_gguf(&vals, v.heads, cols);
         } else if arch == "llama" && k {
@@ -355,6 +380,8 @@ fn gguf_tensor_name(hf: &str) -> String {
         ("self_attn.k_proj", "attn_k"),
         ("self_attn.v_proj", "attn_v"),
         ("self_attn.o_proj", "attn_output"),
+        ("self_attn.q_norm", "attn_q_norm"),
+        ("self_attn.k_norm", "attn_k_norm"),
         ("post_attention_layernorm", "ffn_norm"),
         ("mlp.gate_proj", "ffn_gate"),
         ("mlp.up_proj", "ffn_up"),
@@ -378,7 +405,11 @@ fn reference() -> Reference {
 }
 
 /// (variant, weight dtype, shards) of the checks.
-const CASES: [(Variant, Dtype, usize); 2] = [(LLAMA, Dtype::F32, 2), (QWEN2, Dtype::BF16, 1)];
+const CASES: [(Variant, Dtype, usize); 3] = [
+    (LLAMA, Dtype::F32, 2),
+    (QWEN2, Dtype::BF16, 1),
+    (QWEN3, Dtype::BF16, 1),
+];
 
 #[test]
 fn checkpoint_and_gguf_give_identical_logits_matching_the_float64_reference() {
@@ -534,7 +565,7 @@ fn unsupported_configurations_are_refused_naming_the_field() {
             serde_json::json!(3),
             "num_key_value_heads",
         ),
-        ("head_dim", serde_json::json!(16), "head_dim"),
+        ("head_dim", serde_json::json!(7), "head_dim"),
         // Found by mutation (a GGUF vocab_size larger than the embedding panicked in
         // generation): the declared vocabulary must be the embedding's rows.
         ("vocab_size", serde_json::json!(147457), "token_embd.weight"),

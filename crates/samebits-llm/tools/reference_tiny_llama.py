@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Float64 reference logits for the tiny random Llama-layout checkpoints of
 tests/hf_checkpoint.rs, computed the way Hugging Face `transformers` defines the model
-(LlamaForCausalLM / Qwen2ForCausalLM: RMSNorm, rotate_half rotary embedding on the
+(LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM: RMSNorm (Qwen3 also over each head's
+query and key features, before the rotary embedding), rotate_half rotary embedding on the
 *unpermuted* Q/K rows, grouped-query causal attention, SiLU-gated MLP), independently of
 samebits. Needs only numpy.
 
@@ -29,6 +30,10 @@ VARIANTS = {
     # Qwen2: Q/K/V biases, tied embeddings, another rope base
     "qwen2": dict(model_type="qwen2", vocab=48, hidden=32, heads=4, kv_heads=1, inter=40,
                   layers=2, eps=1e-6, theta=500000.0, tie=True, qkv_bias=True),
+    # Qwen3: per-head Q / K RMSNorm, a head size other than hidden / heads, no biases
+    "qwen3": dict(model_type="qwen3", vocab=48, hidden=32, heads=4, kv_heads=2, inter=40,
+                  layers=2, eps=1e-6, theta=1000000.0, tie=True, qkv_bias=False, head_dim=16,
+                  qk_norm=True),
 }
 TOKENS = [3, 17, 42, 8, 8, 30, 1]
 
@@ -45,25 +50,30 @@ def stream(seed):
 
 def tensor_names(v):
     """(name, shape, kind) in generation order; kind is 'matrix', 'embedding' or 'norm'."""
-    h, d = v["hidden"], v["hidden"] // v["heads"]
-    kv = v["kv_heads"] * d
+    h, d = v["hidden"], head_dim(v)
+    q, kv = v["heads"] * d, v["kv_heads"] * d
     names = [("model.embed_tokens.weight", (v["vocab"], h), "embedding")]
     for i in range(v["layers"]):
         p = f"model.layers.{i}."
         names += [
             (p + "input_layernorm.weight", (h,), "norm"),
-            (p + "self_attn.q_proj.weight", (h, h), "matrix"),
+            (p + "self_attn.q_proj.weight", (q, h), "matrix"),
             (p + "self_attn.k_proj.weight", (kv, h), "matrix"),
             (p + "self_attn.v_proj.weight", (kv, h), "matrix"),
         ]
         if v["qkv_bias"]:
             names += [
-                (p + "self_attn.q_proj.bias", (h,), "matrix"),
+                (p + "self_attn.q_proj.bias", (q,), "matrix"),
                 (p + "self_attn.k_proj.bias", (kv,), "matrix"),
                 (p + "self_attn.v_proj.bias", (kv,), "matrix"),
             ]
+        if v.get("qk_norm"):
+            names += [
+                (p + "self_attn.q_norm.weight", (d,), "norm"),
+                (p + "self_attn.k_norm.weight", (d,), "norm"),
+            ]
         names += [
-            (p + "self_attn.o_proj.weight", (h, h), "matrix"),
+            (p + "self_attn.o_proj.weight", (h, q), "matrix"),
             (p + "post_attention_layernorm.weight", (h,), "norm"),
             (p + "mlp.gate_proj.weight", (v["inter"], h), "matrix"),
             (p + "mlp.up_proj.weight", (v["inter"], h), "matrix"),
@@ -73,6 +83,10 @@ def tensor_names(v):
     if not v["tie"]:
         names.append(("lm_head.weight", (v["vocab"], h), "matrix"))
     return names
+
+
+def head_dim(v):
+    return v.get("head_dim", v["hidden"] // v["heads"])
 
 
 def weights(v):
@@ -99,7 +113,7 @@ def rotate_half(x):
 
 def forward(v, w, tokens):
     h, heads, kvh = v["hidden"], v["heads"], v["kv_heads"]
-    d = h // heads
+    d = head_dim(v)
     s = len(tokens)
     x = w["model.embed_tokens.weight"][tokens]
     inv_freq = v["theta"] ** (-np.arange(0, d, 2, dtype=np.float64) / d)
@@ -119,6 +133,9 @@ def forward(v, w, tokens):
         q = proj["q"].reshape(s, heads, d)
         k = proj["k"].reshape(s, kvh, d)
         val = proj["v"].reshape(s, kvh, d)
+        if v.get("qk_norm"):
+            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], v["eps"])
+            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], v["eps"])
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         group = heads // kvh
@@ -128,7 +145,7 @@ def forward(v, w, tokens):
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
             probs = scores / scores.sum(axis=-1, keepdims=True)
             out[:, hh, :] = probs @ val[:, hh // group, :]
-        x = x + out.reshape(s, h) @ w[p + "self_attn.o_proj.weight"].T
+        x = x + out.reshape(s, heads * d) @ w[p + "self_attn.o_proj.weight"].T
         m = rms_norm(x, w[p + "post_attention_layernorm.weight"], v["eps"])
         gate = m @ w[p + "mlp.gate_proj.weight"].T
         up = m @ w[p + "mlp.up_proj.weight"].T

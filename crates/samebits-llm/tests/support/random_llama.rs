@@ -1,4 +1,6 @@
-//! Random-weight llama GGUF files for device tests and benchmarks: the shapes of a real model
+//! Random-weight llama-layout GGUF files for device tests and benchmarks (architectures llama,
+//! qwen2 with Q / K / V biases, qwen3 with per-head Q / K norms and its own head size): the
+//! shapes of a real model
 //! (SmolLM2-135M: 30 layers, width 576, 9 / 3 heads, FFN 1536, vocabulary 49,152, tied Q8_0
 //! embeddings, Q4_1 matrices) without its 98 MB download. Quantized blocks hold random codes
 //! with scales that keep activations of order one; norms are near 1. The tokenizer has 47
@@ -12,12 +14,25 @@ use samebits_gguf::{GgmlType, MetadataValue};
 use samebits_testdata::Rng;
 use std::path::Path;
 
-/// The shape of a random llama model.
+/// The `general.architecture` of a random model and what it adds to the llama layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    Llama,
+    /// Q / K / V biases.
+    Qwen2,
+    /// Per-head Q / K RMSNorm scales, `attention.key_length`.
+    Qwen3,
+}
+
+/// The shape of a random llama-layout model.
 #[derive(Clone, Copy, Debug)]
 pub struct LlamaShape {
+    pub family: Family,
     pub layers: usize,
     pub dim: usize,
     pub heads: usize,
+    /// Features per head (`dim / heads` but for qwen3 shapes).
+    pub head_dim: usize,
     pub kv_heads: usize,
     pub ffn: usize,
     pub vocab: usize,
@@ -29,9 +44,11 @@ pub struct LlamaShape {
 /// SmolLM2-135M's shape.
 #[allow(dead_code)] // the example's shape; tests take small ones
 pub const SMOLLM2: LlamaShape = LlamaShape {
+    family: Family::Llama,
     layers: 30,
     dim: 576,
     heads: 9,
+    head_dim: 64,
     kv_heads: 3,
     ffn: 1536,
     vocab: 49_152,
@@ -78,9 +95,11 @@ fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, scale: f32) -> 
 /// Writes a random model of `shape` to `path` (weights from `seed`).
 pub fn write_random_llama(path: &Path, shape: &LlamaShape, seed: u64) {
     let LlamaShape {
+        family,
         layers,
         dim,
         heads,
+        head_dim,
         kv_heads,
         ffn,
         vocab,
@@ -95,27 +114,34 @@ pub fn write_random_llama(path: &Path, shape: &LlamaShape, seed: u64) {
     let token_refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
     let mut types = vec![MetadataValue::I32(1); tokens.len()];
     types[47] = MetadataValue::I32(3);
+    let arch = match family {
+        Family::Llama => "llama",
+        Family::Qwen2 => "qwen2",
+        Family::Qwen3 => "qwen3",
+    };
+    let key = |k: &str| format!("{arch}.{k}");
     let mut w = GgufWriter::new(3)
-        .kv("general.architecture", string("llama"))
-        .kv("llama.block_count", u32v(layers))
-        .kv("llama.embedding_length", u32v(dim))
-        .kv("llama.feed_forward_length", u32v(ffn))
-        .kv("llama.attention.head_count", u32v(heads))
-        .kv("llama.attention.head_count_kv", u32v(kv_heads))
-        .kv("llama.rope.freq_base", MetadataValue::F32(100_000.0))
+        .kv("general.architecture", string(arch))
+        .kv(&key("block_count"), u32v(layers))
+        .kv(&key("embedding_length"), u32v(dim))
+        .kv(&key("feed_forward_length"), u32v(ffn))
+        .kv(&key("attention.head_count"), u32v(heads))
+        .kv(&key("attention.head_count_kv"), u32v(kv_heads))
+        .kv(&key("attention.key_length"), u32v(head_dim))
+        .kv(&key("rope.freq_base"), MetadataValue::F32(100_000.0))
         .kv(
-            "llama.attention.layer_norm_rms_epsilon",
+            &key("attention.layer_norm_rms_epsilon"),
             MetadataValue::F32(1e-5),
         )
-        .kv("llama.context_length", u32v(context))
-        .kv("llama.vocab_size", u32v(vocab))
+        .kv(&key("context_length"), u32v(context))
+        .kv(&key("vocab_size"), u32v(vocab))
         .kv("tokenizer.ggml.model", string("gpt2"))
         .kv("tokenizer.ggml.tokens", strings(&token_refs))
         .kv("tokenizer.ggml.token_type", MetadataValue::Array(types))
         .kv("tokenizer.ggml.merges", MetadataValue::Array(vec![]))
         .kv("tokenizer.ggml.eos_token_id", u32v(47));
     let mut rng = Rng(seed);
-    let kv_dim = dim / heads * kv_heads;
+    let (q_dim, kv_dim) = (heads * head_dim, kv_heads * head_dim);
     let norm = |rng: &mut Rng, n: usize| -> Vec<u8> {
         (0..n)
             .flat_map(|_| (1.0 + 0.1 * rng.unit()).to_le_bytes())
@@ -132,10 +158,10 @@ pub fn write_random_llama(path: &Path, shape: &LlamaShape, seed: u64) {
     for i in 0..layers {
         let name = |n: &str| format!("blk.{i}.{n}.weight");
         let mats = [
-            ("attn_q", dim, dim, in_scale),
+            ("attn_q", q_dim, dim, in_scale),
             ("attn_k", kv_dim, dim, in_scale),
             ("attn_v", kv_dim, dim, in_scale),
-            ("attn_output", dim, dim, in_scale),
+            ("attn_output", dim, q_dim, 1.0 / (q_dim as f32).sqrt()),
             ("ffn_gate", ffn, dim, in_scale),
             ("ffn_up", ffn, dim, in_scale),
             ("ffn_down", dim, ffn, 1.0 / (ffn as f32).sqrt()),
@@ -155,6 +181,21 @@ pub fn write_random_llama(path: &Path, shape: &LlamaShape, seed: u64) {
         for (n, rows, cols, scale) in mats {
             let m = matrix(&mut rng, matrices, rows, cols, scale);
             w = w.tensor(&name(n), &[cols as u64, rows as u64], matrices, m);
+        }
+        if family == Family::Qwen2 {
+            for (n, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)] {
+                let bias: Vec<u8> = (0..rows)
+                    .flat_map(|_| (0.1 * rng.unit()).to_le_bytes())
+                    .collect();
+                let bias_name = format!("blk.{i}.{n}.bias");
+                w = w.tensor(&bias_name, &[rows as u64], GgmlType::F32, bias);
+            }
+        }
+        if family == Family::Qwen3 {
+            for n in ["attn_q_norm", "attn_k_norm"] {
+                let scale = norm(&mut rng, head_dim);
+                w = w.tensor(&name(n), &[head_dim as u64], GgmlType::F32, scale);
+            }
         }
     }
     w = w.tensor(
