@@ -30,6 +30,11 @@ VARIANTS = {
     # Qwen2: Q/K/V biases, tied embeddings, another rope base
     "qwen2": dict(model_type="qwen2", vocab=48, hidden=32, heads=4, kv_heads=1, inter=40,
                   layers=2, eps=1e-6, theta=500000.0, tie=True, qkv_bias=True),
+    # Llama 3.1 rope scaling (rope_type llama3): one pair of each kind (kept, smoothed, divided)
+    "llama3": dict(model_type="llama", vocab=48, hidden=32, heads=2, kv_heads=1, inter=40,
+                   layers=2, eps=1e-5, theta=10000.0, tie=True, qkv_bias=False,
+                   rope_scaling=dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                     original_max_position_embeddings=64)),
     # Qwen3: per-head Q / K RMSNorm, a head size other than hidden / heads, no biases
     "qwen3": dict(model_type="qwen3", vocab=48, hidden=32, heads=4, kv_heads=2, inter=40,
                   layers=2, eps=1e-6, theta=1000000.0, tie=True, qkv_bias=False, head_dim=16,
@@ -106,6 +111,18 @@ def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
+def llama3_inv_freq(inv_freq, scaling):
+    """transformers' `_compute_llama3_parameters`, in float64."""
+    factor, old = scaling["factor"], scaling["original_max_position_embeddings"]
+    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+    wavelen = 2 * np.pi / inv_freq
+    scaled = np.where(wavelen > old / low, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+    return np.where(medium, smoothed, scaled)
+
+
 def rotate_half(x):
     half = x.shape[-1] // 2
     return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
@@ -117,6 +134,8 @@ def forward(v, w, tokens):
     s = len(tokens)
     x = w["model.embed_tokens.weight"][tokens]
     inv_freq = v["theta"] ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    if v.get("rope_scaling"):
+        inv_freq = llama3_inv_freq(inv_freq, v["rope_scaling"])
     freqs = np.outer(np.arange(s, dtype=np.float64), inv_freq)
     emb = np.concatenate([freqs, freqs], axis=-1)
     cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
