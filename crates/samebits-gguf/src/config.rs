@@ -9,9 +9,11 @@
 //! rotates adjacent features, and leaves qwen2 / qwen3 rows in Hugging Face's half-split order
 //! ([`ModelConfig::qk_rows_half_split`]), which the loader brings into the adjacent order.
 //!
-//! A file holding a tensor the layout does not use (llama 3.1's `rope_freqs.weight`, a norm's
-//! bias, a layer past `block_count`) is refused with the tensor named: ignoring it would give
-//! another model's output, not an error.
+//! Llama 3.1's rope scaling arrives as the tensor `rope_freqs.weight`: one divisor per rotary
+//! pair ([`ModelConfig::rope_freq_divisors`]). A file holding a tensor the layout does not use (a
+//! norm's bias, a layer past `block_count`), or naming a `rope.scaling.type` other than `none`,
+//! is refused with the tensor or key named: ignoring it would give another model's output, not
+//! an error.
 
 use crate::{Error, GgufFile, Result};
 
@@ -36,6 +38,9 @@ pub struct ModelConfig {
     pub rope_dimension_count: usize,
     /// `<arch>.rope.freq_base`.
     pub rope_freq_base: f32,
+    /// Llama 3.1 rope scaling: pair `i`'s inverse frequency is divided by entry `i`
+    /// (`rope_dimension_count / 2` entries, GGUF `rope_freqs.weight`), or `None`.
+    pub rope_freq_divisors: Option<Vec<f32>>,
     /// `<arch>.attention.layer_norm_rms_epsilon`.
     pub rms_norm_eps: f32,
     /// `<arch>.context_length`: the trained context.
@@ -68,7 +73,11 @@ const LAYER_PRODUCTS: &[&str] = &[
 fn layout_uses(name: &str, block_count: usize) -> bool {
     if matches!(
         name,
-        "token_embd.weight" | "output_norm.weight" | "output.weight" | "output.bias"
+        "token_embd.weight"
+            | "output_norm.weight"
+            | "output.weight"
+            | "output.bias"
+            | "rope_freqs.weight"
     ) {
         return true;
     }
@@ -189,21 +198,56 @@ impl ModelConfig {
             .iter()
             .find(|t| !layout_uses(&t.name, block_count))
         {
-            let hint = match unused.name.as_str() {
-                "rope_freqs.weight" => " (llama 3.1 rope scaling, not supported yet)",
-                _ => "",
-            };
             return Err(Error::Malformed {
                 file: file.name().into(),
                 at: format!("tensor `{}`", unused.name),
                 message: format!(
                     "not part of the {architecture} layout samebits builds ({block_count} \
                      layers of norms, Q / K / V / output and gate / up / down products): the \
-                     model needs a feature samebits lacks{hint}"
+                     model needs a feature samebits lacks"
                 ),
             });
         }
+        if let Some(scaling) = meta
+            .get(&key("rope.scaling.type"))
+            .map(|_| meta.str(&key("rope.scaling.type")))
+            .transpose()?
+            && scaling != "none"
+        {
+            return Err(bad(
+                "rope.scaling.type",
+                format!(
+                    "rope scaling `{scaling}` is not supported (only none, and llama 3.1's rope_freqs.weight)"
+                ),
+            ));
+        }
+        let rope_freq_divisors = match file.tensor_info("rope_freqs.weight") {
+            None => None,
+            Some(_) => {
+                let t = file.tensor("rope_freqs.weight")?.to_f32()?;
+                let divisors = t.as_slice::<f32>().map_err(|e| Error::Malformed {
+                    file: file.name().into(),
+                    at: "tensor `rope_freqs.weight`".into(),
+                    message: e.to_string(),
+                })?;
+                if divisors.len() != rope_dimension_count / 2
+                    || divisors.iter().any(|d| !d.is_finite() || *d <= 0.0)
+                {
+                    return Err(Error::Malformed {
+                        file: file.name().into(),
+                        at: "tensor `rope_freqs.weight`".into(),
+                        message: format!(
+                            "{} divisors: expected {} finite positive ones (one per rotary pair)",
+                            divisors.len(),
+                            rope_dimension_count / 2
+                        ),
+                    });
+                }
+                Some(divisors.to_vec())
+            }
+        };
         Ok(ModelConfig {
+            rope_freq_divisors,
             block_count,
             feed_forward_length: meta.usize(&key("feed_forward_length"))?,
             rope_freq_base: meta.f32(&key("rope.freq_base"))?,

@@ -94,6 +94,7 @@ fn header_config_and_tensor_table() {
             head_dim: 64,
             rope_dimension_count: 64,
             rope_freq_base: 100_000.0,
+            rope_freq_divisors: None,
             rms_norm_eps: 1e-5,
             context_length: 8192,
             vocab_size: 49152,

@@ -153,7 +153,7 @@ fn main() {
         }
         let decode = start.elapsed().as_secs_f64();
         let start = Instant::now();
-        let _tables = samebits_llm::model::rotary_tables(0..n, 64, 1e5);
+        let _tables = samebits_llm::model::rotary_tables(0..n, 64, 1e5, None);
         println!(
             "profile run: prefill of {n} tokens {:.2} ms (its rotary tables on the host {:.2} \
              ms), {steps} decode steps {:.2} ms",

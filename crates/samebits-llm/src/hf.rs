@@ -8,8 +8,9 @@
 //! `rms_norm_eps`, `rope_theta` (default 10000), `max_position_embeddings`, `vocab_size`,
 //! `tie_word_embeddings` (default false), `head_dim` (default `hidden_size /
 //! num_attention_heads`; Qwen3's differs). Qwen3's per-head `q_norm` / `k_norm` scales are read
-//! when the checkpoint has them. Refused with a message naming the field: a `rope_scaling` other
-//! than absent / null, a `hidden_act` other than `silu`, `mlp_bias`, `partial_rotary_factor` other
+//! when the checkpoint has them; `rope_scaling` of type `llama3` (Llama 3.1 / 3.2) becomes the
+//! per-pair divisors GGUF files carry as `rope_freqs.weight`. Refused with a message naming the
+//! field: another `rope_scaling` type, a `hidden_act` other than `silu`, `mlp_bias`, `partial_rotary_factor` other
 //! than 1, an odd `head_dim`, `use_sliding_window`. Mistral's `sliding_window` caps the
 //! context at the window, so that every position the model runs sees all earlier tokens, as a
 //! sliding window of that size does.
@@ -85,12 +86,6 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
             ),
         ));
     }
-    if let Some(scaling) = ck.field("rope_scaling") {
-        return Err(bad(
-            "rope_scaling",
-            format!("{scaling} is not supported (only absent or null)"),
-        ));
-    }
     let hidden_act = match ck.field("hidden_act") {
         Some(_) => ck.str_field("hidden_act")?,
         None => "silu",
@@ -135,6 +130,17 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
             format!("head size {head_dim}: expected an even, nonzero count"),
         ));
     }
+    let rope_freq_base = match ck.field("rope_theta") {
+        Some(_) => ck.f32_field("rope_theta")?,
+        None => 10000.0,
+    };
+    let rope_freq_divisors = match ck.field("rope_scaling").filter(|v| !v.is_null()) {
+        None => None,
+        Some(scaling) => Some(
+            llama3_divisors(scaling, rope_freq_base, head_dim)
+                .map_err(|m| bad("rope_scaling", format!("{scaling}: {m}")))?,
+        ),
+    };
     let head_count_kv = match ck.field("num_key_value_heads") {
         Some(_) => ck.usize_field("num_key_value_heads")?,
         None => head_count,
@@ -152,10 +158,8 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
     Ok(ModelConfig {
         block_count: ck.usize_field("num_hidden_layers")?,
         feed_forward_length: ck.usize_field("intermediate_size")?,
-        rope_freq_base: match ck.field("rope_theta") {
-            Some(_) => ck.f32_field("rope_theta")?,
-            None => 10000.0,
-        },
+        rope_freq_base,
+        rope_freq_divisors,
         rms_norm_eps: ck.f32_field("rms_norm_eps")?,
         vocab_size: ck.usize_field("vocab_size")?,
         tied_embeddings: flag("tie_word_embeddings"),
@@ -250,6 +254,57 @@ impl WeightSource for HfWeights<'_> {
             "tensor {hf} is missing (not a Llama-layout checkpoint?)"
         ))
     }
+}
+
+/// The per-pair divisors of Llama 3.1's rope scaling (`rope_type` / `type` `llama3`), as
+/// llama.cpp's converter writes them into `rope_freqs.weight`: for the inverse frequency
+/// `f = base^(-2i/d)` of pair `i` and its wavelength `w = 2π / f`, with `old` the
+/// `original_max_position_embeddings`, 1 when `w < old / high_freq_factor`, `factor` when
+/// `w > old / low_freq_factor`, else `1 / ((1 - s) / factor + s)` with
+/// `s = (old / w - low_freq_factor) / (high_freq_factor - low_freq_factor)`; in float64, each
+/// rounded once to f32 (transformers' `_compute_llama3_parameters` gives `f / divisor`).
+fn llama3_divisors(
+    scaling: &serde_json::Value,
+    base: f32,
+    head_dim: usize,
+) -> std::result::Result<Vec<f32>, String> {
+    let kind = scaling["rope_type"]
+        .as_str()
+        .or_else(|| scaling["type"].as_str())
+        .unwrap_or("");
+    if kind != "llama3" {
+        return Err(format!("rope type `{kind}` is not supported (only llama3)"));
+    }
+    let number = |key: &str| {
+        scaling[key]
+            .as_f64()
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .ok_or_else(|| format!("`{key}` must be a positive number"))
+    };
+    let (factor, low, high) = (
+        number("factor")?,
+        number("low_freq_factor")?,
+        number("high_freq_factor")?,
+    );
+    let old = number("original_max_position_embeddings")?;
+    if high <= low {
+        return Err("high_freq_factor must exceed low_freq_factor".into());
+    }
+    Ok((0..head_dim / 2)
+        .map(|i| {
+            let f = f64::from(base).powf(-((2 * i) as f64) / head_dim as f64);
+            let wavelen = 2.0 * std::f64::consts::PI / f;
+            let divisor = if wavelen < old / high {
+                1.0
+            } else if wavelen > old / low {
+                factor
+            } else {
+                let s = (old / wavelen - low) / (high - low);
+                1.0 / ((1.0 - s) / factor + s)
+            };
+            divisor as f32
+        })
+        .collect())
 }
 
 /// The Hugging Face name of the Llama-layout tensor GGUF calls `gguf_name`.

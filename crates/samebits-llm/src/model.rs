@@ -358,7 +358,12 @@ impl DecoderStage {
             )));
         }
         let c = &self.config;
-        let (cos, sin) = rotary_tables(cache.len..end, c.rope_dimension_count, c.rope_freq_base);
+        let (cos, sin) = rotary_tables(
+            cache.len..end,
+            c.rope_dimension_count,
+            c.rope_freq_base,
+            c.rope_freq_divisors.as_deref(),
+        );
         let mut inputs = vec![
             IoValue::Host(input.into()),
             IoValue::Host(cos.into()),
@@ -623,14 +628,23 @@ fn tensor_info(name: &str, dtype: DType, dims: Vec<Dim>) -> ValueInfo {
 }
 
 /// The rotary tables `[1, positions.len(), rotary_dim / 2]` of `positions` (docs/contract.md,
-/// section `attention`, LLM decode): `inv_freq_i = exp(-((2i / R) * log(base)))`,
-/// `angle = p * inv_freq_i`, then `cos` and `sin` of the angle, every operation one f32 rounding
-/// with samebits-math's correctly rounded exp, log, cos and sin.
-pub fn rotary_tables(positions: Range<usize>, rotary_dim: usize, base: f32) -> (Tensor, Tensor) {
+/// section `attention`, LLM decode): `inv_freq_i = exp(-((2i / R) * log(base)))`, divided by
+/// `divisors[i]` when the model scales its rope (Llama 3.1), `angle = p * inv_freq_i`, then `cos`
+/// and `sin` of the angle, every operation one f32 rounding with samebits-math's correctly
+/// rounded exp, log, cos and sin.
+pub fn rotary_tables(
+    positions: Range<usize>,
+    rotary_dim: usize,
+    base: f32,
+    divisors: Option<&[f32]>,
+) -> (Tensor, Tensor) {
     let half = rotary_dim / 2;
     let log_base = samebits_math::log(base);
     let inv_freq: Vec<f32> = (0..half)
-        .map(|i| samebits_math::exp(-(((2 * i) as f32 / rotary_dim as f32) * log_base)))
+        .map(|i| {
+            let f = samebits_math::exp(-(((2 * i) as f32 / rotary_dim as f32) * log_base));
+            divisors.map_or(f, |d| f / d[i])
+        })
         .collect();
     let count = positions.len();
     let angles: Vec<f32> = positions

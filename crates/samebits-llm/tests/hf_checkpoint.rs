@@ -43,6 +43,9 @@ struct Variant {
     head_dim: usize,
     /// Qwen3's per-head Q / K RMSNorm.
     qk_norm: bool,
+    /// Llama 3.1 rope scaling: factor, low_freq_factor, high_freq_factor,
+    /// original_max_position_embeddings.
+    rope_scaling: Option<[f64; 4]>,
 }
 
 const LLAMA: Variant = Variant {
@@ -60,6 +63,7 @@ const LLAMA: Variant = Variant {
     qkv_bias: false,
     head_dim: 8,
     qk_norm: false,
+    rope_scaling: None,
 };
 
 const QWEN2: Variant = Variant {
@@ -70,6 +74,16 @@ const QWEN2: Variant = Variant {
     theta: 500000.0,
     tie: true,
     qkv_bias: true,
+    ..LLAMA
+};
+
+const LLAMA3: Variant = Variant {
+    name: "llama3",
+    heads: 2,
+    kv_heads: 1,
+    head_dim: 16,
+    tie: true,
+    rope_scaling: Some([8.0, 1.0, 4.0, 64.0]),
     ..LLAMA
 };
 
@@ -181,7 +195,13 @@ fn write_checkpoint(dir: &Path, v: &Variant, dtype: Dtype, shards: usize) {
             "num_key_value_heads": v.kv_heads,
             "rms_norm_eps": v.eps,
             "rope_theta": v.theta,
-            "rope_scaling": null,
+            "rope_scaling": v.rope_scaling.map(|[factor, low, high, old]| serde_json::json!({
+                "rope_type": "llama3",
+                "factor": factor,
+                "low_freq_factor": low,
+                "high_freq_factor": high,
+                "original_max_position_embeddings": old,
+            })),
             "max_position_embeddings": 64,
             "vocab_size": v.vocab,
             "tie_word_embeddings": v.tie,
@@ -335,6 +355,15 @@ fn gguf_writer(v: &Variant, dtype: Dtype, arch: &str, q8_qk: bool) -> GgufWriter
     if arch != "llama" {
         w = w.kv("tokenizer.ggml.pre", string("qwen2"));
     }
+    if let Some(divisors) = llama3_rope_freqs(v) {
+        let bytes = bytes_of(&divisors, Dtype::F32);
+        w = w.tensor(
+            "rope_freqs.weight",
+            &[divisors.len() as u64],
+            GgmlType::F32,
+            bytes,
+        );
+    }
     let ggml_type = match dtype {
         Dtype::BF16 => GgmlType::BF16,
         _ => GgmlType::F32,
@@ -360,6 +389,28 @@ fn gguf_writer(v: &Variant, dtype: Dtype, arch: &str, q8_qk: bool) -> GgufWriter
         w = w.tensor(&gguf_name, &dims, ty, bytes);
     }
     w
+}
+
+/// The `rope_freqs.weight` of a Llama 3.1-scaled variant, as llama.cpp's converter computes it
+/// (written out here from its published formula, in float64): per rotary pair, 1 for
+/// wavelengths below `old / high`, `factor` above `old / low`, else `1 / ((1 - s) / factor + s)`,
+/// `s = (old / wavelength - low) / (high - low)`.
+fn llama3_rope_freqs(v: &Variant) -> Option<Vec<f32>> {
+    let [factor, low, high, old] = v.rope_scaling?;
+    let d = v.head_dim;
+    let divisors = (0..d / 2).map(|i| {
+        let freq = f64::from(v.theta).powf(-(2.0 * i as f64) / d as f64);
+        let wavelen = 2.0 * std::f64::consts::PI / freq;
+        if wavelen < old / high {
+            1.0
+        } else if wavelen > old / low {
+            factor as f32
+        } else {
+            let s = (old / wavelen - low) / (high - low);
+            (1.0 / ((1.0 - s) / factor + s)) as f32
+        }
+    });
+    Some(divisors.collect())
 }
 
 /// GGUF's name of a checkpoint tensor (llama.cpp's naming, written out here independently).
@@ -405,9 +456,10 @@ fn reference() -> Reference {
 }
 
 /// (variant, weight dtype, shards) of the checks.
-const CASES: [(Variant, Dtype, usize); 3] = [
+const CASES: [(Variant, Dtype, usize); 4] = [
     (LLAMA, Dtype::F32, 2),
     (QWEN2, Dtype::BF16, 1),
+    (LLAMA3, Dtype::BF16, 1),
     (QWEN3, Dtype::BF16, 1),
 ];
 
@@ -514,23 +566,26 @@ fn qwen2_gguf_rows_are_brought_into_the_adjacent_rotary_order() {
     }
 }
 
-/// A GGUF tensor the llama layout does not read (llama 3.1's rope frequencies, a norm bias, a
-/// layer past the block count) is refused with its name, never ignored.
+/// A GGUF tensor the llama layout does not read (a norm bias, a layer past the block count, a
+/// layer number spelled otherwise) is refused with its name, never ignored; so is a
+/// `rope_freqs.weight` that does not hold one divisor per rotary pair.
 #[test]
 fn tensors_outside_the_layout_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("m.gguf");
-    for extra in [
-        "rope_freqs.weight",
-        "blk.0.attn_norm.bias",
-        "blk.2.ffn_up.weight",
-        "blk.01.attn_q.weight",
+    for (extra, expected) in [
+        ("blk.0.attn_norm.bias", "not part of"),
+        ("output_norm.bias", "not part of"),
+        ("blk.2.ffn_up.weight", "not part of"),
+        ("blk.01.attn_q.weight", "not part of"),
+        // LLAMA's heads of 8 features have 4 rotary pairs, not 32.
+        ("rope_freqs.weight", "one per rotary pair"),
     ] {
         let writer = gguf_writer(&LLAMA, Dtype::F32, "llama", false).tensor(
             extra,
             &[32],
             GgmlType::F32,
-            vec![0; 128],
+            bytes_of(&[1.0; 32], Dtype::F32),
         );
         std::fs::write(&path, writer.to_bytes()).unwrap();
         let err = Llm::load(&path, OperationSet::Reproducible)
@@ -538,7 +593,7 @@ fn tensors_outside_the_layout_are_refused() {
             .unwrap()
             .to_string();
         assert!(
-            err.contains(extra) && err.contains("not part of"),
+            err.contains(extra) && err.contains(expected),
             "{extra}: {err}"
         );
     }
