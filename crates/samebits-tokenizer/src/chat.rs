@@ -1,8 +1,10 @@
 //! [`ChatTemplate`]: renders `tokenizer.chat_template` (a Jinja template written for Hugging Face
 //! `transformers`) with minijinja, configured the way `transformers` configures Jinja
 //! (`trim_blocks`, `lstrip_blocks`, loop controls) and with the helpers those templates call:
-//! `raise_exception(msg)`, `strftime_now(fmt)` (always an error: rendering must not depend on the
-//! clock), and the common Python `str`/`dict` methods (`strip`, `startswith`, `split`, `items`, ...).
+//! `raise_exception(msg)` and the common Python `str`/`dict` methods (`strip`, `startswith`,
+//! `split`, `items`, ...). `strftime_now` is left undefined: rendering must not depend on the
+//! clock, so a template that checks `strftime_now is defined` (Llama 3.x) takes its own fixed
+//! date, and one that calls it anyway fails with an error.
 
 use crate::{Error, Result, TextTokenizer};
 use minijinja::value::{Value, ValueKind};
@@ -50,12 +52,6 @@ impl ChatTemplate {
         env.set_lstrip_blocks(true);
         env.add_function("raise_exception", |message: String| -> Result<Value, _> {
             Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
-        });
-        env.add_function("strftime_now", |_format: String| -> Result<Value, _> {
-            Err(minijinja::Error::new(
-                ErrorKind::InvalidOperation,
-                "strftime_now is not available: renders must not depend on the clock",
-            ))
         });
         env.set_unknown_method_callback(python_method);
         env.add_template_owned(TEMPLATE_NAME, source.to_string())

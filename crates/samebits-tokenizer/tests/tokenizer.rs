@@ -122,8 +122,13 @@ fn template_helpers_behave_like_transformers() {
         .render_chat(&[ChatMessage::new("bot", "x")], false)
         .unwrap_err();
     assert!(err.to_string().contains("only users: bot"), "{err}");
+    // No clock: Llama 3.x templates fall back to their own date, a direct call fails.
     let clock = ChatTemplate::new("{{ strftime_now('%Y') }}", "", "").unwrap();
     assert!(clock.render_chat(&[], false).is_err());
+    let llama3_date = "{%- if strftime_now is defined %}{{ strftime_now('%d %b %Y') }}\
+                       {%- else %}26 Jul 2024{%- endif %}";
+    let dated = ChatTemplate::new(llama3_date, "", "").unwrap();
+    assert_eq!(dated.render_chat(&[], false).unwrap(), "26 Jul 2024");
     assert!(ChatTemplate::new("{% if %}", "", "").is_err());
 }
 
