@@ -1,13 +1,17 @@
 //! [`ModelConfig`]: the hyper-parameters of a llama-layout decoder, read from GGUF metadata
 //! (`<arch>.*` keys of the GGUF specification) and the tensor list.
 //!
-//! Three `general.architecture` values share the layout: `llama`, `qwen2` (Q / K / V biases,
-//! which the layout allows for every product) and `qwen3` (an RMSNorm over each head's query and
+//! Four `general.architecture` values share the layout: `llama`, `qwen2` (Q / K / V biases,
+//! which the layout allows for every product), `qwen3` (an RMSNorm over each head's query and
 //! key features, `attn_q_norm` / `attn_k_norm`, which the layout allows in every layer; a head
-//! size `attention.key_length` other than width / heads). They differ in the row order of the
-//! Q and K matrices: llama.cpp's converter permutes a llama model's rows so that rotary embedding
-//! rotates adjacent features, and leaves qwen2 / qwen3 rows in Hugging Face's half-split order
-//! ([`ModelConfig::qk_rows_half_split`]), which the loader brings into the adjacent order.
+//! size `attention.key_length` other than width / heads) and `phi3` (Q, K and V fused into one
+//! `attn_qkv` matrix, gate and up into one `ffn_up` of twice the width: the loader slices them;
+//! `attention.sliding_window` caps the context, so that every position sees all earlier tokens
+//! as the window would). They differ in the row order of the Q and K matrices: llama.cpp's
+//! converter permutes a llama model's rows so that rotary embedding rotates adjacent features,
+//! and leaves the others in Hugging Face's half-split order
+//! ([`ModelConfig::qk_rows_half_split`]), which the loader brings into the adjacent order (only
+//! for a rotary embedding over the whole head).
 //!
 //! Llama 3.1's rope scaling arrives as the tensor `rope_freqs.weight`: one divisor per rotary
 //! pair ([`ModelConfig::rope_freq_divisors`]). A file holding a tensor the layout does not use (a
@@ -43,7 +47,8 @@ pub struct ModelConfig {
     pub rope_freq_divisors: Option<Vec<f32>>,
     /// `<arch>.attention.layer_norm_rms_epsilon`.
     pub rms_norm_eps: f32,
-    /// `<arch>.context_length`: the trained context.
+    /// `<arch>.context_length`: the trained context, capped at
+    /// `<arch>.attention.sliding_window` when the model attends through a window.
     pub context_length: usize,
     /// `<arch>.vocab_size`, else the length of `tokenizer.ggml.tokens`.
     pub vocab_size: usize,
@@ -56,7 +61,12 @@ pub struct ModelConfig {
 
 /// Architectures whose metadata and tensors follow the llama layout, with whether their Q / K
 /// rows are in the half-split order (module docs).
-const LLAMA_LIKE: &[(&str, bool)] = &[("llama", false), ("qwen2", true), ("qwen3", true)];
+const LLAMA_LIKE: &[(&str, bool)] = &[
+    ("llama", false),
+    ("qwen2", true),
+    ("qwen3", true),
+    ("phi3", true),
+];
 
 /// The products of a layer (each a `.weight` matrix with an optional `.bias`).
 const LAYER_PRODUCTS: &[&str] = &[
@@ -96,7 +106,7 @@ fn layout_uses(name: &str, block_count: usize) -> bool {
             LAYER_PRODUCTS.contains(&part)
                 || matches!(
                     part,
-                    "attn_norm" | "ffn_norm" | "attn_q_norm" | "attn_k_norm"
+                    "attn_norm" | "ffn_norm" | "attn_q_norm" | "attn_k_norm" | "attn_qkv"
                 )
         }
         Some((part, "bias")) => LAYER_PRODUCTS.contains(&part),
@@ -185,6 +195,15 @@ impl ModelConfig {
                 ),
             ));
         }
+        if qk_rows_half_split && rope_dimension_count != head_dim {
+            return Err(bad(
+                "rope.dimension_count",
+                format!(
+                    "{rope_dimension_count} rotary dimensions in heads of {head_dim}: a partial \
+                     rotary embedding over half-split rows is not supported"
+                ),
+            ));
+        }
         let vocab_size = match meta.get(&key("vocab_size")) {
             Some(_) => meta.usize(&key("vocab_size"))?,
             None => meta.str_array("tokenizer.ggml.tokens")?.len(),
@@ -246,13 +265,21 @@ impl ModelConfig {
                 Some(divisors.to_vec())
             }
         };
+        let mut context_length = meta.usize(&key("context_length"))?;
+        if meta.get(&key("attention.sliding_window")).is_some() {
+            let window = meta.usize(&key("attention.sliding_window"))?;
+            if window == 0 {
+                return Err(bad("attention.sliding_window", "a window of 0".into()));
+            }
+            context_length = context_length.min(window);
+        }
         Ok(ModelConfig {
             rope_freq_divisors,
+            context_length,
             block_count,
             feed_forward_length: meta.usize(&key("feed_forward_length"))?,
             rope_freq_base: meta.f32(&key("rope.freq_base"))?,
             rms_norm_eps: meta.f32(&key("attention.layer_norm_rms_epsilon"))?,
-            context_length: meta.usize(&key("context_length"))?,
             tied_embeddings: file.tensor_info("output.weight").is_none(),
             qk_rows_half_split,
             architecture,

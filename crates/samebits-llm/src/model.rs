@@ -41,7 +41,7 @@
 //! source repacks Q4_0 / Q4_1 / Q8_0 matrices into row panels (the CPU kernels' layout); on a GPU
 //! they keep their ggml rows (the layout the GPU kernel reads).
 
-use crate::weights::{HalfSplitGguf, MatrixWeight, WeightSource};
+use crate::weights::{GgufWeights, MatrixWeight, WeightSource};
 use crate::{LlmError, Result};
 use samebits_gguf::{GgufFile, ModelConfig};
 use samebits_ir::{
@@ -156,14 +156,10 @@ impl Llm {
             "tokenizer.ggml.token_type",
             "tokenizer.ggml.merges",
         ]);
-        let half_split = HalfSplitGguf {
+        let config_copy = config.clone();
+        let weights = GgufWeights {
             file: &file,
-            heads: config.head_count,
-            kv_heads: config.head_count_kv,
-        };
-        let weights: &dyn WeightSource = match config.qk_rows_half_split {
-            true => &half_split,
-            false => &file,
+            config: &config_copy,
         };
         let source = LoadSource {
             path,
@@ -171,7 +167,7 @@ impl Llm {
             tokenizer,
             chat_template,
         };
-        Llm::build_layers(source, weights, operation_set, layers)
+        Llm::build_layers(source, &weights, operation_set, layers)
     }
 
     /// Compiles the decoder described by `source` over `weights` for `device`.

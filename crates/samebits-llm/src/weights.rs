@@ -14,11 +14,11 @@
 //! Q and K matrices (and biases) are in GGUF's row order: within each head, the rows are permuted
 //! so that rotary embedding rotates adjacent pairs `(2i, 2i + 1)`. A source in Hugging Face's
 //! half-split order is brought into it at load: a checkpoint by [`crate::hf`], a GGUF file that
-//! llama.cpp's converter left in that order (qwen2) by [`HalfSplitGguf`], both with
-//! [`crate::hf::adjacent_rotary_rows`].
+//! llama.cpp's converter left in that order (qwen2, qwen3, phi3) by [`GgufWeights`], both with
+//! [`crate::hf::half_split_row`].
 
 use crate::{LlmError, Result};
-use samebits_gguf::{GgmlType, GgufFile, TensorData};
+use samebits_gguf::{GgmlType, GgufFile, ModelConfig, TensorData};
 use samebits_ir::{Attribute, Tensor};
 use samebits_kernels::{has_panel_layout, pack_panels};
 
@@ -68,75 +68,128 @@ pub trait WeightSource {
     }
 }
 
-impl WeightSource for GgufFile {
-    /// The matrix `name` (ggml dims `[cols, rows]`).
-    fn matrix(&self, name: &str) -> Result<MatrixWeight> {
-        let info = self
-            .tensor_info(name)
-            .ok_or_else(|| self.missing(name))?
-            .clone();
-        let [cols, rows] = info.dims[..] else {
-            return Err(LlmError::Model {
-                model: self.name().into(),
-                message: format!("tensor {name} has dims {:?}, expected a matrix", info.dims),
-            });
-        };
-        let blocks = match self.tensor(name)? {
-            TensorData::Quantized(q) => q.blocks_tensor()?,
-            // Plain float matrices are rare in quantized files; their bytes are copied once.
-            TensorData::Dense(_) => {
-                let bytes = self.tensor_bytes(name)?.to_vec();
-                Tensor::from_vec(vec![bytes.len()], bytes)?
-            }
-        };
-        Ok(MatrixWeight {
-            blocks,
-            ggml_type: info.ggml_type,
-            rows: rows as usize,
-            cols: cols as usize,
-            layout: "rows",
-        })
-    }
-
-    fn panels(&self, names: &[&str]) -> Result<Option<MatrixWeight>> {
-        stacked(self, names)
-    }
-
-    fn optional_vector(&self, name: &str) -> Result<Option<Tensor>> {
-        if self.tensor_info(name).is_none() {
-            return Ok(None);
-        }
-        Ok(Some(vector(self, name)?))
-    }
-
-    fn missing(&self, name: &str) -> LlmError {
-        LlmError::Model {
-            model: self.name().into(),
-            message: format!("tensor {name} is missing (not a llama-layout GGUF file?)"),
-        }
-    }
-}
-
-/// A GGUF file whose Q / K rows and biases are in the half-split rotary order
-/// (`ModelConfig::qk_rows_half_split`): those are permuted into the adjacent-pair order as they
-/// are read (a copy of each Q / K matrix); every other tensor passes through.
-pub struct HalfSplitGguf<'a> {
+/// The llama-layout weights of a GGUF file ([`ModelConfig`] tells how the file stores them).
+/// Each matrix the graph asks for is a range of rows of one file tensor:
+/// - the tensor of that name, or, where the file fuses projections (phi3), a slice of the fused
+///   one: `attn_q` / `attn_k` / `attn_v` are consecutive row ranges of `attn_qkv`, `ffn_gate`
+///   and `ffn_up` the two halves of an `ffn_up` of twice the feed-forward width;
+/// - with [`ModelConfig::qk_rows_half_split`] (qwen2, qwen3, phi3), the Q / K rows (and biases,
+///   and Qwen3's per-head norm scales) read in the adjacent-pair order
+///   ([`crate::hf::half_split_row`]).
+///
+/// A whole tensor in its own order is a view of the memory map; any other range is copied once,
+/// row by row with positioned reads (also when packed into the CPU's row panels).
+pub struct GgufWeights<'a> {
     pub file: &'a GgufFile,
-    pub heads: usize,
-    pub kv_heads: usize,
+    pub config: &'a ModelConfig,
 }
 
-impl HalfSplitGguf<'_> {
-    /// The heads of the Q (`attn_q`) or K (`attn_k`) tensor `name` (1 for their per-head norm
-    /// scales), else `None`.
-    fn rotary_heads(&self, name: &str) -> Option<usize> {
-        match name.split('.').nth(2)? {
-            "attn_q" => Some(self.heads),
-            "attn_k" => Some(self.kv_heads),
-            // One head's features: the per-head Q / K norm scales.
+/// Where a matrix lives: rows `first..first + rows` of the file tensor `tensor`, each head of
+/// `half_split` rows (when set) read in the adjacent-pair order.
+struct RowRange {
+    tensor: String,
+    first: usize,
+    rows: usize,
+    half_split: Option<usize>,
+    /// The whole tensor in its own order.
+    whole: bool,
+}
+
+impl GgufWeights<'_> {
+    /// The heads of the Q / K tensor part `part` when their rows are in the half-split order
+    /// (1 for Qwen3's per-head norm scales), else `None`.
+    fn half_split_heads(&self, part: &str) -> Option<usize> {
+        if !self.config.qk_rows_half_split {
+            return None;
+        }
+        match part {
+            "attn_q" => Some(self.config.head_count),
+            "attn_k" => Some(self.config.head_count_kv),
             "attn_q_norm" | "attn_k_norm" => Some(1),
             _ => None,
         }
+    }
+
+    /// Where the matrix `name` lives (type docs), or the missing-tensor error.
+    fn locate(&self, name: &str) -> Result<(RowRange, GgmlType, usize)> {
+        let c = self.config;
+        let mut parts = name.split('.');
+        let (layer, part) = match (parts.next(), parts.next(), parts.next()) {
+            (Some("blk"), Some(layer), Some(part)) => (layer, part),
+            _ => ("", ""),
+        };
+        let fused = |fused: &str, first: usize, rows: usize| {
+            let tensor = format!("blk.{layer}.{fused}.weight");
+            (self.file.tensor_info(&tensor).is_some()).then_some((tensor, first, rows))
+        };
+        let (q, kv, ffn) = (
+            c.head_count * c.head_dim,
+            c.head_count_kv * c.head_dim,
+            c.feed_forward_length,
+        );
+        let gate_fused = self
+            .file
+            .tensor_info(&format!("blk.{layer}.ffn_gate.weight"))
+            .is_none();
+        let slice = match part {
+            _ if self.file.tensor_info(name).is_some() && !(gate_fused && part == "ffn_up") => None,
+            "attn_q" => fused("attn_qkv", 0, q),
+            "attn_k" => fused("attn_qkv", q, kv),
+            "attn_v" => fused("attn_qkv", q + kv, kv),
+            "ffn_gate" => fused("ffn_up", 0, ffn),
+            "ffn_up" if gate_fused => fused("ffn_up", ffn, ffn),
+            _ => None,
+        };
+        let tensor = slice.as_ref().map_or(name, |s| s.0.as_str());
+        let (ggml_type, rows, cols) = matrix_info(self.file, tensor)?;
+        let (first, count) = slice.as_ref().map_or((0, rows), |s| (s.1, s.2));
+        if first + count > rows {
+            return Err(self.error(
+                tensor,
+                format!(
+                    "{rows} rows, but {name} needs rows {first}..{}",
+                    first + count
+                ),
+            ));
+        }
+        let half_split = match self.half_split_heads(part) {
+            Some(heads) if heads > 0 && count.is_multiple_of(2 * heads) => Some(count / heads),
+            Some(heads) => {
+                return Err(self.error(
+                    name,
+                    format!("{count} rows do not split into {heads} heads of an even size"),
+                ));
+            }
+            None => None,
+        };
+        let range = RowRange {
+            tensor: tensor.to_string(),
+            first,
+            rows: count,
+            whole: slice.is_none() && half_split.is_none(),
+            half_split,
+        };
+        Ok((range, ggml_type, cols))
+    }
+
+    /// Rows `first..first + out.len() / row_bytes` of `range`, in its order.
+    fn read_rows(
+        &self,
+        range: &RowRange,
+        first: usize,
+        row_bytes: usize,
+        out: &mut [u8],
+    ) -> std::result::Result<(), samebits_gguf::Error> {
+        let Some(d) = range.half_split else {
+            let offset = (range.first + first) * row_bytes;
+            return self.file.read_tensor_bytes(&range.tensor, offset, out);
+        };
+        for (k, row) in out.chunks_exact_mut(row_bytes).enumerate() {
+            let source = range.first + crate::hf::half_split_row(first + k, d);
+            self.file
+                .read_tensor_bytes(&range.tensor, source * row_bytes, row)?;
+        }
+        Ok(())
     }
 
     fn error(&self, name: &str, message: String) -> LlmError {
@@ -147,50 +200,67 @@ impl HalfSplitGguf<'_> {
     }
 }
 
-impl WeightSource for HalfSplitGguf<'_> {
+impl WeightSource for GgufWeights<'_> {
     fn matrix(&self, name: &str) -> Result<MatrixWeight> {
-        let matrix = self.file.matrix(name)?;
-        let Some(heads) = self.rotary_heads(name) else {
-            return Ok(matrix);
+        let (range, ggml_type, cols) = self.locate(name)?;
+        let blocks = match self.file.tensor(&range.tensor)? {
+            TensorData::Quantized(q) if range.whole => q.blocks_tensor()?,
+            _ => {
+                let row_bytes = ggml_type.row_bytes(cols).ok_or_else(|| {
+                    self.error(name, format!("rows of {cols} {ggml_type} elements"))
+                })?;
+                let mut bytes = vec![0u8; range.rows * row_bytes];
+                self.read_rows(&range, 0, row_bytes, &mut bytes)?;
+                Tensor::from_vec(vec![bytes.len()], bytes)?
+            }
         };
-        let bytes = matrix.blocks.bytes()?;
-        let row_bytes = bytes.len() / matrix.rows.max(1);
-        let permuted = crate::hf::adjacent_rotary_rows(bytes, heads, matrix.rows, row_bytes)
-            .map_err(|m| self.error(name, m))?;
         Ok(MatrixWeight {
-            blocks: Tensor::from_vec(vec![permuted.len()], permuted)?,
-            ..matrix
+            blocks,
+            ggml_type,
+            rows: range.rows,
+            cols,
+            layout: "rows",
         })
     }
 
-    /// Panels of one Q or K matrix are packed from its rows read in the adjacent-pair order;
-    /// a stack holding one is left to [`WeightSource::matrix`] (`None`).
+    /// The matrices `names` stacked along their rows (in that order) and packed into panels, or
+    /// `None` when they differ in type or columns, or their type has no panel layout.
     fn panels(&self, names: &[&str]) -> Result<Option<MatrixWeight>> {
-        let rotary: Vec<usize> = names.iter().filter_map(|n| self.rotary_heads(n)).collect();
-        let (&[name], &[heads]) = (names, rotary.as_slice()) else {
-            return match rotary.is_empty() {
-                true => self.file.panels(names),
-                false => Ok(None),
-            };
-        };
-        let (ggml_type, rows, cols) = matrix_info(self.file, name)?;
-        let Some(row_bytes) = ggml_type.row_bytes(cols) else {
+        let parts = names
+            .iter()
+            .map(|name| self.locate(name))
+            .collect::<Result<Vec<_>>>()?;
+        let Some(&(_, ggml_type, cols)) = parts.first() else {
             return Ok(None);
         };
-        if !has_panel_layout(ggml_type) {
+        if !has_panel_layout(ggml_type) || parts.iter().any(|p| (p.1, p.2) != (ggml_type, cols)) {
             return Ok(None);
         }
-        if heads == 0 || !rows.is_multiple_of(2 * heads) {
-            return Err(self.error(
-                name,
-                format!("{rows} rows do not split into {heads} heads of an even size"),
-            ));
-        }
-        let d = rows / heads;
+        let row_bytes = ggml_type
+            .row_bytes(cols)
+            .ok_or_else(|| self.error(names[0], format!("rows of {cols} {ggml_type} elements")))?;
+        // The first (stacked) row of each part.
+        let starts: Vec<usize> = parts
+            .iter()
+            .scan(0, |next, p| {
+                let start = *next;
+                *next += p.0.rows;
+                Some(start)
+            })
+            .collect();
+        let rows = parts.iter().map(|p| p.0.rows).sum();
         let packed = pack_panels(ggml_type, rows, cols, |first, out| {
-            for (k, row) in out.chunks_exact_mut(row_bytes).enumerate() {
-                let source = crate::hf::half_split_row(first + k, d);
-                self.file.read_tensor_bytes(name, source * row_bytes, row)?;
+            let (mut row, mut at) = (first, 0);
+            while at < out.len() {
+                let part = starts
+                    .iter()
+                    .rposition(|&s| s <= row)
+                    .expect("row 0 starts part 0");
+                let range = &parts[part].0;
+                let count = (starts[part] + range.rows - row).min((out.len() - at) / row_bytes);
+                let bytes = &mut out[at..at + count * row_bytes];
+                self.read_rows(range, row - starts[part], row_bytes, bytes)?;
+                (row, at) = (row + count, at + count * row_bytes);
             }
             Ok::<(), samebits_gguf::Error>(())
         })?;
@@ -204,10 +274,11 @@ impl WeightSource for HalfSplitGguf<'_> {
     }
 
     fn optional_vector(&self, name: &str) -> Result<Option<Tensor>> {
-        let Some(v) = self.file.optional_vector(name)? else {
+        if self.file.tensor_info(name).is_none() {
             return Ok(None);
-        };
-        let Some(heads) = self.rotary_heads(name) else {
+        }
+        let v = vector(self.file, name)?;
+        let Some(heads) = self.half_split_heads(name.split('.').nth(2).unwrap_or("")) else {
             return Ok(Some(v));
         };
         let permuted = crate::hf::adjacent_rotary_rows(v.bytes()?, heads, v.numel(), 4)
@@ -220,13 +291,21 @@ impl WeightSource for HalfSplitGguf<'_> {
     }
 
     fn missing(&self, name: &str) -> LlmError {
-        self.file.missing(name)
+        missing(self.file, name)
+    }
+}
+
+/// The error for a tensor `name` the file lacks.
+fn missing(file: &GgufFile, name: &str) -> LlmError {
+    LlmError::Model {
+        model: file.name().into(),
+        message: format!("tensor {name} is missing (not a llama-layout GGUF file?)"),
     }
 }
 
 /// `(ggml type, rows, cols)` of the matrix `name` (ggml dims `[cols, rows]`).
 fn matrix_info(file: &GgufFile, name: &str) -> Result<(GgmlType, usize, usize)> {
-    let info = file.tensor_info(name).ok_or_else(|| file.missing(name))?;
+    let info = file.tensor_info(name).ok_or_else(|| missing(file, name))?;
     let [cols, rows] = info.dims[..] else {
         return Err(LlmError::Model {
             model: file.name().into(),
@@ -236,63 +315,10 @@ fn matrix_info(file: &GgufFile, name: &str) -> Result<(GgmlType, usize, usize)> 
     Ok((info.ggml_type, rows as usize, cols as usize))
 }
 
-/// The matrices `names` stacked along their rows (in that order) and packed into panels, or
-/// `None` when they differ in type or columns, or their type has no panel layout.
-fn stacked(file: &GgufFile, names: &[&str]) -> Result<Option<MatrixWeight>> {
-    let infos = names
-        .iter()
-        .map(|name| matrix_info(file, name))
-        .collect::<Result<Vec<_>>>()?;
-    let Some(&(ggml_type, _, cols)) = infos.first() else {
-        return Ok(None);
-    };
-    if !has_panel_layout(ggml_type) || infos.iter().any(|i| (i.0, i.2) != (ggml_type, cols)) {
-        return Ok(None);
-    }
-    let row_bytes = ggml_type.row_bytes(cols).ok_or_else(|| LlmError::Model {
-        model: file.name().into(),
-        message: format!(
-            "tensor {} has rows of {cols} {ggml_type} elements",
-            names[0]
-        ),
-    })?;
-    // The first (stacked) row of each part.
-    let starts: Vec<usize> = infos
-        .iter()
-        .scan(0, |next, i| {
-            let start = *next;
-            *next += i.1;
-            Some(start)
-        })
-        .collect();
-    let rows = infos.iter().map(|i| i.1).sum();
-    let packed = pack_panels(ggml_type, rows, cols, |first, out| {
-        let (mut row, mut at) = (first, 0);
-        while at < out.len() {
-            let part = starts
-                .iter()
-                .rposition(|&s| s <= row)
-                .expect("row 0 starts part 0");
-            let count = (starts[part] + infos[part].1 - row).min((out.len() - at) / row_bytes);
-            let bytes = &mut out[at..at + count * row_bytes];
-            file.read_tensor_bytes(names[part], (row - starts[part]) * row_bytes, bytes)?;
-            (row, at) = (row + count, at + count * row_bytes);
-        }
-        Ok::<(), samebits_gguf::Error>(())
-    })?;
-    Ok(Some(MatrixWeight {
-        blocks: Tensor::from_vec(vec![packed.len()], packed)?,
-        ggml_type,
-        rows,
-        cols,
-        layout: "panels",
-    }))
-}
-
 /// The vector `name` (a norm scale) as f32, copied out of the file (an F32 one with a positioned
 /// read, which keeps the memory map's pages, possibly large folios, out of the process).
 fn vector(file: &GgufFile, name: &str) -> Result<Tensor> {
-    let info = file.tensor_info(name).ok_or_else(|| file.missing(name))?;
+    let info = file.tensor_info(name).ok_or_else(|| missing(file, name))?;
     if info.ggml_type != GgmlType::F32 {
         return Ok(file.tensor(name)?.to_f32()?);
     }

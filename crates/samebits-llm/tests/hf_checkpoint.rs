@@ -318,14 +318,15 @@ fn quantize_q8_0(values: &[f32]) -> Vec<u8> {
 
 /// The GGUF file holding the same model as [`write_checkpoint`], as llama.cpp's converter writes
 /// it for `arch`: `llama` with the Q / K rows permuted for adjacent-pair rotary embedding, `qwen2`
-/// in the checkpoint's row order with Qwen2's pre-tokenizer. With `q8_qk`, the Q and K matrices
-/// are Q8_0 (the CPU packs them into row panels).
-fn write_gguf(path: &Path, v: &Variant, dtype: Dtype, arch: &str, q8_qk: bool) {
-    std::fs::write(path, gguf_writer(v, dtype, arch, q8_qk).to_bytes()).unwrap();
+/// in the checkpoint's row order with Qwen2's pre-tokenizer (qwen3 alike), `phi3` also with Q, K
+/// and V fused into `attn_qkv` and gate and up into `ffn_up`. With `q8_qkv`, the Q, K and V
+/// matrices are Q8_0 (the CPU packs them into row panels).
+fn write_gguf(path: &Path, v: &Variant, dtype: Dtype, arch: &str, q8_qkv: bool) {
+    std::fs::write(path, gguf_writer(v, dtype, arch, q8_qkv).to_bytes()).unwrap();
 }
 
 /// The writer of [`write_gguf`]'s file, before it is written.
-fn gguf_writer(v: &Variant, dtype: Dtype, arch: &str, q8_qk: bool) -> GgufWriter {
+fn gguf_writer(v: &Variant, dtype: Dtype, arch: &str, q8_qkv: bool) -> GgufWriter {
     let u32v = |x: usize| MetadataValue::U32(x as u32);
     let key = |k: &str| format!("{arch}.{k}");
     let tokens = vocabulary();
@@ -368,12 +369,14 @@ fn gguf_writer(v: &Variant, dtype: Dtype, arch: &str, q8_qk: bool) -> GgufWriter
         Dtype::BF16 => GgmlType::BF16,
         _ => GgmlType::F32,
     };
+    // phi3 fuses Q, K, V into attn_qkv and gate, up into ffn_up (rows stacked in that order).
+    let mut fusing: Vec<(u64, u64, GgmlType, Vec<u8>)> = Vec::new();
     for (n, (name, shape, kind)) in tensor_list(v).iter().enumerate() {
         let mut vals = values(n, shape.iter().product(), *kind);
         let gguf_name = gguf_tensor_name(name);
         let cols = if shape.len() == 2 { shape[1] } else { 1 };
-        let part = gguf_name.split('.').nth(2);
-        let (q, k) = (part == Some("attn_q"), part == Some("attn_k"));
+        let part = gguf_name.split('.').nth(2).unwrap_or("");
+        let (q, k) = (part == "attn_q", part == "attn_k");
         if arch == "llama" && q {
             vals = permute_for_gguf(&vals, v.heads, cols);
         } else if arch == "llama" && k {
@@ -381,12 +384,31 @@ fn gguf_writer(v: &Variant, dtype: Dtype, arch: &str, q8_qk: bool) -> GgufWriter
         }
         let dims: Vec<u64> = shape.iter().rev().map(|&d| d as u64).collect();
         // Norms and biases are f32 in GGUF files; matrices keep the checkpoint's type.
+        let qkv = q || k || part == "attn_v";
         let (ty, bytes) = match shape.len() {
-            2 if q8_qk && (q || k) => (GgmlType::Q8_0, quantize_q8_0(&vals)),
+            2 if q8_qkv && qkv => (GgmlType::Q8_0, quantize_q8_0(&vals)),
             2 => (ggml_type, bytes_of(&vals, dtype)),
             _ => (GgmlType::F32, bytes_of(&vals, Dtype::F32)),
         };
-        w = w.tensor(&gguf_name, &dims, ty, bytes);
+        let fused_into = match part {
+            "attn_q" | "attn_k" | "attn_v" => Some(("attn_qkv", "attn_v")),
+            "ffn_gate" | "ffn_up" => Some(("ffn_up", "ffn_up")),
+            _ => None,
+        };
+        match fused_into {
+            Some((fused, last)) if arch == "phi3" && shape.len() == 2 => {
+                fusing.push((dims[0], dims[1], ty, bytes));
+                if part == last {
+                    let rows = fusing.iter().map(|f| f.1).sum::<u64>();
+                    let bytes = fusing.iter().flat_map(|f| f.3.clone()).collect();
+                    let layer = gguf_name.split('.').nth(1).unwrap();
+                    let fused_name = format!("blk.{layer}.{fused}.weight");
+                    w = w.tensor(&fused_name, &[dims[0], rows], ty, bytes);
+                    fusing.clear();
+                }
+            }
+            _ => w = w.tensor(&gguf_name, &dims, ty, bytes),
+        }
     }
     w
 }
@@ -541,28 +563,31 @@ fn checkpoint_and_gguf_give_identical_logits_matching_the_float64_reference() {
     }
 }
 
-/// A qwen2 GGUF as llama.cpp writes it (Q / K rows in the half-split order) and the same model as
-/// a llama-layout GGUF with the rows permuted give the same logits bit for bit: the loader's
-/// permutation of rows and biases, on dense BF16 matrices and on Q8_0 ones packed into the CPU's
-/// row panels.
+/// GGUF files as llama.cpp writes them for other architectures give the bits of the same weights
+/// written as a llama-layout GGUF (separate matrices, Q / K rows permuted): qwen2 (rows in the
+/// half-split order, Q / K / V biases) and phi3 (half-split rows, Q / K / V fused into one matrix,
+/// gate and up into another), on dense matrices and on Q8_0 ones packed into the CPU's row panels
+/// (a whole fused matrix, or a slice of it).
 #[test]
-fn qwen2_gguf_rows_are_brought_into_the_adjacent_rotary_order() {
+fn other_architectures_gguf_layouts_give_the_llama_layouts_bits() {
     let tmp = tempfile::tempdir().unwrap();
     let tokens = &reference().tokens;
-    for q8_qk in [false, true] {
-        let logits = ["qwen2", "llama"].map(|arch| {
-            let path = tmp.path().join(format!("{arch}-{q8_qk}.gguf"));
-            write_gguf(&path, &QWEN2, Dtype::BF16, arch, q8_qk);
-            let model = Llm::load(&path, OperationSet::Reproducible).unwrap();
-            assert_eq!(model.config.qk_rows_half_split, arch == "qwen2");
-            model.forward(tokens, &mut model.new_cache()).unwrap()
-        });
-        let differing = logits[0]
-            .iter()
-            .zip(&logits[1])
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
-        assert_eq!(differing, 0, "Q8_0 Q / K: {q8_qk}");
+    for (arch, v, dtype) in [("qwen2", QWEN2, Dtype::BF16), ("phi3", LLAMA, Dtype::F32)] {
+        for q8_qkv in [false, true] {
+            let logits = [arch, "llama"].map(|a| {
+                let path = tmp.path().join(format!("{a}-{q8_qkv}.gguf"));
+                write_gguf(&path, &v, dtype, a, q8_qkv);
+                let model = Llm::load(&path, OperationSet::Reproducible).unwrap();
+                assert_eq!(model.config.qk_rows_half_split, a != "llama");
+                model.forward(tokens, &mut model.new_cache()).unwrap()
+            });
+            let differing = logits[0]
+                .iter()
+                .zip(&logits[1])
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+            assert_eq!(differing, 0, "{arch}, Q8_0 Q / K / V: {q8_qkv}");
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Generate text from a prompt with a llama-family language model: a GGUF file (architecture
-/// llama or qwen2: SmolLM2, Qwen2 / Qwen2.5, ...) or a Hugging Face checkpoint folder (Llama,
+/// llama, qwen2, qwen3 or phi3: SmolLM2, Llama 3.x, Qwen2.5, Qwen3, Phi-3, ...) or a Hugging Face checkpoint folder (Llama,
 /// Mistral, Qwen2, SmolLM2: config.json, *.safetensors, tokenizer.json, tokenizer_config.json).
 ///
 /// The prompt is tokenized (with --chat, first wrapped as a user message in the model's own chat
