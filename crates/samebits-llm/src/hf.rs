@@ -1,5 +1,6 @@
 //! Hugging Face decoder checkpoints of the Llama family (`model_type` `llama`, `mistral`,
-//! `qwen2`, `qwen3`; SmolLM2 is `llama`): `config.json`, safetensors weights (F32, F16 or BF16, possibly
+//! `qwen2`, `qwen3`, `phi3`; SmolLM2 is `llama`; Phi-3's fused `qkv_proj` and `gate_up_proj` are
+//! sliced into the separate matrices at load): `config.json`, safetensors weights (F32, F16 or BF16, possibly
 //! sharded), `tokenizer.json` and, when present, `tokenizer_config.json` (special tokens, chat
 //! template). [`load_decoder`] turns such a folder into the same [`Llm`] graph a GGUF file gives.
 //!
@@ -11,7 +12,7 @@
 //! when the checkpoint has them; `rope_scaling` of type `llama3` (Llama 3.1 / 3.2) becomes the
 //! per-pair divisors GGUF files carry as `rope_freqs.weight`. Refused with a message naming the
 //! field: another `rope_scaling` type, a `hidden_act` other than `silu`, `mlp_bias`, `partial_rotary_factor` other
-//! than 1, an odd `head_dim`, `use_sliding_window`. Mistral's `sliding_window` caps the
+//! than 1, an odd `head_dim`, `use_sliding_window`. Mistral's and Phi-3's `sliding_window` caps the
 //! context at the window, so that every position the model runs sees all earlier tokens, as a
 //! sliding window of that size does.
 //!
@@ -40,7 +41,7 @@ use samebits_tokenizer::TextTokenizer;
 use std::path::Path;
 
 /// `model_type` values whose checkpoints follow the Llama layout.
-const FAMILIES: &[&str] = &["llama", "mistral", "qwen2", "qwen3"];
+const FAMILIES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3"];
 
 /// Loads the decoder checkpoint in `dir` and compiles its graph for `operation_set`.
 pub fn load_decoder(dir: &Path, operation_set: OperationSet, device: Device) -> Result<Llm> {
@@ -152,7 +153,9 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
         ));
     }
     let mut context_length = ck.usize_field("max_position_embeddings")?;
-    if architecture == "mistral" && ck.field("sliding_window").is_some() {
+    if matches!(architecture.as_str(), "mistral" | "phi3")
+        && ck.field("sliding_window").is_some_and(|w| !w.is_null())
+    {
         context_length = context_length.min(ck.usize_field("sliding_window")?);
     }
     Ok(ModelConfig {
@@ -194,6 +197,34 @@ impl HfWeights<'_> {
         }
     }
 
+    /// For a checkpoint that fuses projections (Phi-3): the fused tensor holding the matrix
+    /// `gguf_name` and its rows `(first, count)`, else `None`.
+    fn fused_slice(&self, gguf_name: &str) -> Option<(String, usize, usize)> {
+        let mut parts = gguf_name.split('.');
+        let (Some("blk"), Some(layer), Some(part)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        let c = self.config;
+        let (q, kv, ffn) = (
+            c.head_count * c.head_dim,
+            c.head_count_kv * c.head_dim,
+            c.feed_forward_length,
+        );
+        let (module, first, count) = match part {
+            "attn_q" => ("self_attn.qkv_proj", 0, q),
+            "attn_k" => ("self_attn.qkv_proj", q, kv),
+            "attn_v" => ("self_attn.qkv_proj", q + kv, kv),
+            "ffn_gate" => ("mlp.gate_up_proj", 0, ffn),
+            "ffn_up" => ("mlp.gate_up_proj", ffn, ffn),
+            _ => return None,
+        };
+        let fused = format!("model.layers.{layer}.{module}.weight");
+        self.checkpoint
+            .contains(&fused)
+            .then_some((fused, first, count))
+    }
+
     fn hf_name(&self, gguf_name: &str) -> Result<String> {
         hf_tensor_name(gguf_name).ok_or_else(|| {
             self.checkpoint
@@ -203,19 +234,41 @@ impl HfWeights<'_> {
 }
 
 impl WeightSource for HfWeights<'_> {
+    /// The matrix `name`; Phi-3's `attn_q` / `attn_k` / `attn_v` are row ranges of its fused
+    /// `qkv_proj`, `ffn_gate` / `ffn_up` the halves of `gate_up_proj` (a copy of those rows).
     fn matrix(&self, name: &str) -> Result<MatrixWeight> {
-        let hf = self.hf_name(name)?;
+        let (hf, range) = match self.fused_slice(name) {
+            Some((fused, first, count)) => (fused, Some((first, count))),
+            None => (self.hf_name(name)?, None),
+        };
         let shape = self.checkpoint.shape(&hf)?.to_vec();
-        let [rows, cols] = shape[..] else {
+        let [all_rows, cols] = shape[..] else {
             return Err(self.checkpoint.error(format!(
                 "tensor {hf} has shape {shape:?}, expected a matrix"
             )));
         };
-        let (ggml_type, bytes) = self.checkpoint.raw(&hf)?;
+        let (ggml_type, mut bytes) = self.checkpoint.raw(&hf)?;
+        let row_bytes = bytes.bytes()?.len() / all_rows.max(1);
+        let rows = match range {
+            None => all_rows,
+            Some((first, count)) => {
+                let slice = bytes
+                    .bytes()?
+                    .get(first * row_bytes..(first + count) * row_bytes)
+                    .ok_or_else(|| {
+                        self.checkpoint.error(format!(
+                            "tensor {hf} has {all_rows} rows, {name} needs rows {first}..{}",
+                            first + count
+                        ))
+                    })?
+                    .to_vec();
+                bytes = Tensor::from_vec(vec![slice.len()], slice)?;
+                count
+            }
+        };
         let blocks = match self.rotary_heads(name) {
             None => bytes,
             Some(heads) => {
-                let row_bytes = bytes.bytes()?.len() / rows.max(1);
                 let permuted = adjacent_rotary_rows(bytes.bytes()?, heads, rows, row_bytes)
                     .map_err(|m| self.checkpoint.error(format!("tensor {hf}: {m}")))?;
                 Tensor::from_vec(vec![permuted.len()], permuted)?

@@ -46,6 +46,8 @@ struct Variant {
     /// Llama 3.1 rope scaling: factor, low_freq_factor, high_freq_factor,
     /// original_max_position_embeddings.
     rope_scaling: Option<[f64; 4]>,
+    /// Phi-3's fused `qkv_proj` and `gate_up_proj`.
+    fused: bool,
 }
 
 const LLAMA: Variant = Variant {
@@ -64,6 +66,7 @@ const LLAMA: Variant = Variant {
     head_dim: 8,
     qk_norm: false,
     rope_scaling: None,
+    fused: false,
 };
 
 const QWEN2: Variant = Variant {
@@ -84,6 +87,13 @@ const LLAMA3: Variant = Variant {
     head_dim: 16,
     tie: true,
     rope_scaling: Some([8.0, 1.0, 4.0, 64.0]),
+    ..LLAMA
+};
+
+const PHI3: Variant = Variant {
+    name: "phi3",
+    model_type: "phi3",
+    fused: true,
     ..LLAMA
 };
 
@@ -117,9 +127,17 @@ fn tensor_list(v: &Variant) -> Vec<(String, Vec<usize>, Kind)> {
     for i in 0..v.layers {
         let p = |n: &str| format!("model.layers.{i}.{n}");
         list.push((p("input_layernorm.weight"), vec![h], Kind::Norm));
-        list.push((p("self_attn.q_proj.weight"), vec![q, h], Kind::Matrix));
-        list.push((p("self_attn.k_proj.weight"), vec![kv, h], Kind::Matrix));
-        list.push((p("self_attn.v_proj.weight"), vec![kv, h], Kind::Matrix));
+        if v.fused {
+            list.push((
+                p("self_attn.qkv_proj.weight"),
+                vec![q + 2 * kv, h],
+                Kind::Matrix,
+            ));
+        } else {
+            list.push((p("self_attn.q_proj.weight"), vec![q, h], Kind::Matrix));
+            list.push((p("self_attn.k_proj.weight"), vec![kv, h], Kind::Matrix));
+            list.push((p("self_attn.v_proj.weight"), vec![kv, h], Kind::Matrix));
+        }
         if v.qkv_bias {
             list.push((p("self_attn.q_proj.bias"), vec![q], Kind::Matrix));
             list.push((p("self_attn.k_proj.bias"), vec![kv], Kind::Matrix));
@@ -131,8 +149,16 @@ fn tensor_list(v: &Variant) -> Vec<(String, Vec<usize>, Kind)> {
         }
         list.push((p("self_attn.o_proj.weight"), vec![h, q], Kind::Matrix));
         list.push((p("post_attention_layernorm.weight"), vec![h], Kind::Norm));
-        list.push((p("mlp.gate_proj.weight"), vec![v.inter, h], Kind::Matrix));
-        list.push((p("mlp.up_proj.weight"), vec![v.inter, h], Kind::Matrix));
+        if v.fused {
+            list.push((
+                p("mlp.gate_up_proj.weight"),
+                vec![2 * v.inter, h],
+                Kind::Matrix,
+            ));
+        } else {
+            list.push((p("mlp.gate_proj.weight"), vec![v.inter, h], Kind::Matrix));
+            list.push((p("mlp.up_proj.weight"), vec![v.inter, h], Kind::Matrix));
+        }
         list.push((p("mlp.down_proj.weight"), vec![h, v.inter], Kind::Matrix));
     }
     list.push(("model.norm.weight".into(), vec![h], Kind::Norm));
@@ -453,6 +479,8 @@ fn gguf_tensor_name(hf: &str) -> String {
         ("self_attn.k_proj", "attn_k"),
         ("self_attn.v_proj", "attn_v"),
         ("self_attn.o_proj", "attn_output"),
+        ("self_attn.qkv_proj", "attn_qkv"),
+        ("mlp.gate_up_proj", "ffn_up"),
         ("self_attn.q_norm", "attn_q_norm"),
         ("self_attn.k_norm", "attn_k_norm"),
         ("post_attention_layernorm", "ffn_norm"),
@@ -478,10 +506,11 @@ fn reference() -> Reference {
 }
 
 /// (variant, weight dtype, shards) of the checks.
-const CASES: [(Variant, Dtype, usize); 4] = [
+const CASES: [(Variant, Dtype, usize); 5] = [
     (LLAMA, Dtype::F32, 2),
     (QWEN2, Dtype::BF16, 1),
     (LLAMA3, Dtype::BF16, 1),
+    (PHI3, Dtype::F32, 1),
     (QWEN3, Dtype::BF16, 1),
 ];
 

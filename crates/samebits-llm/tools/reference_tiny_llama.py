@@ -35,6 +35,9 @@ VARIANTS = {
                    layers=2, eps=1e-5, theta=10000.0, tie=True, qkv_bias=False,
                    rope_scaling=dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                                      original_max_position_embeddings=64)),
+    # Phi-3: Q, K, V fused into qkv_proj, gate and up into gate_up_proj (the same model)
+    "phi3": dict(model_type="phi3", vocab=48, hidden=32, heads=4, kv_heads=2, inter=40,
+                 layers=2, eps=1e-5, theta=10000.0, tie=False, qkv_bias=False, fused=True),
     # Qwen3: per-head Q / K RMSNorm, a head size other than hidden / heads, no biases
     "qwen3": dict(model_type="qwen3", vocab=48, hidden=32, heads=4, kv_heads=2, inter=40,
                   layers=2, eps=1e-6, theta=1000000.0, tie=True, qkv_bias=False, head_dim=16,
@@ -60,12 +63,15 @@ def tensor_names(v):
     names = [("model.embed_tokens.weight", (v["vocab"], h), "embedding")]
     for i in range(v["layers"]):
         p = f"model.layers.{i}."
-        names += [
-            (p + "input_layernorm.weight", (h,), "norm"),
-            (p + "self_attn.q_proj.weight", (q, h), "matrix"),
-            (p + "self_attn.k_proj.weight", (kv, h), "matrix"),
-            (p + "self_attn.v_proj.weight", (kv, h), "matrix"),
-        ]
+        names.append((p + "input_layernorm.weight", (h,), "norm"))
+        if v.get("fused"):
+            names.append((p + "self_attn.qkv_proj.weight", (q + 2 * kv, h), "matrix"))
+        else:
+            names += [
+                (p + "self_attn.q_proj.weight", (q, h), "matrix"),
+                (p + "self_attn.k_proj.weight", (kv, h), "matrix"),
+                (p + "self_attn.v_proj.weight", (kv, h), "matrix"),
+            ]
         if v["qkv_bias"]:
             names += [
                 (p + "self_attn.q_proj.bias", (q,), "matrix"),
@@ -80,10 +86,15 @@ def tensor_names(v):
         names += [
             (p + "self_attn.o_proj.weight", (h, q), "matrix"),
             (p + "post_attention_layernorm.weight", (h,), "norm"),
-            (p + "mlp.gate_proj.weight", (v["inter"], h), "matrix"),
-            (p + "mlp.up_proj.weight", (v["inter"], h), "matrix"),
-            (p + "mlp.down_proj.weight", (h, v["inter"]), "matrix"),
         ]
+        if v.get("fused"):
+            names.append((p + "mlp.gate_up_proj.weight", (2 * v["inter"], h), "matrix"))
+        else:
+            names += [
+                (p + "mlp.gate_proj.weight", (v["inter"], h), "matrix"),
+                (p + "mlp.up_proj.weight", (v["inter"], h), "matrix"),
+            ]
+        names.append((p + "mlp.down_proj.weight", (h, v["inter"]), "matrix"))
     names.append(("model.norm.weight", (h,), "norm"))
     if not v["tie"]:
         names.append(("lm_head.weight", (v["vocab"], h), "matrix"))
@@ -144,7 +155,11 @@ def forward(v, w, tokens):
         p = f"model.layers.{i}."
         a = rms_norm(x, w[p + "input_layernorm.weight"], v["eps"])
         proj = {}
-        for n in "qkv":
+        if v.get("fused"):
+            qkv = a @ w[p + "self_attn.qkv_proj.weight"].T
+            nq, nkv = heads * d, kvh * d
+            proj = dict(q=qkv[:, :nq], k=qkv[:, nq:nq + nkv], v=qkv[:, nq + nkv:])
+        for n in "qkv" if not v.get("fused") else "":
             y = a @ w[p + f"self_attn.{n}_proj.weight"].T
             if v["qkv_bias"]:
                 y = y + w[p + f"self_attn.{n}_proj.bias"]
@@ -166,8 +181,11 @@ def forward(v, w, tokens):
             out[:, hh, :] = probs @ val[:, hh // group, :]
         x = x + out.reshape(s, heads * d) @ w[p + "self_attn.o_proj.weight"].T
         m = rms_norm(x, w[p + "post_attention_layernorm.weight"], v["eps"])
-        gate = m @ w[p + "mlp.gate_proj.weight"].T
-        up = m @ w[p + "mlp.up_proj.weight"].T
+        if v.get("fused"):
+            gate, up = np.split(m @ w[p + "mlp.gate_up_proj.weight"].T, 2, axis=-1)
+        else:
+            gate = m @ w[p + "mlp.gate_proj.weight"].T
+            up = m @ w[p + "mlp.up_proj.weight"].T
         x = x + (gate / (1 + np.exp(-gate)) * up) @ w[p + "mlp.down_proj.weight"].T
     x = rms_norm(x, w["model.norm.weight"], v["eps"])
     head = w["model.embed_tokens.weight"] if v["tie"] else w["lm_head.weight"]
