@@ -1,7 +1,10 @@
 //! [`ModelConfig`]: the hyper-parameters of a llama-layout decoder, read from GGUF metadata
 //! (`<arch>.*` keys of the GGUF specification) and the tensor list.
 //!
-//! Four `general.architecture` values share the layout: `llama`, `qwen2` (Q / K / V biases,
+//! `gemma3` adds what [`DecoderVariant`] lists (scaled embeddings, sandwich norms whose scales the
+//! converter already wrote as `1 + w`, a GELU gate, local sliding-window layers).
+//!
+//! Four `general.architecture` values share the llama layout: `llama`, `qwen2` (Q / K / V biases,
 //! which the layout allows for every product), `qwen3` (an RMSNorm over each head's query and
 //! key features, `attn_q_norm` / `attn_k_norm`, which the layout allows in every layer; a head
 //! size `attention.key_length` other than width / heads) and `phi3` (Q, K and V fused into one
@@ -57,6 +60,58 @@ pub struct ModelConfig {
     /// True when the Q / K rows (and biases) of each head are in Hugging Face's rotary order
     /// (feature `j` paired with `j + d/2`) rather than GGUF-llama's adjacent pairs (module docs).
     pub qk_rows_half_split: bool,
+    /// What the family adds to the llama layer (Gemma 3), nothing for the others.
+    pub variant: DecoderVariant,
+}
+
+/// The parts of a Gemma 3 decoder the llama layer lacks (all off by default).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DecoderVariant {
+    /// The embedding rows are multiplied by this (`sqrt(width)` in f32).
+    pub embedding_scale: Option<f32>,
+    /// An RMSNorm of the attention output and of the feed-forward output before each residual
+    /// add (`post_attention_norm`, `post_ffw_norm`).
+    pub post_norms: bool,
+    /// The feed-forward gate is GELU (tanh approximation) instead of SiLU.
+    pub gelu_gate: bool,
+    /// Attention scores are multiplied by this instead of `1 / sqrt(head_dim)`.
+    pub attention_scale: Option<f32>,
+    /// Local layers: every layer `i` with `(i + 1) % pattern != 0` attends through the sliding
+    /// window (which caps the context) with its own rotary base and no rope scaling; the others
+    /// are global.
+    pub local_layers: Option<LocalLayers>,
+}
+
+/// Gemma 3's local (sliding-window) layers ([`DecoderVariant::local_layers`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LocalLayers {
+    pub pattern: usize,
+    pub rope_freq_base: f32,
+}
+
+impl LocalLayers {
+    /// Whether layer `i` is local.
+    pub fn is_local(&self, i: usize) -> bool {
+        !(i + 1).is_multiple_of(self.pattern)
+    }
+}
+
+impl DecoderVariant {
+    /// Gemma 3's decoder: embeddings times `sqrt(width)`, sandwich norms, a GELU gate, local
+    /// layers (five of six) with rotary base 10000 (fixed by the architecture, as llama.cpp has
+    /// it); attention scores times `attention_scale`, when not `1 / sqrt(head_dim)`.
+    pub fn gemma3(width: usize, attention_scale: Option<f32>) -> DecoderVariant {
+        DecoderVariant {
+            embedding_scale: Some((width as f32).sqrt()),
+            post_norms: true,
+            gelu_gate: true,
+            attention_scale,
+            local_layers: Some(LocalLayers {
+                pattern: 6,
+                rope_freq_base: 10_000.0,
+            }),
+        }
+    }
 }
 
 /// Architectures whose metadata and tensors follow the llama layout, with whether their Q / K
@@ -66,6 +121,7 @@ const LLAMA_LIKE: &[(&str, bool)] = &[
     ("qwen2", true),
     ("qwen3", true),
     ("phi3", true),
+    ("gemma3", true),
 ];
 
 /// The products of a layer (each a `.weight` matrix with an optional `.bias`).
@@ -106,7 +162,13 @@ fn layout_uses(name: &str, block_count: usize) -> bool {
             LAYER_PRODUCTS.contains(&part)
                 || matches!(
                     part,
-                    "attn_norm" | "ffn_norm" | "attn_q_norm" | "attn_k_norm" | "attn_qkv"
+                    "attn_norm"
+                        | "ffn_norm"
+                        | "attn_q_norm"
+                        | "attn_k_norm"
+                        | "attn_qkv"
+                        | "post_attention_norm"
+                        | "post_ffw_norm"
                 )
         }
         Some((part, "bias")) => LAYER_PRODUCTS.contains(&part),
@@ -227,21 +289,41 @@ impl ModelConfig {
                 ),
             });
         }
-        if let Some(scaling) = meta
-            .get(&key("rope.scaling.type"))
-            .map(|_| meta.str(&key("rope.scaling.type")))
-            .transpose()?
-            && scaling != "none"
-        {
-            return Err(bad(
-                "rope.scaling.type",
-                format!(
-                    "rope scaling `{scaling}` is not supported (only none, and llama 3.1's rope_freqs.weight)"
-                ),
-            ));
-        }
+        let scaling = match meta.get(&key("rope.scaling.type")) {
+            Some(_) => meta.str(&key("rope.scaling.type"))?,
+            None => "none",
+        };
+        let linear_factor = match scaling {
+            "none" => None,
+            "linear" => {
+                let factor = meta.f32(&key("rope.scaling.factor"))?;
+                if !(factor.is_finite() && factor > 0.0) {
+                    return Err(bad(
+                        "rope.scaling.factor",
+                        format!("{factor}: expected a positive factor"),
+                    ));
+                }
+                Some(factor)
+            }
+            other => {
+                return Err(bad(
+                    "rope.scaling.type",
+                    format!(
+                        "rope scaling `{other}` is not supported (only none, linear, and llama \
+                         3.1's rope_freqs.weight)"
+                    ),
+                ));
+            }
+        };
         let rope_freq_divisors = match file.tensor_info("rope_freqs.weight") {
-            None => None,
+            // Linear scaling divides every inverse frequency by the factor.
+            None => linear_factor.map(|f| vec![f; rope_dimension_count / 2]),
+            Some(_) if linear_factor.is_some() => {
+                return Err(bad(
+                    "rope.scaling.type",
+                    "linear scaling and rope_freqs.weight together".into(),
+                ));
+            }
             Some(_) => {
                 let t = file.tensor("rope_freqs.weight")?.to_f32()?;
                 let divisors = t.as_slice::<f32>().map_err(|e| Error::Malformed {
@@ -282,6 +364,11 @@ impl ModelConfig {
             rms_norm_eps: meta.f32(&key("attention.layer_norm_rms_epsilon"))?,
             tied_embeddings: file.tensor_info("output.weight").is_none(),
             qk_rows_half_split,
+            variant: match architecture.as_str() {
+                // llama.cpp's scale for Gemma 3 (its 27B aside): 1 / sqrt(head_dim).
+                "gemma3" => DecoderVariant::gemma3(embedding_length, None),
+                _ => DecoderVariant::default(),
+            },
             architecture,
             embedding_length,
             head_count,

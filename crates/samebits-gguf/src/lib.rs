@@ -9,7 +9,7 @@ mod error;
 mod metadata;
 mod reader;
 
-pub use config::ModelConfig;
+pub use config::{DecoderVariant, LocalLayers, ModelConfig};
 pub use error::{Error, Result};
 pub use metadata::{Metadata, MetadataValue};
 pub use reader::{GgufFile, QuantizedTensor, TensorData, TensorInfo};

@@ -86,6 +86,7 @@ fn header_config_and_tensor_table() {
         ModelConfig {
             architecture: "llama".into(),
             qk_rows_half_split: false,
+            variant: Default::default(),
             block_count: 30,
             embedding_length: 576,
             feed_forward_length: 1536,

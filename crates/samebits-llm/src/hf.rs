@@ -33,7 +33,7 @@ use crate::model::Layers;
 use crate::model::LoadSource;
 use crate::weights::{MatrixWeight, WeightSource};
 use crate::{Llm, LlmError, Result};
-use samebits_gguf::ModelConfig;
+use samebits_gguf::{DecoderVariant, LocalLayers, ModelConfig};
 use samebits_ir::Tensor;
 use samebits_ops::OperationSet;
 use samebits_runtime::Device;
@@ -41,7 +41,7 @@ use samebits_tokenizer::TextTokenizer;
 use std::path::Path;
 
 /// `model_type` values whose checkpoints follow the Llama layout.
-const FAMILIES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3"];
+const FAMILIES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3_text"];
 
 /// Loads the decoder checkpoint in `dir` and compiles its graph for `operation_set`.
 pub fn load_decoder(dir: &Path, operation_set: OperationSet, device: Device) -> Result<Llm> {
@@ -87,15 +87,26 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
             ),
         ));
     }
-    let hidden_act = match ck.field("hidden_act") {
-        Some(_) => ck.str_field("hidden_act")?,
-        None => "silu",
+    let gemma = architecture == "gemma3_text";
+    // Gemma names its activation `hidden_activation`.
+    let (act_key, wanted) = match gemma {
+        true => ("hidden_activation", "gelu_pytorch_tanh"),
+        false => ("hidden_act", "silu"),
     };
-    if hidden_act != "silu" {
+    let hidden_act = match ck.field(act_key).filter(|v| !v.is_null()) {
+        Some(_) => ck.str_field(act_key)?,
+        None => wanted,
+    };
+    if hidden_act != wanted {
         return Err(bad(
-            "hidden_act",
-            format!("`{hidden_act}` is not supported (only silu)"),
+            act_key,
+            format!("`{hidden_act}` is not supported (only {wanted})"),
         ));
+    }
+    for key in ["final_logit_softcapping", "attn_logit_softcapping"] {
+        if let Some(cap) = ck.field(key).filter(|v| !v.is_null()) {
+            return Err(bad(key, format!("{cap} is not supported (only null)")));
+        }
     }
     let flag = |key: &str| ck.field(key).and_then(|v| v.as_bool()).unwrap_or(false);
     for key in ["mlp_bias", "use_sliding_window"] {
@@ -138,9 +149,54 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
     let rope_freq_divisors = match ck.field("rope_scaling").filter(|v| !v.is_null()) {
         None => None,
         Some(scaling) => Some(
-            llama3_divisors(scaling, rope_freq_base, head_dim)
+            rope_divisors(scaling, rope_freq_base, head_dim)
                 .map_err(|m| bad("rope_scaling", format!("{scaling}: {m}")))?,
         ),
+    };
+    let variant = match gemma {
+        false => DecoderVariant::default(),
+        true => {
+            let pattern = match ck.field("sliding_window_pattern") {
+                Some(_) => ck.usize_field("sliding_window_pattern")?,
+                None => 6,
+            };
+            if pattern == 0 {
+                return Err(bad("sliding_window_pattern", "a pattern of 0".into()));
+            }
+            if let Some(types) = ck.field("layer_types").and_then(|v| v.as_array()) {
+                let expected = |i: usize| match (i + 1).is_multiple_of(pattern) {
+                    true => "full_attention",
+                    false => "sliding_attention",
+                };
+                if let Some(i) = (0..types.len()).find(|&i| types[i].as_str() != Some(expected(i)))
+                {
+                    return Err(bad(
+                        "layer_types",
+                        format!(
+                            "layer {i} is not {} (one global layer in {pattern})",
+                            expected(i)
+                        ),
+                    ));
+                }
+            }
+            let scalar = match ck.field("query_pre_attn_scalar") {
+                Some(_) => ck.f32_field("query_pre_attn_scalar")?,
+                None => head_dim as f32,
+            };
+            let mut v = DecoderVariant::gemma3(
+                embedding_length,
+                (scalar != head_dim as f32).then(|| (1.0 / f64::from(scalar).sqrt()) as f32),
+            );
+            let local_base = match ck.field("rope_local_base_freq") {
+                Some(_) => ck.f32_field("rope_local_base_freq")?,
+                None => 10_000.0,
+            };
+            v.local_layers = Some(LocalLayers {
+                pattern,
+                rope_freq_base: local_base,
+            });
+            v
+        }
     };
     let head_count_kv = match ck.field("num_key_value_heads") {
         Some(_) => ck.usize_field("num_key_value_heads")?,
@@ -153,7 +209,7 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
         ));
     }
     let mut context_length = ck.usize_field("max_position_embeddings")?;
-    if matches!(architecture.as_str(), "mistral" | "phi3")
+    if matches!(architecture.as_str(), "mistral" | "phi3" | "gemma3_text")
         && ck.field("sliding_window").is_some_and(|w| !w.is_null())
     {
         context_length = context_length.min(ck.usize_field("sliding_window")?);
@@ -165,9 +221,14 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
         rope_freq_divisors,
         rms_norm_eps: ck.f32_field("rms_norm_eps")?,
         vocab_size: ck.usize_field("vocab_size")?,
-        tied_embeddings: flag("tie_word_embeddings"),
+        // Gemma ties its embeddings unless the config says otherwise.
+        tied_embeddings: ck
+            .field("tie_word_embeddings")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(gemma),
         // Checkpoints keep Hugging Face's order; `HfWeights` permutes Q / K as it reads them.
         qk_rows_half_split: true,
+        variant,
         architecture,
         embedding_length,
         head_count,
@@ -226,7 +287,7 @@ impl HfWeights<'_> {
     }
 
     fn hf_name(&self, gguf_name: &str) -> Result<String> {
-        hf_tensor_name(gguf_name).ok_or_else(|| {
+        hf_tensor_name(gguf_name, self.config.variant.post_norms).ok_or_else(|| {
             self.checkpoint
                 .error(format!("no checkpoint tensor for {gguf_name}"))
         })
@@ -288,7 +349,12 @@ impl WeightSource for HfWeights<'_> {
         if !self.checkpoint.contains(&hf) {
             return Ok(None);
         }
-        let v = self.checkpoint.f32(&hf)?;
+        let mut v = self.checkpoint.f32(&hf)?;
+        // Gemma's RMSNorm multiplies by `1 + w` (one f32 rounding, as GGUF converters store it).
+        if self.config.variant.post_norms && name.ends_with("norm.weight") {
+            let shifted: Vec<f32> = v.as_slice::<f32>()?.iter().map(|w| 1.0 + w).collect();
+            v = Tensor::from_vec(v.shape().to_vec(), shifted)?;
+        }
         let Some(heads) = self.rotary_heads(name) else {
             return Ok(Some(v));
         };
@@ -302,21 +368,23 @@ impl WeightSource for HfWeights<'_> {
     }
 
     fn missing(&self, name: &str) -> LlmError {
-        let hf = hf_tensor_name(name).unwrap_or_else(|| name.to_string());
+        let hf = hf_tensor_name(name, self.config.variant.post_norms)
+            .unwrap_or_else(|| name.to_string());
         self.checkpoint.error(format!(
             "tensor {hf} is missing (not a Llama-layout checkpoint?)"
         ))
     }
 }
 
-/// The per-pair divisors of Llama 3.1's rope scaling (`rope_type` / `type` `llama3`), as
+/// The per-pair divisors of a `rope_scaling`: Llama 3.1's (`rope_type` / `type` `llama3`), as
 /// llama.cpp's converter writes them into `rope_freqs.weight`: for the inverse frequency
 /// `f = base^(-2i/d)` of pair `i` and its wavelength `w = 2π / f`, with `old` the
 /// `original_max_position_embeddings`, 1 when `w < old / high_freq_factor`, `factor` when
 /// `w > old / low_freq_factor`, else `1 / ((1 - s) / factor + s)` with
 /// `s = (old / w - low_freq_factor) / (high_freq_factor - low_freq_factor)`; in float64, each
 /// rounded once to f32 (transformers' `_compute_llama3_parameters` gives `f / divisor`).
-fn llama3_divisors(
+/// A `rope_scaling` of type `linear` divides every pair's inverse frequency by `factor`.
+fn rope_divisors(
     scaling: &serde_json::Value,
     base: f32,
     head_dim: usize,
@@ -325,15 +393,21 @@ fn llama3_divisors(
         .as_str()
         .or_else(|| scaling["type"].as_str())
         .unwrap_or("");
-    if kind != "llama3" {
-        return Err(format!("rope type `{kind}` is not supported (only llama3)"));
-    }
     let number = |key: &str| {
         scaling[key]
             .as_f64()
             .filter(|v| v.is_finite() && *v > 0.0)
             .ok_or_else(|| format!("`{key}` must be a positive number"))
     };
+    match kind {
+        "llama3" => {}
+        "linear" => return Ok(vec![number("factor")? as f32; head_dim / 2]),
+        _ => {
+            return Err(format!(
+                "rope type `{kind}` is not supported (only llama3, linear)"
+            ));
+        }
+    }
     let (factor, low, high) = (
         number("factor")?,
         number("low_freq_factor")?,
@@ -360,8 +434,10 @@ fn llama3_divisors(
         .collect())
 }
 
-/// The Hugging Face name of the Llama-layout tensor GGUF calls `gguf_name`.
-fn hf_tensor_name(gguf_name: &str) -> Option<String> {
+/// The Hugging Face name of the Llama-layout tensor GGUF calls `gguf_name` (with `sandwich`,
+/// Gemma's: its `post_attention_layernorm` is the norm of the attention output, and the
+/// feed-forward input's norm is `pre_feedforward_layernorm`).
+fn hf_tensor_name(gguf_name: &str, sandwich: bool) -> Option<String> {
     let (module, kind) = gguf_name.rsplit_once('.')?;
     let global = match module {
         "token_embd" => Some("model.embed_tokens"),
@@ -377,6 +453,9 @@ fn hf_tensor_name(gguf_name: &str) -> Option<String> {
     let (part, kind) = rest.split_once('.')?;
     let module = match part {
         "attn_norm" => "input_layernorm",
+        "ffn_norm" if sandwich => "pre_feedforward_layernorm",
+        "post_attention_norm" if sandwich => "post_attention_layernorm",
+        "post_ffw_norm" if sandwich => "post_feedforward_layernorm",
         "attn_q" => "self_attn.q_proj",
         "attn_k" => "self_attn.k_proj",
         "attn_v" => "self_attn.v_proj",

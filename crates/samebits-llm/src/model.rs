@@ -19,6 +19,7 @@
 //!   a, present_key_i, present_value_i = Attention(q, k, v, -, past_key_i, past_value_i;
 //!                                                 is_causal, GQA)
 //!   x = x + MatMulGguf(a, attn_output) (+ attn_output bias, if any)
+//!       (Gemma 3: RMSNormalization(.., post_attention_norm) of the product first)
 //!   h = RMSNormalization(x, ffn_norm)
 //!   g, u = MatMulGguf(h, ffn_gate | ffn_up)      or Split(MatMulGguf(h, [ffn_gate; ffn_up]))
 //!   x = x + MatMulGguf((g * Sigmoid(g)) * u, ffn_down)
@@ -365,10 +366,22 @@ impl DecoderStage {
             IoValue::Host(cos.into()),
             IoValue::Host(sin.into()),
         ];
+        if let Some(local) = c.variant.local_layers {
+            let (cos, sin) = rotary_tables(
+                cache.len..end,
+                c.rope_dimension_count,
+                local.rope_freq_base,
+                None,
+            );
+            inputs.extend([IoValue::Host(cos.into()), IoValue::Host(sin.into())]);
+        }
+        let tables = inputs.len() - 1;
         inputs.append(&mut cache.layers);
         // Logits come back to the host (only the last row's with `last_row`: the output stays
         // on the device until then); the cache stays where it was computed.
-        let keep: Vec<bool> = (0..inputs.len() - 2).map(|i| i > 0 || last_row).collect();
+        let keep: Vec<bool> = (0..inputs.len() - tables)
+            .map(|i| i > 0 || last_row)
+            .collect();
         // The whole step runs on one thread of the rayon pool, so that the ops' parallel loops
         // start from inside it (work stealing) instead of each waking the pool from outside and
         // sleeping until it is done; the caller's ISA scope goes along.
@@ -692,6 +705,14 @@ fn build_graph(
     b.graph
         .inputs
         .push(tensor_info("rotary_sin", DType::F32, rotary_dims()));
+    let local = c.variant.local_layers;
+    if local.is_some() {
+        for name in ["rotary_cos_local", "rotary_sin_local"] {
+            b.graph
+                .inputs
+                .push(tensor_info(name, DType::F32, rotary_dims()));
+        }
+    }
 
     let embedding = match first || (last && c.tied_embeddings) {
         true => Some(b.matrix(weights, "token_embd.weight")?),
@@ -728,6 +749,10 @@ fn build_graph(
         true => "embedded".to_string(),
         false => "hidden_in".to_string(),
     };
+    if let (true, Some(scale)) = (first, c.variant.embedding_scale) {
+        let scale = b.initializer("embedding_scale", Tensor::scalar(scale));
+        x = b.onnx("Mul", &[&x, &scale], "embedded_scaled", &[]);
+    }
     let eps = c.rms_norm_eps;
     let int = |v: usize| Attribute::Int(v as i64);
     for i in layers.clone() {
@@ -780,30 +805,43 @@ fn build_graph(
                 ("rotary_embedding_dim", int(c.rope_dimension_count)),
             ]
         };
+        // Gemma 3's local layers rotate with their own tables.
+        let (cos, sin) = match local.is_some_and(|l| l.is_local(i)) {
+            true => ("rotary_cos_local", "rotary_sin_local"),
+            false => ("rotary_cos", "rotary_sin"),
+        };
         let q = b.onnx(
             "RotaryEmbedding",
-            &[&q, "rotary_cos", "rotary_sin"],
+            &[&q, cos, sin],
             &val("q_rot"),
             &rotary(c.head_count),
         );
         let k = b.onnx(
             "RotaryEmbedding",
-            &[&k, "rotary_cos", "rotary_sin"],
+            &[&k, cos, sin],
             &val("k_rot"),
             &rotary(c.head_count_kv),
         );
         let attended = val("attended");
+        let mut attention = vec![
+            ("is_causal", Attribute::Int(1)),
+            ("q_num_heads", int(c.head_count)),
+            ("kv_num_heads", int(c.head_count_kv)),
+        ];
+        if let Some(scale) = c.variant.attention_scale {
+            attention.push(("scale", Attribute::Float(scale)));
+        }
         b.node(
             ("", "Attention"),
             &[&q, &k, v, "", &past_k, &past_v],
             &[&attended, &present_k, &present_v],
-            &[
-                ("is_causal", Attribute::Int(1)),
-                ("q_num_heads", int(c.head_count)),
-                ("kv_num_heads", int(c.head_count_kv)),
-            ],
+            &attention,
         );
-        let o = b.linear(weights, &attended, &blk("attn_output"), &val("attn_out"))?;
+        let mut o = b.linear(weights, &attended, &blk("attn_output"), &val("attn_out"))?;
+        if c.variant.post_norms {
+            let name = norm("post_attention_norm");
+            o = b.rms_norm(weights, &o, &name, eps, &val("attn_out_normed"))?;
+        }
         let x_attn = b.onnx("Add", &[&x, &o], &val("resid_attn"), &[]);
         let h = b.rms_norm(weights, &x_attn, &norm("ffn_norm"), eps, &val("ffn_in"))?;
         let gate_up = b.linears(
@@ -813,10 +851,24 @@ fn build_graph(
             &[val("gate"), val("up")],
         )?;
         let [gate, up] = [&gate_up[0], &gate_up[1]];
-        let sig = b.onnx("Sigmoid", &[gate], &val("gate_sigmoid"), &[]);
-        let silu = b.onnx("Mul", &[gate, &sig], &val("gate_silu"), &[]);
-        let hidden = b.onnx("Mul", &[&silu, up], &val("ffn_hidden"), &[]);
-        let down = b.linear(weights, &hidden, &blk("ffn_down"), &val("ffn_out"))?;
+        let activated = match c.variant.gelu_gate {
+            true => b.onnx(
+                "Gelu",
+                &[gate],
+                &val("gate_gelu"),
+                &[("approximate", Attribute::String("tanh".into()))],
+            ),
+            false => {
+                let sig = b.onnx("Sigmoid", &[gate], &val("gate_sigmoid"), &[]);
+                b.onnx("Mul", &[gate, &sig], &val("gate_silu"), &[])
+            }
+        };
+        let hidden = b.onnx("Mul", &[&activated, up], &val("ffn_hidden"), &[]);
+        let mut down = b.linear(weights, &hidden, &blk("ffn_down"), &val("ffn_out"))?;
+        if c.variant.post_norms {
+            let name = norm("post_ffw_norm");
+            down = b.rms_norm(weights, &down, &name, eps, &val("ffn_out_normed"))?;
+        }
         x = b.onnx("Add", &[&x_attn, &down], &val("resid_ffn"), &[]);
     }
     if !last {

@@ -48,6 +48,9 @@ struct Variant {
     rope_scaling: Option<[f64; 4]>,
     /// Phi-3's fused `qkv_proj` and `gate_up_proj`.
     fused: bool,
+    /// Gemma 3: scaled embeddings, `1 + w` norms, sandwich norms, a GELU gate, five local
+    /// layers in six, linear rope scaling of the global ones by 8, a window of 16.
+    gemma: bool,
 }
 
 const LLAMA: Variant = Variant {
@@ -67,6 +70,7 @@ const LLAMA: Variant = Variant {
     qk_norm: false,
     rope_scaling: None,
     fused: false,
+    gemma: false,
 };
 
 const QWEN2: Variant = Variant {
@@ -94,6 +98,21 @@ const PHI3: Variant = Variant {
     name: "phi3",
     model_type: "phi3",
     fused: true,
+    ..LLAMA
+};
+
+const GEMMA3: Variant = Variant {
+    name: "gemma3",
+    model_type: "gemma3_text",
+    heads: 2,
+    kv_heads: 1,
+    head_dim: 16,
+    layers: 6,
+    eps: 1e-6,
+    theta: 1_000_000.0,
+    tie: true,
+    qk_norm: true,
+    gemma: true,
     ..LLAMA
 };
 
@@ -149,6 +168,10 @@ fn tensor_list(v: &Variant) -> Vec<(String, Vec<usize>, Kind)> {
         }
         list.push((p("self_attn.o_proj.weight"), vec![h, q], Kind::Matrix));
         list.push((p("post_attention_layernorm.weight"), vec![h], Kind::Norm));
+        if v.gemma {
+            list.push((p("pre_feedforward_layernorm.weight"), vec![h], Kind::Norm));
+            list.push((p("post_feedforward_layernorm.weight"), vec![h], Kind::Norm));
+        }
         if v.fused {
             list.push((
                 p("mlp.gate_up_proj.weight"),
@@ -235,6 +258,24 @@ fn write_checkpoint(dir: &Path, v: &Variant, dtype: Dtype, shards: usize) {
             "head_dim": v.head_dim,
         }),
     );
+    if v.gemma {
+        let path = dir.join("config.json");
+        let mut config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let gemma = serde_json::json!({
+            "hidden_act": null,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "query_pre_attn_scalar": v.head_dim,
+            "rope_local_base_freq": 10000.0,
+            "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+            "sliding_window": 16,
+            "sliding_window_pattern": 6,
+        });
+        for (key, value) in gemma.as_object().unwrap() {
+            config[key] = value.clone();
+        }
+        write_json(&path, &config);
+    }
     let tokens = vocabulary();
     let vocab: serde_json::Map<String, serde_json::Value> = tokens
         .iter()
@@ -382,6 +423,12 @@ fn gguf_writer(v: &Variant, dtype: Dtype, arch: &str, q8_qkv: bool) -> GgufWrite
     if arch != "llama" {
         w = w.kv("tokenizer.ggml.pre", string("qwen2"));
     }
+    if v.gemma {
+        w = w
+            .kv(&key("attention.sliding_window"), u32v(16))
+            .kv(&key("rope.scaling.type"), string("linear"))
+            .kv(&key("rope.scaling.factor"), MetadataValue::F32(8.0));
+    }
     if let Some(divisors) = llama3_rope_freqs(v) {
         let bytes = bytes_of(&divisors, Dtype::F32);
         w = w.tensor(
@@ -399,7 +446,11 @@ fn gguf_writer(v: &Variant, dtype: Dtype, arch: &str, q8_qkv: bool) -> GgufWrite
     let mut fusing: Vec<(u64, u64, GgmlType, Vec<u8>)> = Vec::new();
     for (n, (name, shape, kind)) in tensor_list(v).iter().enumerate() {
         let mut vals = values(n, shape.iter().product(), *kind);
-        let gguf_name = gguf_tensor_name(name);
+        let gguf_name = gguf_tensor_name(name, v.gemma);
+        // Gemma's converter stores RMSNorm scales as 1 + w.
+        if v.gemma && gguf_name.ends_with("norm.weight") {
+            vals.iter_mut().for_each(|w| *w += 1.0);
+        }
         let cols = if shape.len() == 2 { shape[1] } else { 1 };
         let part = gguf_name.split('.').nth(2).unwrap_or("");
         let (q, k) = (part == "attn_q", part == "attn_k");
@@ -462,7 +513,7 @@ fn llama3_rope_freqs(v: &Variant) -> Option<Vec<f32>> {
 }
 
 /// GGUF's name of a checkpoint tensor (llama.cpp's naming, written out here independently).
-fn gguf_tensor_name(hf: &str) -> String {
+fn gguf_tensor_name(hf: &str, gemma: bool) -> String {
     let fixed = [
         ("model.embed_tokens.weight", "token_embd.weight"),
         ("model.norm.weight", "output_norm.weight"),
@@ -483,7 +534,16 @@ fn gguf_tensor_name(hf: &str) -> String {
         ("mlp.gate_up_proj", "ffn_up"),
         ("self_attn.q_norm", "attn_q_norm"),
         ("self_attn.k_norm", "attn_k_norm"),
-        ("post_attention_layernorm", "ffn_norm"),
+        (
+            "post_attention_layernorm",
+            if gemma {
+                "post_attention_norm"
+            } else {
+                "ffn_norm"
+            },
+        ),
+        ("pre_feedforward_layernorm", "ffn_norm"),
+        ("post_feedforward_layernorm", "post_ffw_norm"),
         ("mlp.gate_proj", "ffn_gate"),
         ("mlp.up_proj", "ffn_up"),
         ("mlp.down_proj", "ffn_down"),
@@ -506,11 +566,12 @@ fn reference() -> Reference {
 }
 
 /// (variant, weight dtype, shards) of the checks.
-const CASES: [(Variant, Dtype, usize); 5] = [
+const CASES: [(Variant, Dtype, usize); 6] = [
     (LLAMA, Dtype::F32, 2),
     (QWEN2, Dtype::BF16, 1),
     (LLAMA3, Dtype::BF16, 1),
     (PHI3, Dtype::F32, 1),
+    (GEMMA3, Dtype::BF16, 1),
     (QWEN3, Dtype::BF16, 1),
 ];
 
@@ -522,7 +583,9 @@ fn checkpoint_and_gguf_give_identical_logits_matching_the_float64_reference() {
         let dir = tmp.path().join(v.name);
         write_checkpoint(&dir, &v, dtype, shards);
         let gguf = tmp.path().join(format!("{}.gguf", v.name));
-        write_gguf(&gguf, &v, dtype, v.model_type, false);
+        // GGUF calls Gemma 3's text decoder `gemma3`.
+        let arch = if v.gemma { "gemma3" } else { v.model_type };
+        write_gguf(&gguf, &v, dtype, arch, false);
         let hf = Llm::load(&dir, OperationSet::Reproducible).unwrap();
         let gg = Llm::load(&gguf, OperationSet::Reproducible).unwrap();
         assert_eq!(hf.config.vocab_size, v.vocab);
@@ -664,7 +727,7 @@ fn unsupported_configurations_are_refused_naming_the_field() {
     for (key, value, expected) in [
         (
             "rope_scaling",
-            serde_json::json!({"type": "linear", "factor": 2.0}),
+            serde_json::json!({"type": "yarn", "factor": 2.0}),
             "rope_scaling",
         ),
         ("hidden_act", serde_json::json!("gelu"), "hidden_act"),

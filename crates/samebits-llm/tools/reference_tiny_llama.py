@@ -38,6 +38,12 @@ VARIANTS = {
     # Phi-3: Q, K, V fused into qkv_proj, gate and up into gate_up_proj (the same model)
     "phi3": dict(model_type="phi3", vocab=48, hidden=32, heads=4, kv_heads=2, inter=40,
                  layers=2, eps=1e-5, theta=10000.0, tie=False, qkv_bias=False, fused=True),
+    # Gemma 3: embeddings times sqrt(hidden), RMSNorm scales 1 + w, sandwich norms, a GELU (tanh)
+    # gate, per-head Q / K norms, five local layers (rotary base 10000) then a global one (base
+    # 1e6, linear rope scaling), a sliding window longer than the tokens
+    "gemma3": dict(model_type="gemma3_text", vocab=48, hidden=32, heads=2, kv_heads=1, inter=40,
+                   layers=6, eps=1e-6, theta=1000000.0, tie=True, qkv_bias=False, head_dim=16,
+                   qk_norm=True, gemma=True, local_base=10000.0, pattern=6, linear_factor=8.0),
     # Qwen3: per-head Q / K RMSNorm, a head size other than hidden / heads, no biases
     "qwen3": dict(model_type="qwen3", vocab=48, hidden=32, heads=4, kv_heads=2, inter=40,
                   layers=2, eps=1e-6, theta=1000000.0, tie=True, qkv_bias=False, head_dim=16,
@@ -87,6 +93,11 @@ def tensor_names(v):
             (p + "self_attn.o_proj.weight", (h, q), "matrix"),
             (p + "post_attention_layernorm.weight", (h,), "norm"),
         ]
+        if v.get("gemma"):
+            names += [
+                (p + "pre_feedforward_layernorm.weight", (h,), "norm"),
+                (p + "post_feedforward_layernorm.weight", (h,), "norm"),
+            ]
         if v.get("fused"):
             names.append((p + "mlp.gate_up_proj.weight", (2 * v["inter"], h), "matrix"))
         else:
@@ -118,8 +129,13 @@ def weights(v):
     return out
 
 
-def rms_norm(x, w, eps):
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+def rms_norm(x, w, eps, gemma=False):
+    """RMSNorm; Gemma's multiplies by 1 + w."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * (1 + w if gemma else w)
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
 
 
 def llama3_inv_freq(inv_freq, scaling):
@@ -139,21 +155,37 @@ def rotate_half(x):
     return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
 
 
+def rotary(v, d, s, base, scaling=None, linear_factor=None):
+    """cos, sin [s, 1, d] of rotate_half rotary embedding with `base`."""
+    inv_freq = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    if scaling:
+        inv_freq = llama3_inv_freq(inv_freq, scaling)
+    if linear_factor:
+        inv_freq = inv_freq / linear_factor
+    freqs = np.outer(np.arange(s, dtype=np.float64), inv_freq)
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    return np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
+
+
 def forward(v, w, tokens):
     h, heads, kvh = v["hidden"], v["heads"], v["kv_heads"]
     d = head_dim(v)
     s = len(tokens)
+    gemma = v.get("gemma", False)
     x = w["model.embed_tokens.weight"][tokens]
-    inv_freq = v["theta"] ** (-np.arange(0, d, 2, dtype=np.float64) / d)
-    if v.get("rope_scaling"):
-        inv_freq = llama3_inv_freq(inv_freq, v["rope_scaling"])
-    freqs = np.outer(np.arange(s, dtype=np.float64), inv_freq)
-    emb = np.concatenate([freqs, freqs], axis=-1)
-    cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
+    if gemma:
+        x = x * np.sqrt(h)
+    tables = rotary(v, d, s, v["theta"], v.get("rope_scaling"), v.get("linear_factor"))
+    if gemma:
+        local_tables = rotary(v, d, s, v["local_base"])
     causal = np.triu(np.full((s, s), -np.inf), k=1)
+
+    def norm(t, name):
+        return rms_norm(t, w[name], v["eps"], gemma)
+
     for i in range(v["layers"]):
         p = f"model.layers.{i}."
-        a = rms_norm(x, w[p + "input_layernorm.weight"], v["eps"])
+        a = norm(x, p + "input_layernorm.weight")
         proj = {}
         if v.get("fused"):
             qkv = a @ w[p + "self_attn.qkv_proj.weight"].T
@@ -168,8 +200,10 @@ def forward(v, w, tokens):
         k = proj["k"].reshape(s, kvh, d)
         val = proj["v"].reshape(s, kvh, d)
         if v.get("qk_norm"):
-            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], v["eps"])
-            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], v["eps"])
+            q = norm(q, p + "self_attn.q_norm.weight")
+            k = norm(k, p + "self_attn.k_norm.weight")
+        local = gemma and (i + 1) % v["pattern"] != 0
+        cos, sin = local_tables if local else tables
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         group = heads // kvh
@@ -179,15 +213,24 @@ def forward(v, w, tokens):
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
             probs = scores / scores.sum(axis=-1, keepdims=True)
             out[:, hh, :] = probs @ val[:, hh // group, :]
-        x = x + out.reshape(s, heads * d) @ w[p + "self_attn.o_proj.weight"].T
-        m = rms_norm(x, w[p + "post_attention_layernorm.weight"], v["eps"])
+        o = out.reshape(s, heads * d) @ w[p + "self_attn.o_proj.weight"].T
+        if gemma:
+            o = norm(o, p + "post_attention_layernorm.weight")
+            m = norm(x + o, p + "pre_feedforward_layernorm.weight")
+        else:
+            m = norm(x + o, p + "post_attention_layernorm.weight")
+        x = x + o
         if v.get("fused"):
             gate, up = np.split(m @ w[p + "mlp.gate_up_proj.weight"].T, 2, axis=-1)
         else:
             gate = m @ w[p + "mlp.gate_proj.weight"].T
             up = m @ w[p + "mlp.up_proj.weight"].T
-        x = x + (gate / (1 + np.exp(-gate)) * up) @ w[p + "mlp.down_proj.weight"].T
-    x = rms_norm(x, w["model.norm.weight"], v["eps"])
+        act = gelu_tanh(gate) if gemma else gate / (1 + np.exp(-gate))
+        down = (act * up) @ w[p + "mlp.down_proj.weight"].T
+        if gemma:
+            down = norm(down, p + "post_feedforward_layernorm.weight")
+        x = x + down
+    x = norm(x, "model.norm.weight")
     head = w["model.embed_tokens.weight"] if v["tie"] else w["lm_head.weight"]
     return x @ head.T
 
