@@ -1,4 +1,4 @@
-//! The GPU against the CPU, end to end, on small random llama, qwen2 and qwen3 models
+//! The GPU against the CPU, end to end, on small random llama, qwen2, qwen3 and gemma3 models
 //! (tests/support): the
 //! logits of a prefill and of greedy decode steps have the same bits on `cuda:0` and on the
 //! CPU, and on the GPU one prefill over the whole sequence gives each position the bits its
@@ -90,6 +90,19 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
             vocab: 96,
             context: 128,
             matrices: GgmlType::Q4_0,
+        },
+        // Gemma 3: five local layers and a global one, sandwich norms, GELU gate.
+        LlamaShape {
+            family: Family::Gemma3,
+            layers: 6,
+            dim: 128,
+            heads: 2,
+            head_dim: 64,
+            kv_heads: 1,
+            ffn: 256,
+            vocab: 96,
+            context: 128,
+            matrices: GgmlType::Q8_0,
         },
     ];
     for (n, shape) in shapes.iter().enumerate() {

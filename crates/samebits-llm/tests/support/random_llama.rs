@@ -16,12 +16,16 @@ use std::path::Path;
 
 /// The `general.architecture` of a random model and what it adds to the llama layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // the example builds llama shapes only; the tests build every family
 pub enum Family {
     Llama,
     /// Q / K / V biases.
     Qwen2,
     /// Per-head Q / K RMSNorm scales, `attention.key_length`.
     Qwen3,
+    /// Gemma 3: Qwen3's head norms, sandwich norms, a GELU gate, local layers, a window as long
+    /// as the context.
+    Gemma3,
 }
 
 /// The shape of a random llama-layout model.
@@ -118,6 +122,7 @@ pub fn write_random_llama(path: &Path, shape: &LlamaShape, seed: u64) {
         Family::Llama => "llama",
         Family::Qwen2 => "qwen2",
         Family::Qwen3 => "qwen3",
+        Family::Gemma3 => "gemma3",
     };
     let key = |k: &str| format!("{arch}.{k}");
     let mut w = GgufWriter::new(3)
@@ -135,6 +140,7 @@ pub fn write_random_llama(path: &Path, shape: &LlamaShape, seed: u64) {
         )
         .kv(&key("context_length"), u32v(context))
         .kv(&key("vocab_size"), u32v(vocab))
+        .kv(&key("attention.sliding_window"), u32v(context))
         .kv("tokenizer.ggml.model", string("gpt2"))
         .kv("tokenizer.ggml.tokens", strings(&token_refs))
         .kv("tokenizer.ggml.token_type", MetadataValue::Array(types))
@@ -191,10 +197,15 @@ pub fn write_random_llama(path: &Path, shape: &LlamaShape, seed: u64) {
                 w = w.tensor(&bias_name, &[rows as u64], GgmlType::F32, bias);
             }
         }
-        if family == Family::Qwen3 {
+        if matches!(family, Family::Qwen3 | Family::Gemma3) {
             for n in ["attn_q_norm", "attn_k_norm"] {
                 let scale = norm(&mut rng, head_dim);
                 w = w.tensor(&name(n), &[head_dim as u64], GgmlType::F32, scale);
+            }
+        }
+        if family == Family::Gemma3 {
+            for n in ["post_attention_norm", "post_ffw_norm"] {
+                w = w.tensor(&name(n), &[dim as u64], GgmlType::F32, norm(&mut rng, dim));
             }
         }
     }
