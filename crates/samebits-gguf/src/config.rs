@@ -1,8 +1,9 @@
 //! [`ModelConfig`]: the hyper-parameters of a llama-layout decoder, read from GGUF metadata
 //! (`<arch>.*` keys of the GGUF specification) and the tensor list.
 //!
-//! `gemma3` adds what [`DecoderVariant`] lists (scaled embeddings, sandwich norms whose scales the
-//! converter already wrote as `1 + w`, a GELU gate, local sliding-window layers).
+//! `gemma3` and `gemma2` add what [`DecoderVariant`] lists (scaled embeddings, sandwich norms
+//! whose scales the converter already wrote as `1 + w`, a GELU gate, local sliding-window layers;
+//! Gemma 2's soft-capped attention scores and logits).
 //!
 //! Four `general.architecture` values share the llama layout: `llama`, `qwen2` (Q / K / V biases,
 //! which the layout allows for every product), `qwen3` (an RMSNorm over each head's query and
@@ -80,6 +81,10 @@ pub struct DecoderVariant {
     /// window (which caps the context) with its own rotary base and no rope scaling; the others
     /// are global.
     pub local_layers: Option<LocalLayers>,
+    /// Gemma 2: attention scores become `cap * tanh(score / cap)` (ONNX Attention `softcap`).
+    pub attention_softcap: Option<f32>,
+    /// Gemma 2: logits become `tanh(logit / cap) * cap`.
+    pub final_logit_softcap: Option<f32>,
 }
 
 /// Gemma 3's local (sliding-window) layers ([`DecoderVariant::local_layers`]).
@@ -110,6 +115,29 @@ impl DecoderVariant {
                 pattern: 6,
                 rope_freq_base: 10_000.0,
             }),
+            attention_softcap: None,
+            final_logit_softcap: None,
+        }
+    }
+
+    /// Gemma 2's decoder: Gemma 3's parts without its head norms, every other layer local (the
+    /// first one included) with the model's own rotary base, attention scores and logits
+    /// soft-capped.
+    pub fn gemma2(
+        width: usize,
+        attention_scale: Option<f32>,
+        rope_freq_base: f32,
+        attention_softcap: Option<f32>,
+        final_logit_softcap: Option<f32>,
+    ) -> DecoderVariant {
+        DecoderVariant {
+            local_layers: Some(LocalLayers {
+                pattern: 2,
+                rope_freq_base,
+            }),
+            attention_softcap,
+            final_logit_softcap,
+            ..DecoderVariant::gemma3(width, attention_scale)
         }
     }
 }
@@ -122,6 +150,7 @@ const LLAMA_LIKE: &[(&str, bool)] = &[
     ("qwen3", true),
     ("phi3", true),
     ("gemma3", true),
+    ("gemma2", true),
 ];
 
 /// The products of a layer (each a `.weight` matrix with an optional `.bias`).
@@ -347,6 +376,7 @@ impl ModelConfig {
                 Some(divisors.to_vec())
             }
         };
+        let rope_freq_base = meta.f32(&key("rope.freq_base"))?;
         let mut context_length = meta.usize(&key("context_length"))?;
         if meta.get(&key("attention.sliding_window")).is_some() {
             let window = meta.usize(&key("attention.sliding_window"))?;
@@ -360,13 +390,34 @@ impl ModelConfig {
             context_length,
             block_count,
             feed_forward_length: meta.usize(&key("feed_forward_length"))?,
-            rope_freq_base: meta.f32(&key("rope.freq_base"))?,
+            rope_freq_base,
             rms_norm_eps: meta.f32(&key("attention.layer_norm_rms_epsilon"))?,
             tied_embeddings: file.tensor_info("output.weight").is_none(),
             qk_rows_half_split,
             variant: match architecture.as_str() {
-                // llama.cpp's scale for Gemma 3 (its 27B aside): 1 / sqrt(head_dim).
+                // llama.cpp's scale for Gemma 2 and 3 (their 27B aside): 1 / sqrt(head_dim).
                 "gemma3" => DecoderVariant::gemma3(embedding_length, None),
+                "gemma2" => {
+                    let cap = |k: &str| -> Result<Option<f32>> {
+                        match meta.get(&key(k)) {
+                            None => Ok(None),
+                            Some(_) => {
+                                let cap = meta.f32(&key(k))?;
+                                match cap.is_finite() && cap >= 0.0 {
+                                    true => Ok((cap > 0.0).then_some(cap)),
+                                    false => Err(bad(k, format!("{cap}: expected a cap >= 0"))),
+                                }
+                            }
+                        }
+                    };
+                    DecoderVariant::gemma2(
+                        embedding_length,
+                        None,
+                        rope_freq_base,
+                        cap("attn_logit_softcapping")?,
+                        cap("final_logit_softcapping")?,
+                    )
+                }
                 _ => DecoderVariant::default(),
             },
             architecture,

@@ -41,7 +41,15 @@ use samebits_tokenizer::TextTokenizer;
 use std::path::Path;
 
 /// `model_type` values whose checkpoints follow the Llama layout.
-const FAMILIES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3_text"];
+const FAMILIES: &[&str] = &[
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "phi3",
+    "gemma2",
+    "gemma3_text",
+];
 
 /// Loads the decoder checkpoint in `dir` and compiles its graph for `operation_set`.
 pub fn load_decoder(dir: &Path, operation_set: OperationSet, device: Device) -> Result<Llm> {
@@ -87,7 +95,8 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
             ),
         ));
     }
-    let gemma = architecture == "gemma3_text";
+    let gemma2 = architecture == "gemma2";
+    let gemma = gemma2 || architecture == "gemma3_text";
     // Gemma names its activation `hidden_activation`.
     let (act_key, wanted) = match gemma {
         true => ("hidden_activation", "gelu_pytorch_tanh"),
@@ -103,9 +112,23 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
             format!("`{hidden_act}` is not supported (only {wanted})"),
         ));
     }
-    for key in ["final_logit_softcapping", "attn_logit_softcapping"] {
-        if let Some(cap) = ck.field(key).filter(|v| !v.is_null()) {
-            return Err(bad(key, format!("{cap} is not supported (only null)")));
+    // Soft-capping: Gemma 2's (a positive cap; 0 or null for none), nobody else's.
+    let mut caps = [None, None];
+    for (key, cap) in ["attn_logit_softcapping", "final_logit_softcapping"]
+        .into_iter()
+        .zip(&mut caps)
+    {
+        let Some(value) = ck.field(key).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        match value.as_f64() {
+            Some(c) if gemma2 && c.is_finite() && c >= 0.0 => *cap = (c > 0.0).then_some(c as f32),
+            _ => {
+                return Err(bad(
+                    key,
+                    format!("{value} is not supported (Gemma 2's positive caps only)"),
+                ));
+            }
         }
     }
     let flag = |key: &str| ck.field(key).and_then(|v| v.as_bool()).unwrap_or(false);
@@ -156,9 +179,11 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
     let variant = match gemma {
         false => DecoderVariant::default(),
         true => {
+            // Gemma 2 alternates local and global layers; Gemma 3 has one global in six.
             let pattern = match ck.field("sliding_window_pattern") {
-                Some(_) => ck.usize_field("sliding_window_pattern")?,
-                None => 6,
+                Some(_) if !gemma2 => ck.usize_field("sliding_window_pattern")?,
+                _ if gemma2 => 2,
+                _ => 6,
             };
             if pattern == 0 {
                 return Err(bad("sliding_window_pattern", "a pattern of 0".into()));
@@ -183,12 +208,21 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
                 Some(_) => ck.f32_field("query_pre_attn_scalar")?,
                 None => head_dim as f32,
             };
-            let mut v = DecoderVariant::gemma3(
-                embedding_length,
-                (scalar != head_dim as f32).then(|| (1.0 / f64::from(scalar).sqrt()) as f32),
-            );
+            let scale =
+                (scalar != head_dim as f32).then(|| (1.0 / f64::from(scalar).sqrt()) as f32);
+            let mut v = match gemma2 {
+                true => DecoderVariant::gemma2(
+                    embedding_length,
+                    scale,
+                    rope_freq_base,
+                    caps[0],
+                    caps[1],
+                ),
+                false => DecoderVariant::gemma3(embedding_length, scale),
+            };
             let local_base = match ck.field("rope_local_base_freq") {
                 Some(_) => ck.f32_field("rope_local_base_freq")?,
+                None if gemma2 => rope_freq_base,
                 None => 10_000.0,
             };
             v.local_layers = Some(LocalLayers {
@@ -209,8 +243,10 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
         ));
     }
     let mut context_length = ck.usize_field("max_position_embeddings")?;
-    if matches!(architecture.as_str(), "mistral" | "phi3" | "gemma3_text")
-        && ck.field("sliding_window").is_some_and(|w| !w.is_null())
+    if matches!(
+        architecture.as_str(),
+        "mistral" | "phi3" | "gemma2" | "gemma3_text"
+    ) && ck.field("sliding_window").is_some_and(|w| !w.is_null())
     {
         context_length = context_length.min(ck.usize_field("sliding_window")?);
     }

@@ -831,6 +831,9 @@ fn build_graph(
         if let Some(scale) = c.variant.attention_scale {
             attention.push(("scale", Attribute::Float(scale)));
         }
+        if let Some(cap) = c.variant.attention_softcap {
+            attention.push(("softcap", Attribute::Float(cap)));
+        }
         b.node(
             ("", "Attention"),
             &[&q, &k, v, "", &past_k, &past_v],
@@ -885,16 +888,29 @@ fn build_graph(
         ),
     );
     let h = b.rms_norm(weights, &x, "output_norm.weight", eps, "final_norm")?;
+    // Gemma 2 soft-caps the logits: tanh(logit / cap) * cap, op by op.
+    let cap = c.variant.final_logit_softcap;
+    let products = if cap.is_some() {
+        "logits_uncapped"
+    } else {
+        "logits"
+    };
     match embedding_attrs {
         Some(attrs) if c.tied_embeddings => b.node(
             ("samebits", "MatMulGguf"),
             &[&h, "token_embd.weight"],
-            &["logits"],
+            &[products],
             &attrs,
         ),
         _ => {
-            b.linear(weights, &h, "output", "logits")?;
+            b.linear(weights, &h, "output", products)?;
         }
+    }
+    if let Some(cap) = cap {
+        let cap = b.initializer("logit_softcap", Tensor::scalar(cap));
+        let scaled = b.onnx("Div", &[products, &cap], "logits_scaled", &[]);
+        let capped = b.onnx("Tanh", &[&scaled], "logits_tanh", &[]);
+        b.onnx("Mul", &[&capped, &cap], "logits", &[]);
     }
     Ok((b.graph, opsets()))
 }

@@ -51,6 +51,9 @@ struct Variant {
     /// Gemma 3: scaled embeddings, `1 + w` norms, sandwich norms, a GELU gate, five local
     /// layers in six, linear rope scaling of the global ones by 8, a window of 16.
     gemma: bool,
+    /// Gemma 2 instead (with `gemma`): alternating local and global layers, one rotary base, no
+    /// rope scaling, these attention and final-logit soft caps.
+    softcaps: Option<[f32; 2]>,
 }
 
 const LLAMA: Variant = Variant {
@@ -71,6 +74,7 @@ const LLAMA: Variant = Variant {
     rope_scaling: None,
     fused: false,
     gemma: false,
+    softcaps: None,
 };
 
 const QWEN2: Variant = Variant {
@@ -114,6 +118,16 @@ const GEMMA3: Variant = Variant {
     qk_norm: true,
     gemma: true,
     ..LLAMA
+};
+
+const GEMMA2: Variant = Variant {
+    name: "gemma2",
+    model_type: "gemma2",
+    layers: 4,
+    theta: 10_000.0,
+    qk_norm: false,
+    softcaps: Some([5.0, 3.0]),
+    ..GEMMA3
 };
 
 const QWEN3: Variant = Variant {
@@ -262,15 +276,25 @@ fn write_checkpoint(dir: &Path, v: &Variant, dtype: Dtype, shards: usize) {
         let path = dir.join("config.json");
         let mut config: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let gemma = serde_json::json!({
-            "hidden_act": null,
-            "hidden_activation": "gelu_pytorch_tanh",
-            "query_pre_attn_scalar": v.head_dim,
-            "rope_local_base_freq": 10000.0,
-            "rope_scaling": {"rope_type": "linear", "factor": 8.0},
-            "sliding_window": 16,
-            "sliding_window_pattern": 6,
-        });
+        let gemma = match v.softcaps {
+            None => serde_json::json!({
+                "hidden_act": null,
+                "hidden_activation": "gelu_pytorch_tanh",
+                "query_pre_attn_scalar": v.head_dim,
+                "rope_local_base_freq": 10000.0,
+                "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+                "sliding_window": 16,
+                "sliding_window_pattern": 6,
+            }),
+            Some([attention, logits]) => serde_json::json!({
+                "hidden_act": null,
+                "hidden_activation": "gelu_pytorch_tanh",
+                "query_pre_attn_scalar": v.head_dim,
+                "sliding_window": 16,
+                "attn_logit_softcapping": attention,
+                "final_logit_softcapping": logits,
+            }),
+        };
         for (key, value) in gemma.as_object().unwrap() {
             config[key] = value.clone();
         }
@@ -424,10 +448,23 @@ fn gguf_writer(v: &Variant, dtype: Dtype, arch: &str, q8_qkv: bool) -> GgufWrite
         w = w.kv("tokenizer.ggml.pre", string("qwen2"));
     }
     if v.gemma {
-        w = w
-            .kv(&key("attention.sliding_window"), u32v(16))
-            .kv(&key("rope.scaling.type"), string("linear"))
-            .kv(&key("rope.scaling.factor"), MetadataValue::F32(8.0));
+        w = w.kv(&key("attention.sliding_window"), u32v(16));
+    }
+    match v.softcaps {
+        Some([attention, logits]) if v.gemma => {
+            w = w
+                .kv(
+                    &key("attn_logit_softcapping"),
+                    MetadataValue::F32(attention),
+                )
+                .kv(&key("final_logit_softcapping"), MetadataValue::F32(logits));
+        }
+        None if v.gemma => {
+            w = w
+                .kv(&key("rope.scaling.type"), string("linear"))
+                .kv(&key("rope.scaling.factor"), MetadataValue::F32(8.0));
+        }
+        _ => {}
     }
     if let Some(divisors) = llama3_rope_freqs(v) {
         let bytes = bytes_of(&divisors, Dtype::F32);
@@ -566,12 +603,13 @@ fn reference() -> Reference {
 }
 
 /// (variant, weight dtype, shards) of the checks.
-const CASES: [(Variant, Dtype, usize); 6] = [
+const CASES: [(Variant, Dtype, usize); 7] = [
     (LLAMA, Dtype::F32, 2),
     (QWEN2, Dtype::BF16, 1),
     (LLAMA3, Dtype::BF16, 1),
     (PHI3, Dtype::F32, 1),
     (GEMMA3, Dtype::BF16, 1),
+    (GEMMA2, Dtype::F32, 1),
     (QWEN3, Dtype::BF16, 1),
 ];
 
@@ -584,7 +622,10 @@ fn checkpoint_and_gguf_give_identical_logits_matching_the_float64_reference() {
         write_checkpoint(&dir, &v, dtype, shards);
         let gguf = tmp.path().join(format!("{}.gguf", v.name));
         // GGUF calls Gemma 3's text decoder `gemma3`.
-        let arch = if v.gemma { "gemma3" } else { v.model_type };
+        let arch = match (v.gemma, v.softcaps) {
+            (true, None) => "gemma3",
+            _ => v.model_type,
+        };
         write_gguf(&gguf, &v, dtype, arch, false);
         let hf = Llm::load(&dir, OperationSet::Reproducible).unwrap();
         let gg = Llm::load(&gguf, OperationSet::Reproducible).unwrap();

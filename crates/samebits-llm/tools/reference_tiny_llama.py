@@ -44,6 +44,12 @@ VARIANTS = {
     "gemma3": dict(model_type="gemma3_text", vocab=48, hidden=32, heads=2, kv_heads=1, inter=40,
                    layers=6, eps=1e-6, theta=1000000.0, tie=True, qkv_bias=False, head_dim=16,
                    qk_norm=True, gemma=True, local_base=10000.0, pattern=6, linear_factor=8.0),
+    # Gemma 2: Gemma 3's parts without head norms, local and global layers alternating with one
+    # rotary base, attention scores and logits soft-capped (small caps, so that they act)
+    "gemma2": dict(model_type="gemma2", vocab=48, hidden=32, heads=2, kv_heads=1, inter=40,
+                   layers=4, eps=1e-6, theta=10000.0, tie=True, qkv_bias=False, head_dim=16,
+                   gemma=True, local_base=10000.0, pattern=2, attn_softcap=5.0,
+                   final_softcap=3.0),
     # Qwen3: per-head Q / K RMSNorm, a head size other than hidden / heads, no biases
     "qwen3": dict(model_type="qwen3", vocab=48, hidden=32, heads=4, kv_heads=2, inter=40,
                   layers=2, eps=1e-6, theta=1000000.0, tie=True, qkv_bias=False, head_dim=16,
@@ -209,7 +215,10 @@ def forward(v, w, tokens):
         group = heads // kvh
         out = np.zeros((s, heads, d))
         for hh in range(heads):
-            scores = q[:, hh, :] @ k[:, hh // group, :].T / np.sqrt(d) + causal
+            scores = q[:, hh, :] @ k[:, hh // group, :].T / np.sqrt(d)
+            if v.get("attn_softcap"):
+                scores = np.tanh(scores / v["attn_softcap"]) * v["attn_softcap"]
+            scores = scores + causal
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
             probs = scores / scores.sum(axis=-1, keepdims=True)
             out[:, hh, :] = probs @ val[:, hh // group, :]
@@ -232,7 +241,10 @@ def forward(v, w, tokens):
         x = x + down
     x = norm(x, "model.norm.weight")
     head = w["model.embed_tokens.weight"] if v["tie"] else w["lm_head.weight"]
-    return x @ head.T
+    logits = x @ head.T
+    if v.get("final_softcap"):
+        logits = np.tanh(logits / v["final_softcap"]) * v["final_softcap"]
+    return logits
 
 
 def main():

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Generate text from a prompt with a llama-family language model: a GGUF file (architecture
-/// llama, qwen2, qwen3, phi3 or gemma3: SmolLM2, Llama 3.x, Qwen2.5, Qwen3, Phi-3, Gemma 3, ...) or a
-/// Hugging Face checkpoint folder (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 3: config.json,
-/// *.safetensors, tokenizer.json, tokenizer_config.json).
+/// llama, qwen2, qwen3, phi3, gemma2 or gemma3: SmolLM2, Llama 3.x, Qwen2.5, Qwen3, Phi-3, Gemma 2
+/// and 3, ...) or a Hugging Face checkpoint folder (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2
+/// and 3: config.json, *.safetensors, tokenizer.json, tokenizer_config.json).
 ///
 /// The prompt is tokenized (with --chat, first wrapped as a user message in the model's own chat
 /// template), processed in one prefill pass, then one token is generated per decode step with a

@@ -35,7 +35,7 @@ pub struct Args {
     /// The ONNX model.
     #[arg(required_unless_present = "gguf", conflicts_with = "gguf")]
     model: Option<PathBuf>,
-    /// A GGUF language model (llama, qwen2, qwen3, phi3 or gemma3 architecture): measure tokens/s instead of latency.
+    /// A GGUF language model (llama, qwen2, qwen3, phi3, gemma2 or gemma3 architecture): measure tokens/s instead of latency.
     #[arg(long = "model", value_name = "GGUF")]
     gguf: Option<PathBuf>,
     /// (ONNX) An input file as NAME=PATH (.npy or .pb).
