@@ -28,50 +28,52 @@ __device__ __forceinline__ long long sb_heads_at(long long n, int heads, int seq
   return b * v.b + h * v.h + (long long)(first + s) * v.s + e;
 }
 
-// Rotary: thread per element of x (dims [B, H, S, D] through strides); cos / sin are
+// Rotary: grid-stride over the elements of x (dims [B, H, S, D] through strides); cos / sin are
 // [rows, width], row b * seq + s (no position_ids). out has x's layout.
 extern "C" __global__ void sb_rotary(const float* x, const float* cos_cache, const float* sin_cache,
                                      float* out, long long count, int heads, int seq, int size,
                                      int rot, int interleaved, int width, long long sb,
                                      long long sh, long long ss)
 {
-  const long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (n >= count) return;
-  // n enumerates (b, h, s, e) row-major.
-  const int e = (int)(n % size);
-  const int s = (int)((n / size) % seq);
-  const int h = (int)((n / ((long long)size * seq)) % heads);
-  const long long b = n / ((long long)size * seq * heads);
-  const long long base = b * sb + h * sh + s * ss;
-  if (e >= rot) {
-    out[base + e] = x[base + e];
-    return;
+  // Grid-stride: a launch's blocks are capped (backend::blocks_for).
+  for (long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x; n < count;
+       n += (long long)gridDim.x * blockDim.x) {
+    // n enumerates (b, h, s, e) row-major.
+    const int e = (int)(n % size);
+    const int s = (int)((n / size) % seq);
+    const int h = (int)((n / ((long long)size * seq)) % heads);
+    const long long b = n / ((long long)size * seq * heads);
+    const long long base = b * sb + h * sh + s * ss;
+    if (e >= rot) {
+      out[base + e] = x[base + e];
+      continue;
+    }
+    const int half = rot / 2;
+    int p, i1, i2;
+    if (interleaved) {
+      p = e / 2;
+      i1 = 2 * p;
+      i2 = 2 * p + 1;
+    } else {
+      p = e < half ? e : e - half;
+      i1 = p;
+      i2 = p + half;
+    }
+    const long long c = (b * seq + s) * (long long)width + p;
+    const float cs = cos_cache[c], sn = sin_cache[c];
+    const float x1 = x[base + i1], x2 = x[base + i2];
+    out[base + e] = (e == i1) ? (cs * x1) - (sn * x2) : (sn * x1) + (cs * x2);
   }
-  const int half = rot / 2;
-  int p, i1, i2;
-  if (interleaved) {
-    p = e / 2;
-    i1 = 2 * p;
-    i2 = 2 * p + 1;
-  } else {
-    p = e < half ? e : e - half;
-    i1 = p;
-    i2 = p + half;
-  }
-  const long long c = (b * seq + s) * (long long)width + p;
-  const float cs = cos_cache[c], sn = sin_cache[c];
-  const float x1 = x[base + i1], x2 = x[base + i2];
-  out[base + e] = (e == i1) ? (cs * x1) - (sn * x2) : (sn * x1) + (cs * x2);
 }
 
-// dst at positions first .. first + S - 1 = src (both [B, H, S, D] through strides). Thread
-// per element.
+// dst at positions first .. first + S - 1 = src (both [B, H, S, D] through strides),
+// grid-stride over the elements.
 extern "C" __global__ void sb_heads_copy(const float* src, float* dst, long long count, int heads,
                                          int seq, int size, SbStrides from, SbStrides to, int first)
 {
-  const long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (n >= count) return;
-  dst[sb_heads_at(n, heads, seq, size, to, first)] = src[sb_heads_at(n, heads, seq, size, from, 0)];
+  for (long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x; n < count;
+       n += (long long)gridDim.x * blockDim.x)
+    dst[sb_heads_at(n, heads, seq, size, to, first)] = src[sb_heads_at(n, heads, seq, size, from, 0)];
 }
 
 // The append of an attention step: element n (row-major over [batch, kv_heads, new_len, size])

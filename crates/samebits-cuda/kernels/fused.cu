@@ -5,8 +5,9 @@
 // The SiLU gate of a llama MLP: Sigmoid(g), Mul(g, s), Mul(t, u): h = (g * sigmoid(g)) * u.
 extern "C" __global__ void sb_silu_mul(const float* g, const float* u, float* h, long long n)
 {
-  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float v = g[i];
-  h[i] = (v * sb_sigmoidf(v)) * u[i];
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const float v = g[i];
+    h[i] = (v * sb_sigmoidf(v)) * u[i];
+  }
 }

@@ -214,17 +214,18 @@ __device__ __forceinline__ float sb_gguf_value(const unsigned char* row, int k)
 }
 
 // y[i, k] = dequantized element k of weight row ids[i] (negative ids count from the end; the
-// host checked that every id is in range). Thread per output element.
+// host checked that every id is in range). Grid-stride over the output elements.
 template <int TYPE>
 __device__ __forceinline__ void sb_gguf_gather(const unsigned char* w, long long row_bytes,
                                                int rows, int cols, const long long* ids,
                                                long long count, float* y)
 {
-  const long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (n >= count) return;
-  long long id = ids[n / cols];
-  if (id < 0) id += rows;
-  y[n] = sb_gguf_value<TYPE>(w + id * row_bytes, (int)(n % cols));
+  for (long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x; n < count;
+       n += (long long)gridDim.x * blockDim.x) {
+    long long id = ids[n / cols];
+    if (id < 0) id += rows;
+    y[n] = sb_gguf_value<TYPE>(w + id * row_bytes, (int)(n % cols));
+  }
 }
 
 #define SB_GGUF_GATHER_KERNEL(name, TYPE)                                                     \
@@ -243,11 +244,12 @@ template <int TYPE>
 __device__ __forceinline__ void sb_gguf_dequantize_t(const unsigned char* w, long long row_bytes,
                                                      int rows, int cols, float* wt)
 {
-  const long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (n >= (long long)rows * cols) return;
-  const long long r = n / cols;
-  const int k = (int)(n % cols);
-  wt[(long long)k * rows + r] = sb_gguf_value<TYPE>(w + r * row_bytes, k);
+  for (long long n = blockIdx.x * (long long)blockDim.x + threadIdx.x; n < (long long)rows * cols;
+       n += (long long)gridDim.x * blockDim.x) {
+    const long long r = n / cols;
+    const int k = (int)(n % cols);
+    wt[(long long)k * rows + r] = sb_gguf_value<TYPE>(w + r * row_bytes, k);
+  }
 }
 
 #define SB_GGUF_DEQUANTIZE_KERNEL(name, TYPE)                                                 \

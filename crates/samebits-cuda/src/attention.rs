@@ -276,7 +276,7 @@ impl CudaBackend {
             .arg(&s.b)
             .arg(&s.h)
             .arg(&s.s);
-        // SAFETY: thread per element of x / y (same layout); cache rows checked above.
+        // SAFETY: grid-stride over the elements of x / y (same layout); cache rows checked above.
         unsafe { launch.launch(launch_1d(blocks_for(layout.len()), 0))? };
         Ok(y)
     }
@@ -309,7 +309,7 @@ impl CudaBackend {
             .arg(&s)
             .arg(&d)
             .arg(&dims[3]);
-        // SAFETY: thread per element of the source view; the caller checked that positions
+        // SAFETY: grid-stride over the source view; the caller checked that positions
         // first .. first + from.seq lie inside the destination view.
         unsafe { launch.launch(launch_1d(blocks_for(from.len()), 0))? };
         Ok(())

@@ -31,7 +31,7 @@ impl CudaBackend {
             .arg(u.slice())
             .arg(h.slice_mut())
             .arg(&n);
-        // SAFETY: thread per element of the equal-length buffers.
+        // SAFETY: grid-stride over the equal-length buffers.
         unsafe { launch.launch(launch_1d(blocks_for(g.len()), 0))? };
         Ok(h)
     }

@@ -408,7 +408,7 @@ impl CudaBackend {
             .arg(&rows_i)
             .arg(&cols_i)
             .arg(wt.slice_mut());
-        // SAFETY: thread per element of the rows * cols matrix, w checked above.
+        // SAFETY: grid-stride over the rows * cols matrix, w checked above.
         unsafe {
             launch.launch(crate::backend::launch_1d(
                 crate::backend::blocks_for(rows * cols),

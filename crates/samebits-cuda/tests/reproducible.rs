@@ -272,3 +272,38 @@ fn missing_cuda_is_an_error_not_a_panic() {
         Err(e) => assert!(!e.to_string().is_empty()),
     }
 }
+
+/// Every launch covers all its elements however many there are: the backend caps a launch's
+/// blocks (`blocks_for`: 65,535 x 8 blocks of 256 threads, 134,215,680 threads), so each kernel
+/// loops over the rest (grid-stride). A Q8_0 matrix of 2^21 + 3 rows of 64 (134,217,920
+/// elements, past the cap) dequantizes whole: its rows, the last ones included, equal
+/// samebits-ggml's. Found on an 8B-shaped model: the prefill's dequantized copy of its
+/// 128,256 x 4096 output matrix came back partly unwritten, and CPU and GPU logits differed.
+#[test]
+fn launches_past_the_block_cap_cover_every_element() {
+    let test = "reproducible::launches_past_the_block_cap_cover_every_element";
+    let Some(Device::Cuda(backend)) = samebits_cuda::testing::cuda_or_skip(test) else {
+        return;
+    };
+    let _serial = samebits_cuda::testing::serial();
+    let (ty, rows, cols) = (samebits_ggml::GgmlType::Q8_0, (1 << 21) + 3, 64);
+    let row_bytes = ty.row_bytes(cols).unwrap();
+    let mut bytes = samebits_testdata::Rng(31).bytes(rows * row_bytes);
+    for block in bytes.chunks_exact_mut(ty.block_bytes()) {
+        block[..2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
+    }
+    let w = backend.upload_bytes(&bytes).unwrap();
+    let wt = backend.gguf_dequantize_t(ty, rows, cols, &w).unwrap();
+    let got = backend.download(&wt).unwrap();
+    let mut want = vec![0f32; cols];
+    for r in [0, rows / 2, rows - 3, rows - 2, rows - 1] {
+        samebits_ggml::dequantize_row(ty, &bytes[r * row_bytes..][..row_bytes], &mut want).unwrap();
+        for (k, w) in want.iter().enumerate() {
+            assert_eq!(
+                got[k * rows + r].to_bits(),
+                w.to_bits(),
+                "row {r}, column {k}"
+            );
+        }
+    }
+}

@@ -4,9 +4,13 @@
 //! speed (prefill ppN and decode tgN tokens/s on the GPU, reproducible and default operation
 //! sets alternating, medians of several runs), as one markdown table at the end.
 //!
-//! `cargo run --release -p samebits-llm --example gpu_llm -- [--tiny] [--quick] [--runs N]
-//! [--model PATH] [--profile N S]`; `--tiny` uses a 2-layer model (a quick check on machines
-//! without a GPU, where only the CPU half runs); `--quick` times tg128 only; `--profile N S`
+//! `cargo run --release -p samebits-llm --example gpu_llm -- [--tiny | --shape llama3-8b]
+//! [--write-only] [--quick] [--runs N] [--model PATH] [--profile N S]`; `--tiny` uses a 2-layer
+//! model (a quick check on machines without a GPU, where only the CPU half runs); `--shape
+//! llama3-8b` writes Llama-3.1-8B's shapes instead (32 layers, width 4096, 32 / 8 heads of 128,
+//! FFN 14336, vocabulary 128,256; Q4_0 matrices, about 4.4 GB) and `--write-only` stops after
+//! writing the file, for timing it with `samebits generate --device cuda` (`--shape
+//! L,D,H,HD,KV,FFN,V` names any llama shape with Q4_0 matrices); `--quick` times tg128 only; `--profile N S`
 //! runs only GPU prefills of N tokens (a first one to warm up, a timed one) and S decode steps
 //! after the second (a short, fixed kernel sequence for a profiler such as `ncu`).
 
@@ -23,6 +27,44 @@ use samebits_ops::OperationSet;
 use samebits_runtime::Device;
 use std::path::PathBuf;
 use std::time::Instant;
+
+/// `--shape L,D,H,HD,KV,FFN,V`: layers, width, heads, head size, KV heads, FFN width and
+/// vocabulary of a llama with Q4_0 matrices.
+fn custom_shape(spec: &str) -> Option<LlamaShape> {
+    let v: Vec<usize> = spec
+        .split(',')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let [layers, dim, heads, head_dim, kv_heads, ffn, vocab] = v[..] else {
+        return None;
+    };
+    Some(LlamaShape {
+        family: Family::Llama,
+        layers,
+        dim,
+        heads,
+        head_dim,
+        kv_heads,
+        ffn,
+        vocab,
+        context: 8192,
+        matrices: GgmlType::Q4_0,
+    })
+}
+
+/// Llama-3.1-8B's shapes (its real weight types aside).
+const LLAMA3_8B: LlamaShape = LlamaShape {
+    family: Family::Llama,
+    layers: 32,
+    dim: 4096,
+    heads: 32,
+    head_dim: 128,
+    kv_heads: 8,
+    ffn: 14336,
+    vocab: 128_256,
+    context: 8192,
+    matrices: GgmlType::Q4_0,
+};
 
 const TINY: LlamaShape = LlamaShape {
     family: Family::Llama,
@@ -116,7 +158,18 @@ fn main() {
         .position(|a| a == "--runs")
         .and_then(|i| args.get(i + 1)?.parse().ok())
         .unwrap_or(5);
-    let shape = if tiny { TINY } else { SMOLLM2 };
+    let named = args
+        .iter()
+        .position(|a| a == "--shape")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str);
+    let shape = match (tiny, named) {
+        (true, _) => TINY,
+        (false, Some("llama3-8b")) => LLAMA3_8B,
+        (false, Some(custom)) => custom_shape(custom)
+            .unwrap_or_else(|| panic!("--shape {custom}: llama3-8b or L,D,H,HD,KV,FFN,V")),
+        (false, None) => SMOLLM2,
+    };
     let path = args
         .iter()
         .position(|a| a == "--model")
@@ -130,6 +183,9 @@ fn main() {
         path.display(),
         start.elapsed().as_secs_f64()
     );
+    if args.iter().any(|a| a == "--write-only") {
+        return;
+    }
 
     if let Some(i) = args.iter().position(|a| a == "--profile") {
         let number = |k: usize| -> usize {
