@@ -9,6 +9,7 @@
 //! [`CudaBackend::gguf_gather`] dequantizes picked rows (`samebits::GatherGguf`, the embedding
 //! lookup); many activation rows take the GEMM over dequantized weights.
 
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use samebits_ggml::GgmlType;
 
@@ -77,8 +78,8 @@ pub fn gguf_supported(ggml_type: GgmlType) -> bool {
 
 /// Threads of a products block ([`CudaBackend::gguf_products`]).
 const PRODUCTS_BLOCK: usize = BLOCK as usize;
-/// Dynamic shared memory a products block may take (48 KiB less the static scalar).
-const PRODUCTS_SHARED_MAX: usize = 47 * 1024;
+/// Static shared memory of a products block (a scalar), beside its dynamic shared memory.
+const PRODUCTS_STATIC_SHARED: usize = 1024;
 /// Floats one 64-term tile of the activation row takes in shared memory (`SB_GGUF_PITCH`): 68,
 /// so the chains of neighbouring tiles start in different banks.
 pub(crate) const ROW_PITCH: usize = 68;
@@ -93,12 +94,6 @@ fn products_shared_bytes(cols: usize) -> usize {
     let tiles = cols.div_ceil(samebits_kernels::REDUCTION_TILE);
     let rpb = rows_per_block(tiles);
     4 * (tiles * ROW_PITCH + rpb * tiles + rpb)
-}
-
-/// Whether [`CudaBackend::gguf_products`] takes activation rows of `cols` (its row and
-/// partials fit one block's shared memory); longer rows take the GEMM over dequantized weights.
-pub fn gguf_products_fit(cols: usize) -> bool {
-    cols > 0 && cols <= i32::MAX as usize && products_shared_bytes(cols) <= PRODUCTS_SHARED_MAX
 }
 
 /// The interleaved rotary embedding (contract: attention, RotaryEmbedding with
@@ -161,9 +156,18 @@ device_struct! {
 }
 
 impl CudaBackend {
+    /// Whether [`CudaBackend::gguf_products`] takes activation rows of `cols`: its row and
+    /// partials fit one block's shared memory on this device (opt-in maximum); longer rows
+    /// take the GEMM over dequantized weights. Either way the same canonical dot products.
+    pub fn gguf_products_fit(&self, cols: usize) -> bool {
+        cols > 0
+            && cols <= i32::MAX as usize
+            && products_shared_bytes(cols) + PRODUCTS_STATIC_SHARED <= self.max_shared_per_block()
+    }
+
     /// `y [m, rows] = x [m, cols] · Wᵀ` for the `[rows, cols]` GGUF matrix `w` of `ggml_type`;
     /// with `add` (`[m, rows]`), `y = (x · Wᵀ) + add`, one more rounding per output (a residual
-    /// Add fused into the product). Rows of `cols` must fit [`gguf_products_fit`].
+    /// Add fused into the product). Rows of `cols` must fit [`CudaBackend::gguf_products_fit`].
     pub fn gguf_matmul(
         &self,
         ggml_type: GgmlType,
@@ -205,7 +209,7 @@ impl CudaBackend {
         let row_bytes = ggml_type.row_bytes(cols).ok_or_else(|| {
             CudaError::Invalid(format!("{cols} columns are not whole {ggml_type} blocks"))
         })?;
-        if !gguf_products_fit(cols) || !x.len().is_multiple_of(cols) {
+        if !self.gguf_products_fit(cols) || !x.len().is_multiple_of(cols) {
             return Err(CudaError::Invalid(format!(
                 "activations of {} values are not rows of {cols} that a products block takes",
                 x.len()
@@ -290,6 +294,11 @@ impl CudaBackend {
             shared_mem_bytes: products_shared_bytes(cols) as u32,
         };
         let f = self.function(&name)?;
+        // Rows longer than 48 KiB of shared memory take the device's opt-in maximum.
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            products_shared_bytes(cols) as i32,
+        )?;
         let ints = [matrices.len(), usize::from(gate), cols].map(|v| v as i32);
         let row_bytes = row_bytes as i64;
         let (width, rpb) = (rotary.map_or(0, |r| r.width) as i32, rpb as i32);

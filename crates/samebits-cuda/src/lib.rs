@@ -66,7 +66,7 @@ pub use error::{CudaError, Result};
 pub use executor::{CudaExecutor, DeviceTensor, IoValue, RunStats};
 pub use fast::Kernels;
 pub use gemm::{DeviceMat, DeviceMatBf16, GemmEpilogue, GemmLaunch, GemmShape, SPLIT_K_MAX_M};
-pub use gguf::{GgufMatrix, GgufProducts, GgufRotary, gguf_products_fit, gguf_supported};
+pub use gguf::{GgufMatrix, GgufProducts, GgufRotary, gguf_supported};
 
 /// The complete CUDA source the backend compiles (for inspection with nvcc / ptxas).
 pub fn cuda_source() -> String {

@@ -78,7 +78,9 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
             context: 128,
             matrices: GgmlType::Q8_0,
         },
-        // Qwen3: per-head Q / K norms, heads of 64 features in a width of 128.
+        // Qwen3: per-head Q / K norms, heads of 64 features in a width of 128; an FFN of 14336
+        // (Llama-3.1-8B's), whose down product's rows need more than 48 KiB of shared memory
+        // in the decode kernel.
         LlamaShape {
             family: Family::Qwen3,
             layers: 2,
@@ -86,7 +88,7 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
             heads: 4,
             head_dim: 64,
             kv_heads: 2,
-            ffn: 256,
+            ffn: 14336,
             vocab: 96,
             context: 128,
             matrices: GgmlType::Q4_0,

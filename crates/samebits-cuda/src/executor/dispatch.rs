@@ -25,9 +25,7 @@ use crate::elementwise::BroadcastLayout;
 use crate::error::{CudaError, Result};
 use crate::fast::Kernels;
 use crate::gemm::{DeviceMat, GemmEpilogue, GemmShape};
-use crate::gguf::{
-    GGUF_GEMM_MIN_ROWS, GgufMatrix, GgufProducts, GgufRotary, gguf_products_fit, gguf_supported,
-};
+use crate::gguf::{GGUF_GEMM_MIN_ROWS, GgufMatrix, GgufProducts, GgufRotary, gguf_supported};
 use crate::reduce::row_len_supported;
 
 use super::DeviceValue;
@@ -656,7 +654,7 @@ pub(crate) fn run_launch(
                 ));
             };
             let m = x.len() / cols;
-            let y = if m < GGUF_GEMM_MIN_ROWS && gguf_products_fit(*cols) {
+            let y = if m < GGUF_GEMM_MIN_ROWS && backend.gguf_products_fit(*cols) {
                 backend.gguf_matmul(*ggml_type, *rows, *cols, w, x, add)?
             } else if let Some(wt) = dequantized.get() {
                 backend.gguf_matmul_dequantized(*rows, *cols, wt, x, add)?

@@ -29,7 +29,7 @@ use super::dispatch::{ArgInfo, FusedRotary, GROUPED_ATTENTION_MIN_QUERIES, Launc
 use super::{CudaExecutor, DeviceValue, RunStats, Slot, arg_info, at_step};
 use crate::attention::HeadsLayout;
 use crate::error::Result;
-use crate::gguf::{GGUF_GEMM_MIN_ROWS, gguf_products_fit};
+use crate::gguf::GGUF_GEMM_MIN_ROWS;
 
 impl CudaExecutor {
     /// Runs a fusion starting at `steps[0]` if one applies; returns the steps it ran.
@@ -237,7 +237,7 @@ impl CudaExecutor {
         let m = shape.iter().product::<usize>() / cols.max(1);
         let fits = shape.last() == Some(&cols)
             && m < GGUF_GEMM_MIN_ROWS
-            && gguf_products_fit(cols)
+            && self.backend.gguf_products_fit(cols)
             && norm.is_none_or(|(_, scale, normed, _)| {
                 last_product.release.contains(&normed)
                     && dense_f32(slots, scale).is_some_and(|s| s.iter().product::<usize>() == cols)
