@@ -69,7 +69,16 @@
 #define SB_GGML_Q8_0 8
 #define SB_GGML_Q8_0_ELEMS 32
 #define SB_GGML_Q8_0_BYTES 34
-#define SB_GGML_DEVICE_TYPES(X) X(f32, SB_GGML_F32) X(f16, SB_GGML_F16) X(q4_0, SB_GGML_Q4_0) X(q4_1, SB_GGML_Q4_1) X(q8_0, SB_GGML_Q8_0)
+#define SB_GGML_Q4_K 12
+#define SB_GGML_Q4_K_ELEMS 256
+#define SB_GGML_Q4_K_BYTES 144
+#define SB_GGML_Q5_K 13
+#define SB_GGML_Q5_K_ELEMS 256
+#define SB_GGML_Q5_K_BYTES 176
+#define SB_GGML_Q6_K 14
+#define SB_GGML_Q6_K_ELEMS 256
+#define SB_GGML_Q6_K_BYTES 210
+#define SB_GGML_DEVICE_TYPES(X) X(f32, SB_GGML_F32) X(f16, SB_GGML_F16) X(q4_0, SB_GGML_Q4_0) X(q4_1, SB_GGML_Q4_1) X(q8_0, SB_GGML_Q8_0) X(q4_k, SB_GGML_Q4_K) X(q5_k, SB_GGML_Q5_K) X(q6_k, SB_GGML_Q6_K)
 
 // The layout of a broadcast binary operation: output dims (row-major, last fastest) and
 // each operand's element strides over them (0 along broadcast axes), all padded in front

@@ -5,8 +5,8 @@
 // SB_GGML_DEVICE_TYPES(X) are generated before this file from samebits-ggml's type table
 // (src/gguf.rs, ggml_type_source).
 //
-// The formulas are those of docs/gguf.md ("F32, F16, BF16" and "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0"),
-// defined on the CPU by crates/samebits-ggml/src/{float,legacy}.rs; the test
+// The formulas are those of docs/gguf.md ("F32, F16, BF16", "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0" and
+// "Q4_K, Q5_K, Q6_K"), defined on the CPU by crates/samebits-ggml/src/{float,legacy,kquant}.rs; the test
 // gguf::tests::device_dequantization_equals_samebits_ggml compiles this file on the host and
 // compares every format with samebits-ggml bit for bit on random blocks:
 //   F32: the stored float; F16: exact conversion; Q4_0: d * (q - 8); Q4_1: fma(d, q, m);
@@ -111,5 +111,93 @@ struct SbGgmlBlock<SB_GGML_Q8_0> {
   {
     const unsigned int q = ((qs[i >> 1] >> (8 * (i & 1))) & 0xffu) ^ 0x80u;
     return d * (sb_small_uint_to_f32(q) - 128.0f);
+  }
+};
+
+// The 6-bit scale and min of sub-block j (0..8) of a Q4_K / Q5_K super-block, packed in 12
+// bytes: sub-blocks 0..3 in the low 6 bits of bytes j and j + 4; 4..7 in a nibble of byte j + 4
+// and the top 2 bits of bytes j - 4 and j.
+__device__ __forceinline__ void sb_kquant_scale_min(const unsigned char* packed, int j,
+                                                    unsigned int& sc, unsigned int& mn)
+{
+  if (j < 4) {
+    sc = packed[j] & 63u;
+    mn = packed[j + 4] & 63u;
+  } else {
+    sc = (packed[j + 4] & 0x0fu) | ((packed[j - 4] >> 6) << 4);
+    mn = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
+  }
+}
+
+// Q4_K, 2-byte aligned, 256 elements: d, dmin (f16), 12 bytes of packed 6-bit scales and mins,
+// 128 code bytes. Element i: sub-block s = i / 32 (g = s / 2, high = s % 2, l = i % 32), code
+// (qs[32 g + l] >> 4 high) & 15, x = fma(d * sc, q, -(dmin * mn)) (both products exact).
+template <>
+struct SbGgmlBlock<SB_GGML_Q4_K> {
+  static constexpr int ELEMS = SB_GGML_Q4_K_ELEMS, BYTES = SB_GGML_Q4_K_BYTES;
+  float d, dmin;
+  const unsigned char* b;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block) : b(block)
+  {
+    const unsigned short* h = reinterpret_cast<const unsigned short*>(block);
+    d = sb_f16_to_f32(h[0]);
+    dmin = sb_f16_to_f32(h[1]);
+  }
+  __device__ __forceinline__ float value(int i) const
+  {
+    const int s = i >> 5, l = i & 31;
+    unsigned int sc, mn;
+    sb_kquant_scale_min(b + 4, s, sc, mn);
+    const unsigned int q = (b[16 + 32 * (s >> 1) + l] >> (4 * (s & 1))) & 0x0fu;
+    return __fmaf_rn(d * sb_small_uint_to_f32(sc), sb_small_uint_to_f32(q),
+                     -(dmin * sb_small_uint_to_f32(mn)));
+  }
+};
+
+// Q5_K, 2-byte aligned, 256 elements: as Q4_K, then 32 bytes qh before the 128 code bytes; the
+// code's bit 4 is bit 2 g + high of qh[l].
+template <>
+struct SbGgmlBlock<SB_GGML_Q5_K> {
+  static constexpr int ELEMS = SB_GGML_Q5_K_ELEMS, BYTES = SB_GGML_Q5_K_BYTES;
+  float d, dmin;
+  const unsigned char* b;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block) : b(block)
+  {
+    const unsigned short* h = reinterpret_cast<const unsigned short*>(block);
+    d = sb_f16_to_f32(h[0]);
+    dmin = sb_f16_to_f32(h[1]);
+  }
+  __device__ __forceinline__ float value(int i) const
+  {
+    const int s = i >> 5, l = i & 31;
+    unsigned int sc, mn;
+    sb_kquant_scale_min(b + 4, s, sc, mn);
+    const unsigned int low = (b[48 + 32 * (s >> 1) + l] >> (4 * (s & 1))) & 0x0fu;
+    const unsigned int q = low | (((b[16 + l] >> s) & 1u) << 4);
+    return __fmaf_rn(d * sb_small_uint_to_f32(sc), sb_small_uint_to_f32(q),
+                     -(dmin * sb_small_uint_to_f32(mn)));
+  }
+};
+
+// Q6_K, 2-byte aligned, 256 elements: 128 bytes ql, 64 bytes qh, 16 signed scales, d (f16).
+// Element i: half h = i / 128, r = (i % 128) / 32, l = i % 32; code = nibble r / 2 of
+// ql[64 h + l + 32 (r % 2)] | bits 2 r, 2 r + 1 of qh[32 h + l] as bits 4, 5; scale
+// sc = scales[8 h + 2 r + l / 16]; x = (d * sc) * (code - 32) (the first product exact).
+template <>
+struct SbGgmlBlock<SB_GGML_Q6_K> {
+  static constexpr int ELEMS = SB_GGML_Q6_K_ELEMS, BYTES = SB_GGML_Q6_K_BYTES;
+  float d;
+  const unsigned char* b;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block) : b(block)
+  {
+    d = sb_f16_to_f32(reinterpret_cast<const unsigned short*>(block)[104]);
+  }
+  __device__ __forceinline__ float value(int i) const
+  {
+    const int h = i >> 7, r = (i >> 5) & 3, l = i & 31;
+    const unsigned int low = (b[64 * h + l + 32 * (r & 1)] >> (4 * (r >> 1))) & 0x0fu;
+    const unsigned int q = low | (((b[128 + 32 * h + l] >> (2 * r)) & 3u) << 4);
+    const float sc = (float)(signed char)b[192 + 8 * h + 2 * r + (l >> 4)];
+    return (d * sc) * (sb_small_uint_to_f32(q) - 32.0f);
   }
 };

@@ -19,18 +19,29 @@
 // neighbouring rows of one block) or, for a gate and an up matrix, the SiLU gate
 // (g * sigmoid(g)) * u.
 
-// p after the chain over weights k0 .. k_end - 1 of `row` (k0 a multiple of 64, k_end - k0 a
-// multiple of the block size) against x, one block at a time, its elements in order.
+// p after the chain over weights k0 .. k_end - 1 of `row` (k0 a multiple of 64, and of the block
+// size or inside one block; k_end a multiple of the block size or inside the same block) against
+// x, its elements in order.
 template <int TYPE>
 __device__ __forceinline__ float sb_gguf_tile(const unsigned char* row, const float* x, int k0,
                                               int k_end, float p)
 {
   using Block = SbGgmlBlock<TYPE>;
-  for (int b = k0 / Block::ELEMS; b < k_end / Block::ELEMS; ++b) {
-    const Block block(row + (long long)Block::BYTES * b);
-    const float* xb = x + Block::ELEMS * b;
+  if constexpr (Block::ELEMS <= SB_TILE) {
+    for (int b = k0 / Block::ELEMS; b < k_end / Block::ELEMS; ++b) {
+      const Block block(row + (long long)Block::BYTES * b);
+      const float* xb = x + Block::ELEMS * b;
 #pragma unroll
-    for (int i = 0; i < Block::ELEMS; ++i) p = __fmaf_rn(block.value(i), xb[i], p);
+      for (int i = 0; i < Block::ELEMS; ++i) p = __fmaf_rn(block.value(i), xb[i], p);
+    }
+  } else {
+    // A tile inside a super-block (the k-quants' 256 elements): its elements in order.
+    for (int k = k0; k < k_end;) {
+      const int b = k / Block::ELEMS;
+      const Block block(row + (long long)Block::BYTES * b);
+      for (const int end = min(k_end, (b + 1) * Block::ELEMS); k < end; ++k)
+        p = __fmaf_rn(block.value(k - b * Block::ELEMS), x[k], p);
+    }
   }
   return p;
 }
@@ -49,11 +60,12 @@ __device__ __forceinline__ float sb_gguf_tile_of(int type, const unsigned char* 
 #undef SB_GGUF_TILE_CASE
 }
 
-// Bytes of the first k weights of a row (k a multiple of the block size).
+// Bytes of the blocks of a row that hold its first k weights (rounded up to whole blocks).
 template <int TYPE>
 __device__ __forceinline__ long long sb_gguf_bytes(int k)
 {
-  return (long long)SbGgmlBlock<TYPE>::BYTES * (k / SbGgmlBlock<TYPE>::ELEMS);
+  using Block = SbGgmlBlock<TYPE>;
+  return (long long)Block::BYTES * ((k + Block::ELEMS - 1) / Block::ELEMS);
 }
 
 // SbGgufMatrix / SbGgufMatrices (one matrix of a products launch) and SB_GGUF_PITCH are in the
@@ -108,7 +120,8 @@ __device__ __forceinline__ void sb_gguf_products(SbGgufMatrices mats, int count,
     if (g >= total) continue;
     int n;
     const unsigned char* row = locate(g, n).w + n * row_bytes;
-    const unsigned char* from = row + sb_gguf_bytes<TYPE>(t * SB_TILE);
+    const unsigned char* from =
+        row + (long long)SbGgmlBlock<TYPE>::BYTES * (t * SB_TILE / SbGgmlBlock<TYPE>::ELEMS);
     sb_prefetch_l1(from);
     sb_prefetch_l1(row + sb_gguf_bytes<TYPE>(min(t * SB_TILE + SB_TILE, cols)) - 1);
   }

@@ -21,12 +21,15 @@ use crate::gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape};
 
 /// The weight types the device dequantizes: `kernels/ggml.cu` defines one `SbGgmlBlock` per
 /// type, and every GGUF kernel is instantiated for each (`SB_GGML_DEVICE_TYPES`).
-const DEVICE_TYPES: [GgmlType; 5] = [
+const DEVICE_TYPES: [GgmlType; 8] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q8_0,
+    GgmlType::Q4K,
+    GgmlType::Q5K,
+    GgmlType::Q6K,
 ];
 
 /// The kernel name suffix of a weight type (ggml's name in lower case), if the device
@@ -477,8 +480,9 @@ mod tests {
         let mut rng = samebits_testdata::Rng(seed);
         let mut next = move || rng.next_u64() as u8;
         let f16_fields: &[usize] = match t {
-            GgmlType::Q4_1 => &[0, 2],
+            GgmlType::Q4_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
             GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q8_0 => &[0],
+            GgmlType::Q6K => &[208],
             _ => &[],
         };
         let mut out = Vec::new();

@@ -93,6 +93,31 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
             context: 128,
             matrices: GgmlType::Q4_0,
         },
+        // K-quant matrices (256-element super-blocks, four 64-term tiles each): Q4_K, then Q6_K.
+        LlamaShape {
+            family: Family::Llama,
+            layers: 2,
+            dim: 256,
+            heads: 4,
+            head_dim: 64,
+            kv_heads: 2,
+            ffn: 512,
+            vocab: 96,
+            context: 128,
+            matrices: GgmlType::Q4K,
+        },
+        LlamaShape {
+            family: Family::Llama,
+            layers: 1,
+            dim: 256,
+            heads: 2,
+            head_dim: 128,
+            kv_heads: 1,
+            ffn: 768,
+            vocab: 96,
+            context: 128,
+            matrices: GgmlType::Q6K,
+        },
         // Gemma 3: five local layers and a global one, sandwich norms, GELU gate.
         LlamaShape {
             family: Family::Gemma3,

@@ -64,11 +64,30 @@ fn f16(v: f32) -> [u8; 2] {
     half::f16::from_f32(v).to_le_bytes()
 }
 
-/// `rows` rows of `cols` random weights of `ty` (Q4_0, Q4_1, Q8_0 or F32), values of order
-/// `scale`.
+/// `rows` rows of `cols` random weights of `ty` (Q4_0, Q4_1, Q8_0, F32, Q4_K, Q5_K or Q6_K),
+/// values of order `scale`.
 fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, scale: f32) -> Vec<u8> {
-    let blocks = rows * cols / 32;
     let mut out = Vec::with_capacity(rows * ty.row_bytes(cols).expect("whole blocks"));
+    if ty.block_elems() == 256 {
+        // K-quant super-blocks: random codes and packed scales, f16 scales of order `scale`.
+        for _ in 0..rows * cols / 256 {
+            let d = scale * (0.5 + 0.5 * rng.unit().abs());
+            match ty {
+                GgmlType::Q4K | GgmlType::Q5K => {
+                    out.extend(f16(d / 512.0));
+                    out.extend(f16(d / 512.0));
+                    out.extend(rng.bytes(ty.block_bytes() - 4));
+                }
+                GgmlType::Q6K => {
+                    out.extend(rng.bytes(ty.block_bytes() - 2));
+                    out.extend(f16(d / 2048.0));
+                }
+                other => panic!("no random blocks of {other}"),
+            }
+        }
+        return out;
+    }
+    let blocks = rows * cols / 32;
     for _ in 0..blocks {
         let d = scale * (0.5 + 0.5 * rng.unit().abs());
         match ty {
