@@ -471,6 +471,9 @@ impl CudaBackend {
                 && vl.size == TILE
                 && y == HeadsLayout::split(ql.batch, ql.seq, ql.heads, TILE)
                 && gguf_supported(p.ggml_type)
+                // A head's tile of a weight row is whole blocks (not a k-quant super-block's
+                // quarter): the kernel addresses it in bytes.
+                && p.ggml_type.row_bytes(TILE).is_some()
                 && p.ggml_type
                     .row_bytes(cols)
                     .is_some_and(|rb| p.w.len() == p.rows * rb)

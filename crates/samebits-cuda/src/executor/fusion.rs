@@ -139,6 +139,8 @@ impl CudaExecutor {
             && q.seq < GROUPED_ATTENTION_MIN_QUERIES
             && v.size == tile
             && cols == q.heads * tile
+            // The fused kernel addresses a head's tile of a weight row in whole blocks.
+            && ggml_type.row_bytes(tile).is_some()
             && y == HeadsLayout::split(q.batch, q.seq, q.heads, tile)
             && dense_f32(slots, *other).is_some_and(|shape| shape == out_shape);
         if !fits {
