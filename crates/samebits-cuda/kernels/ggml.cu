@@ -129,53 +129,53 @@ __device__ __forceinline__ void sb_kquant_scale_min(const unsigned char* packed,
   }
 }
 
-// Q4_K, 2-byte aligned, 256 elements: d, dmin (f16), 12 bytes of packed 6-bit scales and mins,
-// 128 code bytes. Element i: sub-block s = i / 32 (g = s / 2, high = s % 2, l = i % 32), code
-// (qs[32 g + l] >> 4 high) & 15, x = fma(d * sc, q, -(dmin * mn)) (both products exact).
-template <>
-struct SbGgmlBlock<SB_GGML_Q4_K> {
-  static constexpr int ELEMS = SB_GGML_Q4_K_ELEMS, BYTES = SB_GGML_Q4_K_BYTES;
+// What Q4_K and Q5_K share: d and dmin (f16) first, then 12 bytes of packed 6-bit scales and
+// mins; element i of sub-block s = i / 32 with unsigned code q is
+// x = fma(d * sc, q, -(dmin * mn)) (both products exact).
+struct SbKquantScaledMin {
   float d, dmin;
   const unsigned char* b;
-  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block) : b(block)
+  __device__ __forceinline__ explicit SbKquantScaledMin(const unsigned char* block) : b(block)
   {
     const unsigned short* h = reinterpret_cast<const unsigned short*>(block);
     d = sb_f16_to_f32(h[0]);
     dmin = sb_f16_to_f32(h[1]);
   }
-  __device__ __forceinline__ float value(int i) const
+  __device__ __forceinline__ float scaled(int s, unsigned int q) const
   {
-    const int s = i >> 5, l = i & 31;
     unsigned int sc, mn;
     sb_kquant_scale_min(b + 4, s, sc, mn);
-    const unsigned int q = (b[16 + 32 * (s >> 1) + l] >> (4 * (s & 1))) & 0x0fu;
     return __fmaf_rn(d * sb_small_uint_to_f32(sc), sb_small_uint_to_f32(q),
                      -(dmin * sb_small_uint_to_f32(mn)));
   }
 };
 
-// Q5_K, 2-byte aligned, 256 elements: as Q4_K, then 32 bytes qh before the 128 code bytes; the
-// code's bit 4 is bit 2 g + high of qh[l].
+// Q4_K, 2-byte aligned, 256 elements: the shared header, then 128 code bytes. Element i
+// (s = i / 32, g = s / 2, high = s % 2, l = i % 32): code (qs[32 g + l] >> 4 high) & 15.
 template <>
-struct SbGgmlBlock<SB_GGML_Q5_K> {
-  static constexpr int ELEMS = SB_GGML_Q5_K_ELEMS, BYTES = SB_GGML_Q5_K_BYTES;
-  float d, dmin;
-  const unsigned char* b;
-  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block) : b(block)
+struct SbGgmlBlock<SB_GGML_Q4_K> : SbKquantScaledMin {
+  static constexpr int ELEMS = SB_GGML_Q4_K_ELEMS, BYTES = SB_GGML_Q4_K_BYTES;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block)
+      : SbKquantScaledMin(block) {}
+  __device__ __forceinline__ float value(int i) const
   {
-    const unsigned short* h = reinterpret_cast<const unsigned short*>(block);
-    d = sb_f16_to_f32(h[0]);
-    dmin = sb_f16_to_f32(h[1]);
+    const int s = i >> 5;
+    return scaled(s, (b[16 + 32 * (s >> 1) + (i & 31)] >> (4 * (s & 1))) & 0x0fu);
   }
+};
+
+// Q5_K, 2-byte aligned, 256 elements: the shared header, 32 bytes qh, then 128 code bytes as
+// Q4_K's; the code's bit 4 is bit s of qh[l].
+template <>
+struct SbGgmlBlock<SB_GGML_Q5_K> : SbKquantScaledMin {
+  static constexpr int ELEMS = SB_GGML_Q5_K_ELEMS, BYTES = SB_GGML_Q5_K_BYTES;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block)
+      : SbKquantScaledMin(block) {}
   __device__ __forceinline__ float value(int i) const
   {
     const int s = i >> 5, l = i & 31;
-    unsigned int sc, mn;
-    sb_kquant_scale_min(b + 4, s, sc, mn);
     const unsigned int low = (b[48 + 32 * (s >> 1) + l] >> (4 * (s & 1))) & 0x0fu;
-    const unsigned int q = low | (((b[16 + l] >> s) & 1u) << 4);
-    return __fmaf_rn(d * sb_small_uint_to_f32(sc), sb_small_uint_to_f32(q),
-                     -(dmin * sb_small_uint_to_f32(mn)));
+    return scaled(s, low | (((b[16 + l] >> s) & 1u) << 4));
   }
 };
 

@@ -31,7 +31,7 @@
 use crate::checkpoint::{Checkpoint, read_json};
 use crate::model::Layers;
 use crate::model::LoadSource;
-use crate::weights::{MatrixWeight, WeightSource};
+use crate::weights::{MatrixWeight, WeightSource, fused_rows, rotary_heads};
 use crate::{Llm, LlmError, Result};
 use samebits_gguf::{DecoderVariant, LocalLayers, ModelConfig};
 use samebits_ir::Tensor;
@@ -282,39 +282,23 @@ struct HfWeights<'a> {
 }
 
 impl HfWeights<'_> {
-    /// The heads whose rows the tensor `gguf_name` holds in rotary order: Q's or K's, else `None`.
+    /// The heads whose rows the tensor `gguf_name` holds in rotary order ([`rotary_heads`]).
     fn rotary_heads(&self, gguf_name: &str) -> Option<usize> {
-        let part = gguf_name.split('.').nth(2)?;
-        match part {
-            "attn_q" => Some(self.config.head_count),
-            "attn_k" => Some(self.config.head_count_kv),
-            // One head's features: the per-head Q / K norm scales.
-            "attn_q_norm" | "attn_k_norm" => Some(1),
-            _ => None,
-        }
+        rotary_heads(gguf_name.split('.').nth(2)?, self.config)
     }
 
     /// For a checkpoint that fuses projections (Phi-3): the fused tensor holding the matrix
-    /// `gguf_name` and its rows `(first, count)`, else `None`.
+    /// `gguf_name` and its rows `(first, count)` ([`fused_rows`]), else `None`.
     fn fused_slice(&self, gguf_name: &str) -> Option<(String, usize, usize)> {
         let mut parts = gguf_name.split('.');
         let (Some("blk"), Some(layer), Some(part)) = (parts.next(), parts.next(), parts.next())
         else {
             return None;
         };
-        let c = self.config;
-        let (q, kv, ffn) = (
-            c.head_count * c.head_dim,
-            c.head_count_kv * c.head_dim,
-            c.feed_forward_length,
-        );
-        let (module, first, count) = match part {
-            "attn_q" => ("self_attn.qkv_proj", 0, q),
-            "attn_k" => ("self_attn.qkv_proj", q, kv),
-            "attn_v" => ("self_attn.qkv_proj", q + kv, kv),
-            "ffn_gate" => ("mlp.gate_up_proj", 0, ffn),
-            "ffn_up" => ("mlp.gate_up_proj", ffn, ffn),
-            _ => return None,
+        let (fused, first, count) = fused_rows(part, self.config)?;
+        let module = match fused {
+            "attn_qkv" => "self_attn.qkv_proj",
+            _ => "mlp.gate_up_proj",
         };
         let fused = format!("model.layers.{layer}.{module}.weight");
         self.checkpoint

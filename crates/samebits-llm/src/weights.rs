@@ -68,6 +68,37 @@ pub trait WeightSource {
     }
 }
 
+/// The heads whose rows the Q / K tensor part `part` (`attn_q`, `attn_k`) holds, 1 for their
+/// per-head norm scales (`attn_q_norm`, `attn_k_norm`), else `None`: the units that a
+/// half-split rotary order is permuted within ([`crate::hf::adjacent_rotary_rows`]).
+pub(crate) fn rotary_heads(part: &str, c: &ModelConfig) -> Option<usize> {
+    match part {
+        "attn_q" => Some(c.head_count),
+        "attn_k" => Some(c.head_count_kv),
+        "attn_q_norm" | "attn_k_norm" => Some(1),
+        _ => None,
+    }
+}
+
+/// Phi-3's fused projections: the fused part (GGUF's name) that holds matrix part `part` of a
+/// layer, and its rows `(first, count)`: Q, K and V are consecutive rows of `attn_qkv`, gate and
+/// up the two halves of an `ffn_up` of twice the feed-forward width.
+pub(crate) fn fused_rows(part: &str, c: &ModelConfig) -> Option<(&'static str, usize, usize)> {
+    let (q, kv, ffn) = (
+        c.head_count * c.head_dim,
+        c.head_count_kv * c.head_dim,
+        c.feed_forward_length,
+    );
+    Some(match part {
+        "attn_q" => ("attn_qkv", 0, q),
+        "attn_k" => ("attn_qkv", q, kv),
+        "attn_v" => ("attn_qkv", q + kv, kv),
+        "ffn_gate" => ("ffn_up", 0, ffn),
+        "ffn_up" => ("ffn_up", ffn, ffn),
+        _ => return None,
+    })
+}
+
 /// The llama-layout weights of a GGUF file ([`ModelConfig`] tells how the file stores them).
 /// Each matrix the graph asks for is a range of rows of one file tensor:
 /// - the tensor of that name, or, where the file fuses projections (phi3), a slice of the fused
@@ -96,49 +127,35 @@ struct RowRange {
 }
 
 impl GgufWeights<'_> {
-    /// The heads of the Q / K tensor part `part` when their rows are in the half-split order
-    /// (1 for Qwen3's per-head norm scales), else `None`.
+    /// [`rotary_heads`] when the file holds Q / K rows in the half-split order.
     fn half_split_heads(&self, part: &str) -> Option<usize> {
-        if !self.config.qk_rows_half_split {
-            return None;
-        }
-        match part {
-            "attn_q" => Some(self.config.head_count),
-            "attn_k" => Some(self.config.head_count_kv),
-            "attn_q_norm" | "attn_k_norm" => Some(1),
-            _ => None,
-        }
+        self.config
+            .qk_rows_half_split
+            .then(|| rotary_heads(part, self.config))
+            .flatten()
     }
 
     /// Where the matrix `name` lives (type docs), or the missing-tensor error.
     fn locate(&self, name: &str) -> Result<(RowRange, GgmlType, usize)> {
-        let c = self.config;
         let mut parts = name.split('.');
         let (layer, part) = match (parts.next(), parts.next(), parts.next()) {
             (Some("blk"), Some(layer), Some(part)) => (layer, part),
             _ => ("", ""),
         };
-        let fused = |fused: &str, first: usize, rows: usize| {
-            let tensor = format!("blk.{layer}.{fused}.weight");
-            (self.file.tensor_info(&tensor).is_some()).then_some((tensor, first, rows))
-        };
-        let (q, kv, ffn) = (
-            c.head_count * c.head_dim,
-            c.head_count_kv * c.head_dim,
-            c.feed_forward_length,
-        );
         let gate_fused = self
             .file
             .tensor_info(&format!("blk.{layer}.ffn_gate.weight"))
             .is_none();
-        let slice = match part {
-            _ if self.file.tensor_info(name).is_some() && !(gate_fused && part == "ffn_up") => None,
-            "attn_q" => fused("attn_qkv", 0, q),
-            "attn_k" => fused("attn_qkv", q, kv),
-            "attn_v" => fused("attn_qkv", q + kv, kv),
-            "ffn_gate" => fused("ffn_up", 0, ffn),
-            "ffn_up" if gate_fused => fused("ffn_up", ffn, ffn),
-            _ => None,
+        let own = self.file.tensor_info(name).is_some() && !(gate_fused && part == "ffn_up");
+        let slice = match own {
+            true => None,
+            false => fused_rows(part, self.config).and_then(|(fused, first, rows)| {
+                let tensor = format!("blk.{layer}.{fused}.weight");
+                self.file
+                    .tensor_info(&tensor)
+                    .is_some()
+                    .then_some((tensor, first, rows))
+            }),
         };
         let tensor = slice.as_ref().map_or(name, |s| s.0.as_str());
         let (ggml_type, rows, cols) = matrix_info(self.file, tensor)?;
