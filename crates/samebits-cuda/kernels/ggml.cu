@@ -201,3 +201,46 @@ struct SbGgmlBlock<SB_GGML_Q6_K> {
     return (d * sc) * (sb_small_uint_to_f32(q) - 32.0f);
   }
 };
+
+// IQ4_NL, 2-byte aligned, 32 elements: d (f16), then 16 code bytes; element i < 16 is the low
+// nibble of byte i, element i + 16 its high nibble; x = d * sb_iq4nl_values[code].
+template <>
+struct SbGgmlBlock<SB_GGML_IQ4_NL> {
+  static constexpr int ELEMS = SB_GGML_IQ4_NL_ELEMS, BYTES = SB_GGML_IQ4_NL_BYTES;
+  float d;
+  const unsigned char* qs;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block) : qs(block + 2)
+  {
+    d = sb_f16_to_f32(reinterpret_cast<const unsigned short*>(block)[0]);
+  }
+  __device__ __forceinline__ float value(int i) const
+  {
+    const unsigned int q = (qs[i & 15] >> (4 * (i >> 4))) & 0x0fu;
+    return d * (float)sb_iq4nl_values[q];
+  }
+};
+
+// IQ4_XS, 2-byte aligned, 256 elements: d (f16), scales_h (u16), scales_l[4], 128 code bytes.
+// Sub-block s = i / 32 has ls = ((scales_l[s / 2] >> 4 (s % 2)) & 15) | ((scales_h >> 2 s) & 3)
+// << 4 and the code bytes 16 s .., nibbles as IQ4_NL; x = (d * (ls - 32)) * value[code].
+template <>
+struct SbGgmlBlock<SB_GGML_IQ4_XS> {
+  static constexpr int ELEMS = SB_GGML_IQ4_XS_ELEMS, BYTES = SB_GGML_IQ4_XS_BYTES;
+  float d;
+  unsigned int scales_h;
+  const unsigned char* b;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block) : b(block)
+  {
+    const unsigned short* h = reinterpret_cast<const unsigned short*>(block);
+    d = sb_f16_to_f32(h[0]);
+    scales_h = h[1];
+  }
+  __device__ __forceinline__ float value(int i) const
+  {
+    const int s = i >> 5, j = i & 31;
+    const int ls = (int)((b[4 + (s >> 1)] >> (4 * (s & 1))) & 0x0fu) |
+                   (int)(((scales_h >> (2 * s)) & 3u) << 4);
+    const unsigned int q = (b[8 + 16 * s + (j & 15)] >> (4 * (j >> 4))) & 0x0fu;
+    return (d * (float)(ls - 32)) * (float)sb_iq4nl_values[q];
+  }
+};

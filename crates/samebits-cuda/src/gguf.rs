@@ -21,7 +21,7 @@ use crate::gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape};
 
 /// The weight types the device dequantizes: `kernels/ggml.cu` defines one `SbGgmlBlock` per
 /// type, and every GGUF kernel is instantiated for each (`SB_GGML_DEVICE_TYPES`).
-const DEVICE_TYPES: [GgmlType; 8] = [
+const DEVICE_TYPES: [GgmlType; 10] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::Q4_0,
@@ -30,6 +30,8 @@ const DEVICE_TYPES: [GgmlType; 8] = [
     GgmlType::Q4K,
     GgmlType::Q5K,
     GgmlType::Q6K,
+    GgmlType::Iq4Nl,
+    GgmlType::Iq4Xs,
 ];
 
 /// The kernel name suffix of a weight type (ggml's name in lower case), if the device
@@ -42,8 +44,9 @@ fn suffix(ggml_type: GgmlType) -> Option<String> {
 
 /// The part of the device ABI (`device_abi::source`) that `kernels/ggml.cu` and
 /// `kernels/gguf.cu` build on, generated from samebits-ggml's type table: `SB_GGML_<NAME>` (the ggml type id), `SB_GGML_<NAME>_ELEMS` and
-/// `SB_GGML_<NAME>_BYTES` (the block geometry) for each device type, and the X-macro
-/// `SB_GGML_DEVICE_TYPES(X)` = `X(suffix, SB_GGML_<NAME>)` per device type.
+/// `SB_GGML_<NAME>_BYTES` (the block geometry) for each device type, the X-macro
+/// `SB_GGML_DEVICE_TYPES(X)` = `X(suffix, SB_GGML_<NAME>)` per device type, and the IQ4 code
+/// table `sb_iq4nl_values`.
 pub(crate) fn ggml_type_source() -> String {
     let mut src = String::from("// Generated from samebits-ggml's type table (src/gguf.rs).\n");
     let mut list = String::from("#define SB_GGML_DEVICE_TYPES(X)");
@@ -59,6 +62,15 @@ pub(crate) fn ggml_type_source() -> String {
     }
     src.push_str(&list);
     src.push('\n');
+    let values: Vec<String> = samebits_ggml::iquant::IQ4_NL_VALUES
+        .iter()
+        .map(i8::to_string)
+        .collect();
+    src.push_str(&format!(
+        "// The values of IQ4_NL / IQ4_XS codes (samebits-ggml's IQ4_NL_VALUES).\n\
+         __device__ const signed char sb_iq4nl_values[16] = {{{}}};\n",
+        values.join(", ")
+    ));
     src
 }
 
@@ -483,6 +495,7 @@ mod tests {
             GgmlType::Q4_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
             GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q8_0 => &[0],
             GgmlType::Q6K => &[208],
+            GgmlType::Iq4Nl | GgmlType::Iq4Xs => &[0],
             _ => &[],
         };
         let mut out = Vec::new();

@@ -10,9 +10,10 @@
 //! code is written from that description.
 //!
 //! One file per family: [`float`] (F32, F16, BF16), [`legacy`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0),
-//! [`kquant`] (Q4_K, Q5_K, Q6_K).
+//! [`kquant`] (Q4_K, Q5_K, Q6_K), [`iquant`] (IQ4_NL, IQ4_XS).
 
 pub mod float;
+pub mod iquant;
 pub mod kquant;
 pub mod legacy;
 
@@ -159,6 +160,8 @@ impl GgmlType {
             GgmlType::Q4K => visitor.visit::<kquant::Q4K>(),
             GgmlType::Q5K => visitor.visit::<kquant::Q5K>(),
             GgmlType::Q6K => visitor.visit::<kquant::Q6K>(),
+            GgmlType::Iq4Nl => visitor.visit::<iquant::Iq4Nl>(),
+            GgmlType::Iq4Xs => visitor.visit::<iquant::Iq4Xs>(),
             _ => return None,
         })
     }

@@ -129,6 +129,36 @@ fn reference(ty: GgmlType, b: &[u8]) -> Vec<f64> {
                 }
             }
         }
+        GgmlType::Iq4Nl | GgmlType::Iq4Xs => {
+            // ggml's kvalues_iq4nl, written out again for the reference.
+            const KVALUES: [f64; 16] = [
+                -127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0, 38.0,
+                53.0, 69.0, 89.0, 113.0,
+            ];
+            let d = f16(b, 0);
+            // IQ4_NL: one sub-block, dl = d; IQ4_XS: eight, dl = d * (ls - 32).
+            let subs: Vec<(f64, &[u8])> = match ty {
+                GgmlType::Iq4Nl => vec![(d, &b[2..18])],
+                _ => {
+                    let scales_h = u16::from_le_bytes([b[2], b[3]]) as usize;
+                    (0..8)
+                        .map(|ib| {
+                            let ls = ((b[4 + ib / 2] as usize >> (4 * (ib % 2))) & 0xF)
+                                | (((scales_h >> (2 * ib)) & 3) << 4);
+                            (d * (ls as f64 - 32.0), &b[8 + 16 * ib..8 + 16 * ib + 16])
+                        })
+                        .collect()
+                }
+            };
+            for (dl, qs) in subs {
+                let start = y.len();
+                y.resize(start + 32, 0.0);
+                for j in 0..16 {
+                    y[start + j] = dl * KVALUES[(qs[j] & 0xF) as usize];
+                    y[start + j + 16] = dl * KVALUES[(qs[j] >> 4) as usize];
+                }
+            }
+        }
         other => panic!("no reference for {other}"),
     }
     y
@@ -176,4 +206,42 @@ fn hand_built_q4_1_and_q8_0_blocks() {
     assert_eq!(&out[..3], &[-256.0, 254.0, 0.0]);
     assert!(dequantize_row(GgmlType::Q8_0, &q8[..33], &mut out).is_err());
     assert!(dequantize_row(GgmlType::Q2K, &[0; 84], &mut [0f32; 256]).is_err());
+}
+
+/// The `gguf` Python package's `gguf.quants.dequantize` (an implementation independent of ggml's
+/// C and of this crate) gives the same values bit for bit on random blocks of every quantized
+/// type this crate dequantizes, printed by `python3 tools/reference_gguf_dequantize.py` (gguf
+/// 0.19.0) into `tests/fixtures/gguf_package_dequantize.json`.
+#[test]
+fn the_gguf_package_dequantizes_the_same_values() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/gguf_package_dequantize.json"
+    );
+    let fixture: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let fixture = fixture.as_object().unwrap();
+    assert_eq!(fixture.len(), 10);
+    for (name, case) in fixture {
+        let ty = (0..64)
+            .filter_map(GgmlType::from_id)
+            .find(|t| t.name() == name)
+            .unwrap_or_else(|| panic!("type {name}"));
+        let hex = case["blocks"].as_str().unwrap();
+        let blocks: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        let bits: Vec<u32> = case["bits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        let mut got = vec![0f32; bits.len()];
+        dequantize_row(ty, &blocks, &mut got).unwrap();
+        for (i, (g, want)) in got.iter().zip(&bits).enumerate() {
+            assert_eq!(g.to_bits(), *want, "{name} element {i}");
+        }
+    }
 }

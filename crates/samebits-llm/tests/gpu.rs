@@ -118,6 +118,31 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
             context: 128,
             matrices: GgmlType::Q6K,
         },
+        // The non-linear IQ4 codes: IQ4_NL (blocks of 32), IQ4_XS (super-blocks of 256).
+        LlamaShape {
+            family: Family::Llama,
+            layers: 1,
+            dim: 128,
+            heads: 2,
+            head_dim: 64,
+            kv_heads: 1,
+            ffn: 256,
+            vocab: 96,
+            context: 128,
+            matrices: GgmlType::Iq4Nl,
+        },
+        LlamaShape {
+            family: Family::Llama,
+            layers: 1,
+            dim: 256,
+            heads: 2,
+            head_dim: 128,
+            kv_heads: 1,
+            ffn: 512,
+            vocab: 96,
+            context: 128,
+            matrices: GgmlType::Iq4Xs,
+        },
         // Gemma 3: five local layers and a global one, sandwich norms, GELU gate.
         LlamaShape {
             family: Family::Gemma3,

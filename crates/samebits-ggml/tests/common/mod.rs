@@ -9,7 +9,7 @@ use samebits_ggml::GgmlType;
 use samebits_testdata::Rng;
 
 /// Every type with a dequantization.
-pub const TYPES: [GgmlType; 11] = [
+pub const TYPES: [GgmlType; 13] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -21,6 +21,8 @@ pub const TYPES: [GgmlType; 11] = [
     GgmlType::Q4K,
     GgmlType::Q5K,
     GgmlType::Q6K,
+    GgmlType::Iq4Nl,
+    GgmlType::Iq4Xs,
 ];
 
 /// A random finite f16 (subnormals included), as little-endian bytes.
@@ -39,7 +41,12 @@ pub fn random_blocks(ty: GgmlType, blocks: usize, rng: &mut Rng) -> Vec<u8> {
     for _ in 0..blocks {
         let mut block = rng.bytes(ty.block_bytes());
         let f16_fields: &[usize] = match ty {
-            GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+            GgmlType::F16
+            | GgmlType::Q4_0
+            | GgmlType::Q5_0
+            | GgmlType::Q8_0
+            | GgmlType::Iq4Nl
+            | GgmlType::Iq4Xs => &[0],
             GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
             GgmlType::Q6K => &[208],
             GgmlType::F32 => {

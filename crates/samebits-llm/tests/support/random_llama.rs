@@ -64,8 +64,8 @@ fn f16(v: f32) -> [u8; 2] {
     half::f16::from_f32(v).to_le_bytes()
 }
 
-/// `rows` rows of `cols` random weights of `ty` (Q4_0, Q4_1, Q8_0, F32, Q4_K, Q5_K or Q6_K),
-/// values of order `scale`.
+/// `rows` rows of `cols` random weights of `ty` (Q4_0, Q4_1, Q8_0, IQ4_NL, F32, Q4_K, Q5_K,
+/// Q6_K or IQ4_XS), values of order `scale`.
 fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, scale: f32) -> Vec<u8> {
     let mut out = Vec::with_capacity(rows * ty.row_bytes(cols).expect("whole blocks"));
     if ty.block_elems() == 256 {
@@ -81,6 +81,10 @@ fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, scale: f32) -> 
                 GgmlType::Q6K => {
                     out.extend(rng.bytes(ty.block_bytes() - 2));
                     out.extend(f16(d / 2048.0));
+                }
+                GgmlType::Iq4Xs => {
+                    out.extend(f16(d / 4096.0));
+                    out.extend(rng.bytes(ty.block_bytes() - 2));
                 }
                 other => panic!("no random blocks of {other}"),
             }
@@ -103,6 +107,10 @@ fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, scale: f32) -> 
             GgmlType::Q8_0 => {
                 out.extend(f16(d / 128.0));
                 out.extend(rng.bytes(32));
+            }
+            GgmlType::Iq4Nl => {
+                out.extend(f16(d / 128.0));
+                out.extend(rng.bytes(16));
             }
             GgmlType::F32 => {
                 for _ in 0..32 {
