@@ -5,8 +5,8 @@
 // SB_GGML_DEVICE_TYPES(X) are generated before this file from samebits-ggml's type table
 // (src/gguf.rs, ggml_type_source).
 //
-// The formulas are those of docs/gguf.md ("F32, F16, BF16", "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0" and
-// "Q4_K, Q5_K, Q6_K"), defined on the CPU by crates/samebits-ggml/src/{float,legacy,kquant}.rs; the test
+// The formulas are those of docs/gguf.md ("F32, F16, BF16", "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0",
+// "Q4_K, Q5_K, Q6_K", "Q2_K, Q3_K" and "IQ4_NL, IQ4_XS"), defined on the CPU by crates/samebits-ggml/src/{float,legacy,kquant}.rs; the test
 // gguf::tests::device_dequantization_equals_samebits_ggml compiles this file on the host and
 // compares every format with samebits-ggml bit for bit on random blocks:
 //   F32: the stored float; F16: exact conversion; Q4_0: d * (q - 8); Q4_1: fma(d, q, m);
@@ -242,5 +242,58 @@ struct SbGgmlBlock<SB_GGML_IQ4_XS> {
                    (int)(((scales_h >> (2 * s)) & 3u) << 4);
     const unsigned int q = (b[8 + 16 * s + (j & 15)] >> (4 * (j >> 4))) & 0x0fu;
     return (d * (float)(ls - 32)) * (float)sb_iq4nl_values[q];
+  }
+};
+
+// The 2-bit code of element e of Q2_K / Q3_K's 64 code bytes: element 128 g + 32 s + l takes
+// bits 2 s, 2 s + 1 of qs[32 g + l].
+__device__ __forceinline__ unsigned int sb_two_bit_code(const unsigned char* qs, int e)
+{
+  return (qs[32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3u;
+}
+
+// Q2_K, 2-byte aligned, 256 elements: scales[16], qs[64], d, dmin (f16). Sub-block j = e / 16
+// has dl = d * (scales[j] & 15), ml = dmin * (scales[j] >> 4) (exact); x = dl * q - ml.
+template <>
+struct SbGgmlBlock<SB_GGML_Q2_K> {
+  static constexpr int ELEMS = SB_GGML_Q2_K_ELEMS, BYTES = SB_GGML_Q2_K_BYTES;
+  float d, dmin;
+  const unsigned char* b;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block) : b(block)
+  {
+    const unsigned short* h = reinterpret_cast<const unsigned short*>(block);
+    d = sb_f16_to_f32(h[40]);
+    dmin = sb_f16_to_f32(h[41]);
+  }
+  __device__ __forceinline__ float value(int e) const
+  {
+    const unsigned int sc = b[e >> 4];
+    const float dl = d * sb_small_uint_to_f32(sc & 15u), ml = dmin * sb_small_uint_to_f32(sc >> 4);
+    return dl * sb_small_uint_to_f32(sb_two_bit_code(b + 16, e)) - ml;
+  }
+};
+
+// Q3_K, 2-byte aligned, 256 elements: hmask[32], qs[64], scales[12], d (f16). Sub-block
+// j = e / 16 has the 6-bit scale ((scales[j % 8] >> 4 (j / 8)) & 15) | ((scales[8 + j % 4] >>
+// 2 (j / 4)) & 3) << 4, minus 32; the code loses 4 when bit e / 32 of hmask[e % 32] is clear;
+// x = (d * scale) * q (exact).
+template <>
+struct SbGgmlBlock<SB_GGML_Q3_K> {
+  static constexpr int ELEMS = SB_GGML_Q3_K_ELEMS, BYTES = SB_GGML_Q3_K_BYTES;
+  float d;
+  const unsigned char* b;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block) : b(block)
+  {
+    d = sb_f16_to_f32(reinterpret_cast<const unsigned short*>(block)[54]);
+  }
+  __device__ __forceinline__ float value(int e) const
+  {
+    const int j = e >> 4;
+    const unsigned int low = (b[96 + (j & 7)] >> (4 * (j >> 3))) & 15u;
+    const unsigned int high = (b[104 + (j & 3)] >> (2 * (j >> 2))) & 3u;
+    const int scale = (int)(low | (high << 4)) - 32;
+    const int clear = ((b[e & 31] >> (e >> 5)) & 1u) == 0u;
+    const int q = (int)sb_two_bit_code(b + 32, e) - 4 * clear;
+    return (d * (float)scale) * (float)q;
   }
 };

@@ -21,12 +21,14 @@ use crate::gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape};
 
 /// The weight types the device dequantizes: `kernels/ggml.cu` defines one `SbGgmlBlock` per
 /// type, and every GGUF kernel is instantiated for each (`SB_GGML_DEVICE_TYPES`).
-const DEVICE_TYPES: [GgmlType; 10] = [
+const DEVICE_TYPES: [GgmlType; 12] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q8_0,
+    GgmlType::Q2K,
+    GgmlType::Q3K,
     GgmlType::Q4K,
     GgmlType::Q5K,
     GgmlType::Q6K,
@@ -496,6 +498,8 @@ mod tests {
             GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q8_0 => &[0],
             GgmlType::Q6K => &[208],
             GgmlType::Iq4Nl | GgmlType::Iq4Xs => &[0],
+            GgmlType::Q2K => &[80, 82],
+            GgmlType::Q3K => &[108],
             _ => &[],
         };
         let mut out = Vec::new();

@@ -1,9 +1,11 @@
-//! The 256-element "k-quant" super-block types: Q4_K, Q5_K, Q6_K. Layouts after ggml's
+//! The 256-element "k-quant" super-block types: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K. Layouts after ggml's
 //! `block_q4_K`, `block_q5_K`, `block_q6_K`; formulas from `docs/gguf.md`, section
-//! "Q4_K, Q5_K, Q6_K".
+//! "Q4_K, Q5_K, Q6_K" and "Q2_K, Q3_K".
 
 use super::{BlockFormat, f16_at};
 
+pub struct Q2K;
+pub struct Q3K;
 pub struct Q4K;
 pub struct Q5K;
 pub struct Q6K;
@@ -91,6 +93,55 @@ impl BlockFormat for Q6K {
                     *o = (d * f32::from(sc)) * (i32::from(code) - 32) as f32;
                 }
             }
+        }
+    }
+}
+
+/// The 2-bit code of element `e` (0..256) of Q2_K / Q3_K's 64 code bytes `qs`: element
+/// `128 g + 32 s + l` takes bits `2 s, 2 s + 1` of `qs[32 g + l]`.
+#[inline(always)]
+fn two_bit_code(qs: &[u8], e: usize) -> u8 {
+    let (g, s, l) = (e / 128, (e / 32) % 4, e % 32);
+    (qs[32 * g + l] >> (2 * s)) & 3
+}
+
+impl BlockFormat for Q2K {
+    const ELEMS: usize = 256;
+    const BYTES: usize = 84;
+    /// `scales[16], qs[64], d: f16, dmin: f16`: sub-block `j = e / 16` has
+    /// `dl = d * (scales[j] & 15)`, `ml = dmin * (scales[j] >> 4)` (both exact);
+    /// `x = dl * q - ml` (the product exact, one rounding).
+    #[inline(always)]
+    fn dequantize_block(block: &[u8], out: &mut [f32]) {
+        let (scales, qs) = (&block[0..16], &block[16..80]);
+        let (d, dmin) = (f16_at(block, 80), f16_at(block, 82));
+        for (e, o) in out.iter_mut().enumerate() {
+            let sc = scales[e / 16];
+            let (dl, ml) = (d * f32::from(sc & 15), dmin * f32::from(sc >> 4));
+            *o = dl * f32::from(two_bit_code(qs, e)) - ml;
+        }
+    }
+}
+
+impl BlockFormat for Q3K {
+    const ELEMS: usize = 256;
+    const BYTES: usize = 110;
+    /// `hmask[32], qs[64], scales[12], d: f16`: sub-block `j = e / 16` has the 6-bit scale
+    /// `((scales[j % 8] >> 4 (j / 8)) & 15) | ((scales[8 + j % 4] >> 2 (j / 4)) & 3) << 4`,
+    /// minus 32; element `e` has the 2-bit code, minus 4 when bit `e / 32` of `hmask[e % 32]` is
+    /// clear; `x = (d * scale) * q` (both products exact).
+    #[inline(always)]
+    fn dequantize_block(block: &[u8], out: &mut [f32]) {
+        let (hmask, qs, scales) = (&block[0..32], &block[32..96], &block[96..108]);
+        let d = f16_at(block, 108);
+        for (e, o) in out.iter_mut().enumerate() {
+            let j = e / 16;
+            let low = (scales[j % 8] >> (4 * (j / 8))) & 15;
+            let high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+            let scale = i32::from(low | (high << 4)) - 32;
+            let clear = (hmask[e % 32] >> (e / 32)) & 1 == 0;
+            let q = i32::from(two_bit_code(qs, e)) - if clear { 4 } else { 0 };
+            *o = (d * scale as f32) * q as f32;
         }
     }
 }

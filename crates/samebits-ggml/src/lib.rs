@@ -10,7 +10,7 @@
 //! code is written from that description.
 //!
 //! One file per family: [`float`] (F32, F16, BF16), [`legacy`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0),
-//! [`kquant`] (Q4_K, Q5_K, Q6_K), [`iquant`] (IQ4_NL, IQ4_XS).
+//! [`kquant`] (Q2_K to Q6_K), [`iquant`] (IQ4_NL, IQ4_XS).
 
 pub mod float;
 pub mod iquant;
@@ -157,6 +157,8 @@ impl GgmlType {
             GgmlType::Q5_0 => visitor.visit::<legacy::Q5_0>(),
             GgmlType::Q5_1 => visitor.visit::<legacy::Q5_1>(),
             GgmlType::Q8_0 => visitor.visit::<legacy::Q8_0>(),
+            GgmlType::Q2K => visitor.visit::<kquant::Q2K>(),
+            GgmlType::Q3K => visitor.visit::<kquant::Q3K>(),
             GgmlType::Q4K => visitor.visit::<kquant::Q4K>(),
             GgmlType::Q5K => visitor.visit::<kquant::Q5K>(),
             GgmlType::Q6K => visitor.visit::<kquant::Q6K>(),

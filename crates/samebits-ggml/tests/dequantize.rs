@@ -129,6 +129,42 @@ fn reference(ty: GgmlType, b: &[u8]) -> Vec<f64> {
                 }
             }
         }
+        GgmlType::Q2K | GgmlType::Q3K => {
+            // After the structure of the `gguf` package's vectorised dequantization: codes of
+            // qs in groups of 32 bytes and four 2-bit shifts, 16 sub-blocks of 16.
+            let qs = if ty == GgmlType::Q2K {
+                &b[16..80]
+            } else {
+                &b[32..96]
+            };
+            let mut codes = [0i32; 256];
+            for g in 0..2 {
+                for shift in 0..4 {
+                    for l in 0..32 {
+                        codes[128 * g + 32 * shift + l] =
+                            ((qs[32 * g + l] >> (2 * shift)) & 3) as i32;
+                    }
+                }
+            }
+            for e in 0..256 {
+                let j = e / 16;
+                y.push(match ty {
+                    GgmlType::Q2K => {
+                        let (d, dmin) = (f16(b, 80), f16(b, 82));
+                        d * (b[j] & 0xF) as f64 * codes[e] as f64 - dmin * (b[j] >> 4) as f64
+                    }
+                    _ => {
+                        let sc = &b[96..108];
+                        let lo = (sc[j % 8] >> (4 * (j / 8))) & 0xF;
+                        let hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
+                        let scale = (lo | (hi << 4)) as f64 - 32.0;
+                        let h = (b[e % 32] >> (e / 32)) & 1;
+                        let q = codes[e] - if h == 0 { 4 } else { 0 };
+                        f16(b, 108) * scale * q as f64
+                    }
+                });
+            }
+        }
         GgmlType::Iq4Nl | GgmlType::Iq4Xs => {
             // ggml's kvalues_iq4nl, written out again for the reference.
             const KVALUES: [f64; 16] = [
@@ -205,7 +241,7 @@ fn hand_built_q4_1_and_q8_0_blocks() {
     dequantize_row(GgmlType::Q8_0, &q8, &mut out).unwrap();
     assert_eq!(&out[..3], &[-256.0, 254.0, 0.0]);
     assert!(dequantize_row(GgmlType::Q8_0, &q8[..33], &mut out).is_err());
-    assert!(dequantize_row(GgmlType::Q2K, &[0; 84], &mut [0f32; 256]).is_err());
+    assert!(dequantize_row(GgmlType::Iq2Xxs, &[0; 66], &mut [0f32; 256]).is_err());
 }
 
 /// The `gguf` Python package's `gguf.quants.dequantize` (an implementation independent of ggml's
@@ -221,7 +257,7 @@ fn the_gguf_package_dequantizes_the_same_values() {
     let fixture: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let fixture = fixture.as_object().unwrap();
-    assert_eq!(fixture.len(), 10);
+    assert_eq!(fixture.len(), 12);
     for (name, case) in fixture {
         let ty = (0..64)
             .filter_map(GgmlType::from_id)

@@ -118,6 +118,31 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
             context: 128,
             matrices: GgmlType::Q6K,
         },
+        // The 2- and 3-bit k-quants.
+        LlamaShape {
+            family: Family::Llama,
+            layers: 1,
+            dim: 256,
+            heads: 2,
+            head_dim: 128,
+            kv_heads: 1,
+            ffn: 512,
+            vocab: 96,
+            context: 128,
+            matrices: GgmlType::Q2K,
+        },
+        LlamaShape {
+            family: Family::Llama,
+            layers: 1,
+            dim: 256,
+            heads: 2,
+            head_dim: 128,
+            kv_heads: 1,
+            ffn: 512,
+            vocab: 96,
+            context: 128,
+            matrices: GgmlType::Q3K,
+        },
         // The non-linear IQ4 codes: IQ4_NL (blocks of 32), IQ4_XS (super-blocks of 256).
         LlamaShape {
             family: Family::Llama,

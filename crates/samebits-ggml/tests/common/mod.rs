@@ -9,7 +9,7 @@ use samebits_ggml::GgmlType;
 use samebits_testdata::Rng;
 
 /// Every type with a dequantization.
-pub const TYPES: [GgmlType; 13] = [
+pub const TYPES: [GgmlType; 15] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -18,6 +18,8 @@ pub const TYPES: [GgmlType; 13] = [
     GgmlType::Q5_0,
     GgmlType::Q5_1,
     GgmlType::Q8_0,
+    GgmlType::Q2K,
+    GgmlType::Q3K,
     GgmlType::Q4K,
     GgmlType::Q5K,
     GgmlType::Q6K,
@@ -49,6 +51,8 @@ pub fn random_blocks(ty: GgmlType, blocks: usize, rng: &mut Rng) -> Vec<u8> {
             | GgmlType::Iq4Xs => &[0],
             GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
             GgmlType::Q6K => &[208],
+            GgmlType::Q2K => &[80, 82],
+            GgmlType::Q3K => &[108],
             GgmlType::F32 => {
                 block.copy_from_slice(&(rng.unit() * 4.0).to_le_bytes());
                 &[]
