@@ -270,6 +270,30 @@ impl ModelConfig {
                 format!("{head_count_kv} KV heads do not divide {head_count} query heads"),
             ));
         }
+        // The head size is read from metadata: the Q projection's rows must be that many per
+        // head (per Q head plus two per KV head for a fused QKV), which bounds it by the file
+        // before anything is sized from it (rotary tables, caches).
+        let q_rows = [
+            ("blk.0.attn_q.weight", head_count),
+            (
+                "blk.0.attn_qkv.weight",
+                head_count.saturating_add(head_count_kv.saturating_mul(2)),
+            ),
+        ]
+        .into_iter()
+        .find_map(|(name, per)| Some((name, file.tensor_info(name)?.dims.get(1).copied()?, per)));
+        if let Some((name, rows, per)) = q_rows
+            && Some(rows) != (per as u64).checked_mul(head_dim as u64)
+        {
+            return Err(Error::Malformed {
+                file: file.name().into(),
+                at: format!("tensor `{name}`"),
+                message: format!(
+                    "{rows} rows, but {per} heads of {head_dim} features need {}",
+                    per.saturating_mul(head_dim)
+                ),
+            });
+        }
         let rope_dimension_count = match meta.get(&key("rope.dimension_count")) {
             Some(_) => meta.usize(&key("rope.dimension_count"))?,
             None => head_dim,

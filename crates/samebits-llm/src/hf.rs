@@ -242,6 +242,29 @@ pub fn decoder_config(ck: &Checkpoint) -> Result<ModelConfig> {
             format!("{head_count_kv} KV heads do not divide {head_count} query heads"),
         ));
     }
+    // `head_dim` comes from config.json: the Q projection must hold that many rows per head (per
+    // Q head plus two per KV head when fused), which bounds it by the checkpoint before rotary
+    // tables and caches are sized from it.
+    let q_rows = [
+        ("model.layers.0.self_attn.q_proj.weight", head_count),
+        (
+            "model.layers.0.self_attn.qkv_proj.weight",
+            head_count.saturating_add(head_count_kv.saturating_mul(2)),
+        ),
+    ]
+    .into_iter()
+    .find(|(name, _)| ck.contains(name));
+    if let Some((name, per)) = q_rows {
+        let rows = ck.shape(name)?.first().copied();
+        if rows != per.checked_mul(head_dim) {
+            return Err(bad(
+                "head_dim",
+                format!(
+                    "{head_dim} features per head, but {name} has {rows:?} rows for {per} heads"
+                ),
+            ));
+        }
+    }
     let mut context_length = ck.usize_field("max_position_embeddings")?;
     if matches!(
         architecture.as_str(),

@@ -757,6 +757,29 @@ fn tensors_outside_the_layout_are_refused() {
     }
 }
 
+/// A GGUF head size (`attention.key_length`) that the Q projection's rows do not hold is
+/// refused naming that tensor, before rotary tables or caches are sized from it.
+#[test]
+fn a_head_size_the_q_rows_do_not_hold_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("m.gguf");
+    let mut bytes = gguf_writer(&LLAMA, Dtype::F32, "llama", false).to_bytes();
+    // The u32 values after the keys and their 4-byte type.
+    for key in [
+        &b"llama.attention.key_length"[..],
+        &b"llama.attention.value_length"[..],
+    ] {
+        let at = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len() + 4;
+        bytes[at..at + 4].copy_from_slice(&(1u32 << 30).to_le_bytes());
+    }
+    std::fs::write(&path, bytes).unwrap();
+    let err = Llm::load(&path, OperationSet::Reproducible)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("blk.0.attn_q.weight"), "{err}");
+}
+
 #[test]
 fn unsupported_configurations_are_refused_naming_the_field() {
     let tmp = tempfile::tempdir().unwrap();
@@ -779,6 +802,8 @@ fn unsupported_configurations_are_refused_naming_the_field() {
             "num_key_value_heads",
         ),
         ("head_dim", serde_json::json!(7), "head_dim"),
+        // A head size the Q projection does not hold (it would size the rotary tables).
+        ("head_dim", serde_json::json!(1 << 30), "head_dim"),
         // Found by mutation (a GGUF vocab_size larger than the embedding panicked in
         // generation): the declared vocabulary must be the embedding's rows.
         ("vocab_size", serde_json::json!(147457), "token_embd.weight"),
