@@ -30,6 +30,7 @@ Examples:
   samebits compile model.onnx --artifacts-dir build/ 
   samebits bench model.onnx --input-shape x=1,3,640,640 --runs 20
   samebits bench --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt-tokens 128,512 --gen-tokens 128
+  samebits serve --model SmolLM2-135M-Instruct.Q4_1.gguf --port 8000
   samebits tui";
 
 /// The most worker threads `--threads` accepts: far above any CPU's cores, low enough that a
@@ -45,6 +46,7 @@ enum Command {
     Embed(commands::embed::Args),
     Bench(commands::bench::Args),
     Conformance(commands::conformance::Args),
+    Serve(commands::serve::Args),
     Tui(commands::tui::Args),
     #[command(hide = true)]
     PipelineWorker(commands::pipeline_worker::Args),
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Embed(args) => commands::embed::main(args),
         Command::Bench(args) => commands::bench::main(args),
         Command::Conformance(args) => commands::conformance::main(args),
+        Command::Serve(args) => commands::serve::main(args),
         Command::Tui(args) => commands::tui::main(args),
         Command::PipelineWorker(args) => commands::pipeline_worker::main(args),
     };

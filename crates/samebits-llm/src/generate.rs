@@ -59,18 +59,24 @@ fn per_second(tokens: usize, time: Duration) -> f64 {
 /// the assistant's turn opened; else the raw text, with BOS when the tokenizer asks for it.
 pub fn prompt_tokens(llm: &Llm, prompt: &str, chat: bool) -> Result<Vec<u32>> {
     if chat {
-        let source = llm.chat_template.as_deref().ok_or_else(|| {
-            crate::LlmError::Usage(format!(
-                "--chat: {} has no chat template",
-                llm.path.display()
-            ))
-        })?;
-        let template = ChatTemplate::for_tokenizer(source, &llm.tokenizer)?;
-        let text = template.render_chat(&[ChatMessage::new("user", prompt)], true)?;
-        Ok(llm.tokenizer.encode(&text, false)?)
+        chat_tokens(llm, &[ChatMessage::new("user", prompt)])
     } else {
         Ok(llm.tokenizer.encode(prompt, true)?)
     }
+}
+
+/// The token ids of a conversation: the chat template's rendering of `messages` with the
+/// assistant's turn opened.
+pub fn chat_tokens(llm: &Llm, messages: &[ChatMessage]) -> Result<Vec<u32>> {
+    let source = llm.chat_template.as_deref().ok_or_else(|| {
+        crate::LlmError::Usage(format!(
+            "{} has no chat template (--chat and chat requests need one)",
+            llm.path.display()
+        ))
+    })?;
+    let template = ChatTemplate::for_tokenizer(source, &llm.tokenizer)?;
+    let text = template.render_chat(messages, true)?;
+    Ok(llm.tokenizer.encode(&text, false)?)
 }
 
 /// One generation in progress: the prompt's tokens, the tokens generated so far, their logits
@@ -92,8 +98,17 @@ pub struct Sequence<'a> {
 impl<'a> Sequence<'a> {
     /// A generation from `prompt`; its first input is [`Sequence::prompt_tokens`].
     pub fn start(llm: &'a Llm, prompt: &str, options: &GenerateOptions) -> Result<Sequence<'a>> {
-        options.sampling.check()?;
         let prompt_tokens = prompt_tokens(llm, prompt, options.chat)?;
+        Sequence::from_tokens(llm, prompt_tokens, options)
+    }
+
+    /// A generation from prompt token ids already made ([`prompt_tokens`], [`chat_tokens`]).
+    pub fn from_tokens(
+        llm: &'a Llm,
+        prompt_tokens: Vec<u32>,
+        options: &GenerateOptions,
+    ) -> Result<Sequence<'a>> {
+        options.sampling.check()?;
         if prompt_tokens.is_empty() {
             return Err(crate::LlmError::Usage("--prompt gives no tokens".into()));
         }
@@ -123,6 +138,16 @@ impl<'a> Sequence<'a> {
     /// True once the end-of-sequence token or the budget is reached.
     pub fn is_finished(&self) -> bool {
         self.finished
+    }
+
+    /// True when the last generated token is the end-of-sequence token.
+    pub fn ended_with_eos(&self) -> bool {
+        self.eos.is_some() && self.tokens.last().copied() == self.eos
+    }
+
+    /// Tokens generated so far.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
     }
 
     /// Takes the logits row of the last position run: hashes it into the chain, samples the

@@ -28,6 +28,6 @@ pub mod weights;
 
 pub use embed::Embedder;
 pub use error::{LlmError, Result};
-pub use generate::{GenerateOptions, Generation, Sequence, generate, prompt_tokens};
+pub use generate::{GenerateOptions, Generation, Sequence, chat_tokens, generate, prompt_tokens};
 pub use model::{DecoderStage, KvCache, Layers, Llm, layer_bytes};
 pub use sampling::SamplingOptions;

@@ -12,12 +12,13 @@
 
 use crate::checkpoint::model_sha256;
 use crate::sampling::{SamplingOptions, sample};
-use crate::{GenerateOptions, Generation, Llm, LlmError, Result, prompt_tokens};
+use crate::{GenerateOptions, Generation, Llm, LlmError, Result, chat_tokens, prompt_tokens};
 use samebits_ir::DType;
 use samebits_ops::OperationSet;
 use samebits_runtime::Device;
 use samebits_runtime::hashing::{canonical_nan_bytes, hex};
 use samebits_runtime::receipt::{FileRecord, portable_path};
+use samebits_tokenizer::ChatMessage;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -69,6 +70,11 @@ pub struct GenerationReceipt {
     pub model: FileRecord,
     pub prompt: String,
     pub chat: bool,
+    /// A conversation (`samebits serve`'s chat requests): when present the prompt is the chat
+    /// template's rendering of these messages with the assistant's turn opened, and `prompt` is
+    /// empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<ChatMessage>>,
     pub options: ReceiptOptions,
     pub prompt_tokens: Vec<u32>,
     pub tokens: Vec<u32>,
@@ -93,18 +99,33 @@ impl GenerationReceipt {
         generation: &Generation,
         receipt_path: &Path,
     ) -> Result<GenerationReceipt> {
-        let base = receipt_dir(receipt_path);
+        let model = FileRecord {
+            path: portable_path(&llm.path, receipt_dir(receipt_path)),
+            sha256: model_sha256(&llm.path)?,
+        };
+        Ok(GenerationReceipt::with_model(
+            llm, model, prompt, options, generation,
+        ))
+    }
+
+    /// The receipt of `generation` with the model recorded as `model` (a server hashes its
+    /// model once, not per request).
+    pub fn with_model(
+        llm: &Llm,
+        model: FileRecord,
+        prompt: &str,
+        options: &GenerateOptions,
+        generation: &Generation,
+    ) -> GenerationReceipt {
         let s = &options.sampling;
-        Ok(GenerationReceipt {
+        GenerationReceipt {
             format: FORMAT.into(),
             engine: samebits_runtime::ENGINE.into(),
             device: llm.device_description(),
-            model: FileRecord {
-                path: portable_path(&llm.path, base),
-                sha256: model_sha256(&llm.path)?,
-            },
+            model,
             prompt: prompt.into(),
             chat: options.chat,
+            messages: None,
             options: ReceiptOptions {
                 max_tokens: options.max_tokens,
                 temperature: s.temperature,
@@ -118,7 +139,7 @@ impl GenerationReceipt {
             step_logits_sha256: generation.logits.steps.clone(),
             logits_digest: generation.logits.digest(),
             n_partitions: 1,
-        })
+        }
     }
 
     pub fn write(&self, path: &Path) -> Result<()> {
@@ -129,7 +150,9 @@ impl GenerationReceipt {
     pub fn read(path: &Path) -> Result<GenerationReceipt> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| unusable(path, format!("cannot read: {e}")))?;
-        let receipt: GenerationReceipt = serde_json::from_str(&text)
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| unusable(path, format!("not JSON: {e}")))?;
+        let receipt: GenerationReceipt = serde_json::from_value(unwrap_response(value))
             .map_err(|e| unusable(path, format!("not a samebits generation receipt: {e}")))?;
         if receipt.format != FORMAT {
             return Err(unusable(
@@ -160,12 +183,27 @@ impl GenerationReceipt {
     }
 }
 
-/// True when the JSON text is a generation receipt (as opposed to a run receipt).
+/// True when the JSON text is a generation receipt (as opposed to a run receipt), or a
+/// `samebits serve` response that carries one.
 pub fn is_generation_receipt(text: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(text)
         .ok()
+        .map(unwrap_response)
         .and_then(|v| v.get("format")?.as_str().map(|f| f == FORMAT))
         .unwrap_or(false)
+}
+
+/// The key under which `samebits serve` puts a response's receipt.
+pub const RESPONSE_RECEIPT_KEY: &str = "samebits_receipt";
+
+/// A server response saved whole stands for the receipt it carries.
+fn unwrap_response(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(mut map) if map.contains_key(RESPONSE_RECEIPT_KEY) => map
+            .remove(RESPONSE_RECEIPT_KEY)
+            .expect("the key is present"),
+        other => other,
+    }
 }
 
 fn receipt_dir(path: &Path) -> &Path {
@@ -206,17 +244,31 @@ pub fn verify(path: &Path) -> Result<GenerationCheck> {
 
 /// [`verify`] on `device`; the bits are compared whatever device made the receipt.
 pub fn verify_on(path: &Path, device: Device) -> Result<GenerationCheck> {
-    let (receipt, model_path) = read_checked(path)?;
+    verify_model_on(path, None, device)
+}
+
+/// [`verify_on`] with the model read from `model` instead of the receipt's path (a receipt
+/// made on another machine); its sha256 must still be the receipt's.
+pub fn verify_model_on(
+    path: &Path,
+    model: Option<&Path>,
+    device: Device,
+) -> Result<GenerationCheck> {
+    let (receipt, model_path) = read_checked(path, model)?;
     let llm = Llm::load_on(&model_path, receipt.options.operation_set, device)?;
     check(&receipt, &llm, &mut |sequence| {
         llm.forward(sequence, &mut llm.new_cache())
     })
 }
 
-/// The receipt at `path` and its model's path, after checking the model's sha256.
-pub fn read_checked(path: &Path) -> Result<(GenerationReceipt, PathBuf)> {
+/// The receipt at `path` and its model's path (`model`, or the receipt's own, relative to the
+/// receipt's folder), after checking the model's sha256.
+pub fn read_checked(path: &Path, model: Option<&Path>) -> Result<(GenerationReceipt, PathBuf)> {
     let receipt = GenerationReceipt::read(path)?;
-    let model_path: PathBuf = receipt_dir(path).join(&receipt.model.path);
+    let model_path: PathBuf = match model {
+        Some(model) => model.to_path_buf(),
+        None => receipt_dir(path).join(&receipt.model.path),
+    };
     let actual = model_sha256(&model_path)?;
     if actual != receipt.model.sha256 {
         return Err(unusable(
@@ -241,7 +293,10 @@ pub fn check(
         steps_matched: step.unwrap_or(0),
         first_mismatch: Some(Mismatch { step, message }),
     };
-    let prompt = prompt_tokens(llm, &receipt.prompt, receipt.chat)?;
+    let prompt = match &receipt.messages {
+        Some(messages) => chat_tokens(llm, messages)?,
+        None => prompt_tokens(llm, &receipt.prompt, receipt.chat)?,
+    };
     if prompt != receipt.prompt_tokens {
         return Ok(mismatch(
             None,

@@ -13,8 +13,9 @@ use samebits_gguf::GgufFile;
 
 const TEMPLATE_NAME: &str = "chat_template";
 
-/// One message of a conversation.
-#[derive(Clone, Debug, PartialEq)]
+/// One message of a conversation (serialized as generation receipts and OpenAI requests write
+/// it: `{"role": ..., "content": ...}`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ChatMessage {
     pub role: String,
     pub content: String,

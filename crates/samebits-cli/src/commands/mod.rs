@@ -7,6 +7,7 @@ pub mod embed;
 pub mod generate;
 pub mod pipeline_worker;
 pub mod run;
+pub mod serve;
 pub mod tui;
 pub mod verify;
 

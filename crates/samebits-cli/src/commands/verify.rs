@@ -26,8 +26,13 @@ use std::process::ExitCode;
 /// or an input file is missing, corrupt or has another hash.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The receipt written by `samebits run`, `generate` or `embed` with `--receipt`.
+    /// The receipt written by `samebits run`, `generate` or `embed` with `--receipt`, or a
+    /// `samebits serve` response (or its `samebits_receipt` object) saved to a file.
     receipt: PathBuf,
+    /// A generation receipt's model file or folder here, when it is not at the path the receipt
+    /// records (a receipt from another machine or a server); its sha256 must still match.
+    #[arg(long, value_name = "PATH")]
+    model: Option<PathBuf>,
     /// Re-run on this device; the bits are compared whatever device made the receipt.
     #[command(flatten)]
     device: DeviceOption,
@@ -50,7 +55,18 @@ pub fn main(args: Args) -> Result<ExitCode> {
         .partitions
         .pipeline(args.device.device, Default::default());
     if generation_receipt::is_generation_receipt(&text) {
-        verify_generation(&args.receipt, args.device.device, pipeline)
+        verify_generation(
+            &args.receipt,
+            args.model.as_deref(),
+            args.device.device,
+            pipeline,
+        )
+    } else if args.model.is_some() {
+        eprintln!(
+            "error: --model applies to generation receipts; {} is not one",
+            args.receipt.display()
+        );
+        Ok(ExitCode::from(2))
     } else if embedding_receipt::is_embedding_receipt(&text) {
         verify_embedding(&args.receipt)
     } else {
@@ -103,9 +119,10 @@ fn verify_run(path: &Path, device: Device, pipeline: Option<PipelineOptions>) ->
 /// A generation receipt re-checked through N pipeline stages: one prefill through them.
 fn verify_generation_staged(
     path: &Path,
+    model: Option<&Path>,
     mut options: PipelineOptions,
 ) -> samebits_pipeline::Result<generation_receipt::GenerationCheck> {
-    let (receipt, model) = generation_receipt::read_checked(path)?;
+    let (receipt, model) = generation_receipt::read_checked(path, model)?;
     options.operation_set = receipt.options.operation_set;
     let (mut pipeline, loaded) = Pipeline::start(&ModelSpec::Llm(model), &options)?;
     let Loaded::Llm(llm) = loaded else {
@@ -125,12 +142,17 @@ fn verify_generation_staged(
 
 fn verify_generation(
     path: &Path,
+    model: Option<&Path>,
     device: Device,
     pipeline: Option<PipelineOptions>,
 ) -> Result<ExitCode> {
     let checked = match pipeline {
-        None => generation_receipt::verify_on(path, device).map_err(anyhow::Error::from),
-        Some(options) => verify_generation_staged(path, options).map_err(anyhow::Error::from),
+        None => {
+            generation_receipt::verify_model_on(path, model, device).map_err(anyhow::Error::from)
+        }
+        Some(options) => {
+            verify_generation_staged(path, model, options).map_err(anyhow::Error::from)
+        }
     };
     let check = match checked {
         Ok(check) => check,
