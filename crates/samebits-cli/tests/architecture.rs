@@ -46,6 +46,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["ir", "ops", "ggml", "gguf", "tokenizer", "llm", "runtime"],
     ),
     ("tui", &["ir", "ops", "gguf", "tokenizer", "llm", "runtime"]),
+    ("serve", &["tokenizer", "llm", "runtime"]),
     (
         "cli",
         &[
@@ -61,6 +62,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "llm",
             "tui",
             "pipeline",
+            "serve",
         ],
     ),
 ];
