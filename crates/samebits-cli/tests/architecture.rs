@@ -45,7 +45,18 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "pipeline",
         &["ir", "ops", "ggml", "gguf", "tokenizer", "llm", "runtime"],
     ),
-    ("tui", &["ir", "ops", "gguf", "tokenizer", "llm", "runtime"]),
+    (
+        "tui",
+        &[
+            "ir",
+            "ops",
+            "gguf",
+            "tokenizer",
+            "llm",
+            "pipeline",
+            "runtime",
+        ],
+    ),
     ("serve", &["tokenizer", "llm", "runtime"]),
     (
         "cli",

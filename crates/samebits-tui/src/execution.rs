@@ -3,8 +3,8 @@
 //!
 //! The device is the runtime's [`Device`] (`cpu`, `cuda`, `cuda:N`); a GPU that is asked for is
 //! opened before the model loads, so a machine without one gets the runtime's one-line reason in
-//! the UI. The TUI runs the model in one partition; pipeline partitioning is the CLI's
-//! `--n-partitions`, and asking for it here is an error shown in the UI, never a crash.
+//! the UI. Partitions above 1 run the model through that many pipeline stages, as the CLI's
+//! `--n-partitions` does (the worker starts them).
 
 pub use samebits_runtime::Device;
 
@@ -50,13 +50,6 @@ impl ExecutionOptions {
             samebits_runtime::device::cuda_backend(ordinal)
                 .map_err(|e| format!("Device {}: {e}", self.device))?;
         }
-        if self.partitions != 1 {
-            return Err(format!(
-                "Partitions {}: the TUI runs the model in 1 partition; use `samebits generate \
-                 --n-partitions {}` for a pipeline",
-                self.partitions, self.partitions
-            ));
-        }
         Ok(())
     }
 }
@@ -88,7 +81,7 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_gpu_or_several_partitions_are_refused_in_one_line() {
+    fn a_missing_gpu_is_refused_in_one_line() {
         assert_eq!(ExecutionOptions::default().check_available(), Ok(()));
         // A GPU number no machine has: refused whether or not this machine has CUDA.
         let cuda = ExecutionOptions {
@@ -99,11 +92,5 @@ mod tests {
         assert!(error.starts_with("Device cuda:999: "), "{error}");
         assert!(error.contains("--device cpu"), "{error}");
         assert!(!error.contains('\n'), "{error}");
-        let split = ExecutionOptions {
-            device: Device::Cpu,
-            partitions: 2,
-        };
-        let error = split.check_available().unwrap_err();
-        assert!(error.starts_with("Partitions 2: "), "{error}");
     }
 }

@@ -1,7 +1,9 @@
 //! The engine side of the UI: one thread that runs [`Job`]s (generate with a receipt, verify a
 //! receipt) and reports [`WorkerEvent`]s over a channel, so the UI keeps drawing and reading keys
 //! while the model computes. The loaded model is kept between runs while its file, operation set
-//! and execution options stay the same.
+//! and execution options stay the same. With Partitions above 1 the model runs through the
+//! pipeline's stages (samebits-pipeline: simulated on the CPU, one GPU each over NCCL with a
+//! CUDA device), as `samebits generate --n-partitions` runs it; the bits are the same.
 //!
 //! Every failure (missing model, unsupported device, unreadable receipt, even a panic inside the
 //! engine) comes back as [`WorkerEvent::Failed`] with one line saying what went wrong.
@@ -9,8 +11,9 @@
 use crate::execution::ExecutionOptions;
 use crate::form::RunRequest;
 use samebits_llm::receipt::{self, GenerationReceipt};
-use samebits_llm::{Llm, generate, prompt_tokens};
+use samebits_llm::{Generation, Llm, generate, prompt_tokens};
 use samebits_ops::OperationSet;
+use samebits_pipeline::{Loaded, ModelSpec, Pipeline, PipelineOptions, drivers};
 use samebits_runtime::hashing::sha256_file;
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -164,9 +167,24 @@ struct ModelKey {
     execution: ExecutionOptions,
 }
 
+/// A loaded model: whole in this process, or cut into pipeline stages.
+enum LoadedModel {
+    Whole(Llm),
+    /// The stages, and the decoder's configuration and tokenizer (no layers).
+    Staged(Box<Pipeline>, Llm),
+}
+
+impl LoadedModel {
+    fn llm(&self) -> &Llm {
+        match self {
+            LoadedModel::Whole(llm) | LoadedModel::Staged(_, llm) => llm,
+        }
+    }
+}
+
 struct Engine {
     receipts_dir: PathBuf,
-    loaded: Option<(ModelKey, Llm)>,
+    loaded: Option<(ModelKey, LoadedModel)>,
     runs: usize,
 }
 
@@ -186,7 +204,11 @@ impl Engine {
         Ok(())
     }
 
-    fn model(&mut self, request: &RunRequest, send: &dyn Fn(WorkerEvent)) -> Result<&Llm, String> {
+    fn model(
+        &mut self,
+        request: &RunRequest,
+        send: &dyn Fn(WorkerEvent),
+    ) -> Result<&mut LoadedModel, String> {
         request.execution.check_available()?;
         let path = &request.model;
         let metadata = std::fs::metadata(path)
@@ -201,11 +223,35 @@ impl Engine {
         if self.loaded.as_ref().is_none_or(|(k, _)| *k != key) {
             self.loaded = None;
             send(WorkerEvent::Loading);
-            let llm = Llm::load_on(path, request.operation_set, request.execution.device)
-                .map_err(|e| format!("Model: cannot load {}: {e}", path.display()))?;
-            self.loaded = Some((key, llm));
+            let cannot =
+                |e: &dyn std::fmt::Display| format!("Model: cannot load {}: {e}", path.display());
+            let execution = request.execution;
+            let model = match execution.partitions {
+                1 => LoadedModel::Whole(
+                    Llm::load_on(path, request.operation_set, execution.device)
+                        .map_err(|e| cannot(&e))?,
+                ),
+                n => {
+                    let options = PipelineOptions {
+                        n_partitions: n,
+                        operation_set: request.operation_set,
+                        device: execution.device,
+                        rendezvous: None,
+                    };
+                    match Pipeline::start(&ModelSpec::Llm(path.clone()), &options) {
+                        Ok((pipeline, Loaded::Llm(llm))) => {
+                            LoadedModel::Staged(Box::new(pipeline), *llm)
+                        }
+                        Ok((_, Loaded::Onnx(_))) => {
+                            unreachable!("a decoder spec loads a decoder")
+                        }
+                        Err(e) => return Err(cannot(&e)),
+                    }
+                }
+            };
+            self.loaded = Some((key, model));
         }
-        Ok(&self.loaded.as_ref().expect("just loaded").1)
+        Ok(&mut self.loaded.as_mut().expect("just loaded").1)
     }
 
     fn generate(
@@ -216,17 +262,17 @@ impl Engine {
         self.runs += 1;
         let receipts_dir = self.receipts_dir.clone();
         let receipt_path = receipts_dir.join(receipt_name(self.runs));
-        let llm = self.model(request, send)?;
+        let model = self.model(request, send)?;
         let options = &request.generate;
         let prompt =
-            prompt_tokens(llm, &request.prompt, options.chat).map_err(|e| e.to_string())?;
+            prompt_tokens(model.llm(), &request.prompt, options.chat).map_err(|e| e.to_string())?;
         send(WorkerEvent::Prefilling {
             prompt_tokens: prompt.len(),
         });
         let start = Instant::now();
         let mut first_token: Option<Instant> = None;
         let mut progress = Progress::default();
-        let generation = generate(llm, &request.prompt, options, |text| {
+        let mut on_text = |text: &str| {
             let now = Instant::now();
             let first = *first_token.get_or_insert(now);
             progress = Progress {
@@ -238,17 +284,42 @@ impl Engine {
                 text: text.to_string(),
                 progress,
             });
-        })
-        .map_err(|e| e.to_string())?;
+        };
+        let generation: Generation = match model {
+            LoadedModel::Whole(llm) => {
+                generate(llm, &request.prompt, options, on_text).map_err(|e| e.to_string())?
+            }
+            LoadedModel::Staged(pipeline, llm) => drivers::generate_many(
+                pipeline,
+                llm,
+                std::slice::from_ref(&request.prompt),
+                options,
+                1,
+                &mut |_, text| on_text(text),
+            )
+            .map_err(|e| e.to_string())?
+            .pop()
+            .expect("one generation per prompt"),
+        };
         std::fs::create_dir_all(&receipts_dir).map_err(|e| {
             format!(
                 "cannot create the receipts folder {}: {e}",
                 receipts_dir.display()
             )
         })?;
-        GenerationReceipt::new(llm, &request.prompt, options, &generation, &receipt_path)
-            .and_then(|r| r.write(&receipt_path))
-            .map_err(|e| e.to_string())?;
+        let mut receipt = GenerationReceipt::new(
+            model.llm(),
+            &request.prompt,
+            options,
+            &generation,
+            &receipt_path,
+        )
+        .map_err(|e| e.to_string())?;
+        if let LoadedModel::Staged(pipeline, _) = model {
+            receipt.device = pipeline.description().to_string();
+            receipt.n_partitions = pipeline.n_partitions();
+        }
+        receipt.write(&receipt_path).map_err(|e| e.to_string())?;
         let receipt_sha256 = sha256_file(&receipt_path).map_err(|e| e.to_string())?;
         Ok(RunOutcome {
             prompt_tokens: generation.prompt_tokens.len(),
@@ -327,6 +398,45 @@ mod tests {
             panic!("expected a failure")
         };
         assert!(message.starts_with("Device cuda:999: "), "{message}");
+    }
+
+    /// Runs `request` to its outcome, skipping the progress events.
+    fn outcome(worker: &Worker, request: RunRequest) -> RunOutcome {
+        worker.submit(Job::Generate(request));
+        loop {
+            match next(worker) {
+                WorkerEvent::Generated(outcome) => return outcome,
+                WorkerEvent::Failed(message) => panic!("{message}"),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn two_partitions_give_the_bits_of_one() {
+        let Some(model) = samebits_testdata::cached(samebits_testdata::SMOLLM2_GGUF) else {
+            samebits_testdata::skip("the SmolLM2 GGUF is not cached (scripts/setup.sh --data)");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let worker = Worker::spawn(dir.path().to_path_buf()).unwrap();
+        let mut whole = request(&model);
+        whole.generate.max_tokens = 6;
+        let mut staged = whole.clone();
+        staged.execution.partitions = 2;
+        let one = outcome(&worker, whole);
+        let two = outcome(&worker, staged);
+        assert_eq!(one.text, two.text);
+        assert_eq!(one.logits_digest, two.logits_digest);
+        let receipt: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&two.receipt).unwrap()).unwrap();
+        assert_eq!(receipt["n_partitions"], 2);
+        worker.submit(Job::Verify(two.receipt.clone()));
+        assert_eq!(next(&worker), WorkerEvent::Verifying);
+        let WorkerEvent::Verified { verdict, .. } = next(&worker) else {
+            panic!("expected a verdict")
+        };
+        assert_eq!(verdict, Verdict::Match { steps: 6 });
     }
 
     #[test]
