@@ -11,6 +11,7 @@ mod elementwise;
 pub mod fused;
 mod generators;
 mod gguf_matmul;
+mod grid_sample;
 mod indexing;
 mod linalg;
 mod loss;
@@ -55,6 +56,7 @@ pub fn register_all(r: &mut Registry) {
     conv::register(r);
     pool::register(r);
     resize::register(r);
+    grid_sample::register(r);
     random::register(r);
     loss::register(r);
     signal::register(r);

@@ -172,6 +172,16 @@ impl Op for AffineGrid {
     }
 }
 
+/// The cubic convolution weight (Keys) of a tap at distance `d` (0 <= d < 2) from the
+/// coordinate, for the constant `a` (contract section `resize`; GridSample's taps too).
+pub(super) fn cubic_weight(a: f32, d: f32) -> f32 {
+    if d <= 1.0 {
+        ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0
+    } else {
+        ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
     Nearest,
@@ -375,16 +385,6 @@ impl Resize {
         }
     }
 
-    /// The cubic weight of a tap at distance `d` (0 <= d < 2) from the coordinate.
-    fn cubic_weight(&self, d: f32) -> f32 {
-        let a = self.cubic_a;
-        if d <= 1.0 {
-            ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0
-        } else {
-            ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a
-        }
-    }
-
     fn axis_taps(&self, axis: &AxisResize, stride: usize) -> AxisTaps {
         let last = axis.in_len - 1;
         let clamp = |i: i64| i.clamp(0, last as i64) as usize;
@@ -423,7 +423,7 @@ impl Resize {
                         let mut taps: Vec<(i64, f32)> = distances
                             .iter()
                             .enumerate()
-                            .map(|(k, &d)| (base + k as i64, self.cubic_weight(d)))
+                            .map(|(k, &d)| (base + k as i64, cubic_weight(self.cubic_a, d)))
                             .collect();
                         if self.exclude_outside {
                             for tap in &mut taps {
