@@ -7,6 +7,7 @@ mod cast;
 mod control_flow;
 mod conv;
 pub mod decoder_fused;
+mod detection;
 mod elementwise;
 pub mod fused;
 mod generators;
@@ -57,6 +58,7 @@ pub fn register_all(r: &mut Registry) {
     pool::register(r);
     resize::register(r);
     grid_sample::register(r);
+    detection::register(r);
     random::register(r);
     loss::register(r);
     signal::register(r);
