@@ -109,7 +109,7 @@ fn gelu(ctx: &BuildContext) -> Result<Box<dyn Op>> {
 
 /// A unary elementwise function.
 #[derive(Clone, Copy, Debug)]
-enum Elementwise {
+pub(super) enum Elementwise {
     /// A correctly rounded samebits-math function.
     Math(UnaryFn),
     /// A samebits-math composite formula.
@@ -161,7 +161,7 @@ impl Elementwise {
         })
     }
 
-    fn eval_f32(self, x: f32) -> f32 {
+    pub(super) fn eval_f32(self, x: f32) -> f32 {
         match self {
             Elementwise::Math(f) => f.eval(x),
             Elementwise::Composite(a) => a.eval(x),

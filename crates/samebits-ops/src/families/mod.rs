@@ -22,6 +22,7 @@ mod optional;
 mod pool;
 mod quantize;
 mod random;
+mod recurrent;
 mod reduce;
 mod resize;
 mod sequence;
@@ -59,6 +60,7 @@ pub fn register_all(r: &mut Registry) {
     resize::register(r);
     grid_sample::register(r);
     detection::register(r);
+    recurrent::register(r);
     random::register(r);
     loss::register(r);
     signal::register(r);
