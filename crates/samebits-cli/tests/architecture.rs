@@ -46,6 +46,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["ir", "ops", "ggml", "gguf", "tokenizer", "llm", "runtime"],
     ),
     ("tui", &["ir", "ops", "gguf", "tokenizer", "llm", "runtime"]),
+    ("python", &["ir", "ops", "llm", "runtime"]),
     (
         "cli",
         &[
