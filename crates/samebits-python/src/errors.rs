@@ -22,9 +22,12 @@ create_exception!(
 /// `errno` of a missing file, as Python's `FileNotFoundError` carries it.
 const ENOENT: i32 = 2;
 
-/// A `FileNotFoundError` for `path` with the library's `message`.
-pub fn file_not_found(path: &Path, message: String) -> PyErr {
-    PyFileNotFoundError::new_err((ENOENT, message, path.display().to_string()))
+/// A `FileNotFoundError` with the library's `message`, and its `filename` when known.
+pub fn file_not_found(path: Option<&Path>, message: String) -> PyErr {
+    match path {
+        Some(path) => PyFileNotFoundError::new_err((ENOENT, message, path.display().to_string())),
+        None => PyFileNotFoundError::new_err((ENOENT, message)),
+    }
 }
 
 /// True when `error` or one of its sources is an I/O error saying a file does not exist.
@@ -47,12 +50,12 @@ pub fn runtime_error(error: RuntimeError, path: Option<&Path>) -> PyErr {
     let message = error.to_string();
     if is_missing_file(&error) {
         return match &error {
-            RuntimeError::Io { path, .. } => file_not_found(Path::new(path), message),
-            _ => file_not_found(path.unwrap_or(Path::new("")), message),
+            RuntimeError::Io { path, .. } => file_not_found(Some(Path::new(path)), message),
+            _ => file_not_found(path, message),
         };
     }
     if let Some(path) = path.filter(|p| !p.exists()) {
-        return file_not_found(path, message);
+        return file_not_found(Some(path), message);
     }
     match error {
         RuntimeError::Usage(_) | RuntimeError::BadFile { .. } => PyValueError::new_err(message),
@@ -71,8 +74,8 @@ pub fn llm_error(error: LlmError, path: Option<&Path>) -> PyErr {
         error => {
             let message = error.to_string();
             match path.filter(|p| !p.exists()) {
-                Some(path) => file_not_found(path, message),
-                None if is_missing_file(&error) => file_not_found(Path::new(""), message),
+                Some(path) => file_not_found(Some(path), message),
+                None if is_missing_file(&error) => file_not_found(None, message),
                 None => match error {
                     LlmError::Usage(_) | LlmError::Receipt { .. } => PyValueError::new_err(message),
                     _ => PyRuntimeError::new_err(message),

@@ -72,7 +72,7 @@ pub fn verify(py: Python<'_>, receipt_path: PathBuf, device: &str) -> PyResult<V
     let text = std::fs::read_to_string(&receipt_path).map_err(|e| {
         let message = format!("cannot read {}: {e}", receipt_path.display());
         match e.kind() {
-            std::io::ErrorKind::NotFound => file_not_found(&receipt_path, message),
+            std::io::ErrorKind::NotFound => file_not_found(Some(&receipt_path), message),
             _ => runtime_error(RuntimeError::io(&receipt_path, e), None),
         }
     })?;
