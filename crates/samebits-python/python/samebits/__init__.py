@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Any, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
