@@ -46,7 +46,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["ir", "ops", "ggml", "gguf", "tokenizer", "llm", "runtime"],
     ),
     ("tui", &["ir", "ops", "gguf", "tokenizer", "llm", "runtime"]),
-    ("python", &["ir", "ops", "llm", "runtime"]),
+    ("bindings", &["ir", "llm", "runtime"]),
+    ("python", &["ir", "ops", "llm", "runtime", "bindings"]),
+    ("capi", &["ir", "llm", "runtime", "bindings"]),
     (
         "cli",
         &[

@@ -6,7 +6,6 @@
 use crate::errors::llm_error;
 use crate::options;
 use pyo3::prelude::*;
-use samebits_llm::receipt::GenerationReceipt;
 use samebits_llm::{GenerateOptions, Llm, LlmError, SamplingOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -96,30 +95,22 @@ fn load(
     Ok((llm, request))
 }
 
-/// Generates, streaming each piece of text to `on_text`, and builds (and writes, when a path
-/// was given) the receipt. A receipt kept in memory stores the model path as if written in the
-/// current folder.
+/// Generates with `samebits_bindings::generate` (the receipt written when a path was given).
 fn run(llm: &Llm, request: &Request, on_text: impl FnMut(&str)) -> Result<Generation, LlmError> {
-    let generation = samebits_llm::generate(llm, &request.prompt, &request.options, on_text)?;
-    let receipt_path = request
-        .receipt
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("receipt.json"));
-    let receipt = GenerationReceipt::new(
+    let receipt_path = request.receipt.as_deref();
+    let generated = samebits_bindings::generate(
         llm,
         &request.prompt,
         &request.options,
-        &generation,
-        &receipt_path,
+        receipt_path,
+        on_text,
     )?;
-    if let Some(path) = &request.receipt {
-        receipt.write(path)?;
-    }
+    let generation = generated.generation;
     Ok(Generation {
         text: generation.text,
         tokens: generation.tokens,
         prompt_tokens: generation.prompt_tokens,
-        receipt_json: serde_json::to_string(&receipt).expect("receipt serialises"),
+        receipt_json: serde_json::to_string(&generated.receipt).expect("receipt serialises"),
         receipt_path: request.receipt.clone(),
         prefill_seconds: generation.prefill_time.as_secs_f64(),
         decode_seconds: generation.decode_time.as_secs_f64(),

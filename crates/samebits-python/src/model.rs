@@ -1,17 +1,17 @@
 //! `compile` and [`Model`]: an ONNX model compiled by `samebits_runtime::compile`, run on named
 //! tensors that cross the language boundary as `.npy` bytes (parsed and written by
 //! `samebits_runtime::tensor_file`, so NumPy's dtypes map to samebits' in one place), and the
-//! receipt of a run, the same one `samebits run --receipt` writes.
+//! receipt of a run, the same one `samebits run --receipt` writes
+//! (`samebits_bindings::run_receipt`).
 
 use crate::errors::{ReproducibilityError, bad_argument, runtime_error};
 use crate::options;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use samebits_ir::{Dim, Value, ValueType};
-use samebits_runtime::receipt::Receipt;
 use samebits_runtime::{CompileOptions, CompiledModel, RuntimeError, tensor_file};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// An ONNX model compiled for one device and operation set.
 #[pyclass(frozen, module = "samebits._native")]
@@ -120,8 +120,8 @@ impl Model {
     }
 
     /// Runs on `{name: .npy bytes}` and returns `[(output name, .npy bytes)]` in output order.
-    /// With `receipt`, writes each input beside it (`<receipt stem>.inputs/<i>.npy`, in name
-    /// order) and the run's receipt to that path.
+    /// With `receipt`, writes the run's receipt there and each input beside it
+    /// (`samebits_bindings::run_receipt`).
     #[pyo3(signature = (inputs, receipt=None))]
     fn run<'py>(
         &self,
@@ -154,7 +154,7 @@ impl Model {
             encoded.push((name.clone(), PyBytes::new(py, &npy)));
         }
         if let Some(path) = receipt {
-            py.detach(|| self.write_receipt(&values, &outputs, &path))
+            py.detach(|| samebits_bindings::run_receipt(&self.compiled, &values, &outputs, &path))
                 .map_err(|e| runtime_error(e, None))?;
         }
         Ok(encoded)
@@ -167,36 +167,5 @@ impl Model {
             self.compiled.operation_set.name(),
             self.compiled.device_description()
         )
-    }
-}
-
-impl Model {
-    /// Writes the inputs as `.npy` files beside the receipt (a run receipt names the file of
-    /// each input, which `verify` reads back), then the receipt itself.
-    fn write_receipt(
-        &self,
-        inputs: &BTreeMap<String, Value>,
-        outputs: &[(String, Value)],
-        path: &Path,
-    ) -> samebits_runtime::Result<()> {
-        let stem = path
-            .file_stem()
-            .unwrap_or(path.as_os_str())
-            .to_string_lossy();
-        let folder = path
-            .parent()
-            .unwrap_or(Path::new(""))
-            .join(format!("{stem}.inputs"));
-        std::fs::create_dir_all(&folder).map_err(|e| RuntimeError::io(&folder, e))?;
-        let mut files = BTreeMap::new();
-        for (i, (name, value)) in inputs.iter().enumerate() {
-            let file = folder.join(format!("{i}.npy"));
-            let tensor = value
-                .as_tensor()
-                .map_err(|e| RuntimeError::Usage(e.to_string()))?;
-            tensor_file::write_npy(&file, tensor)?;
-            files.insert(name.clone(), file);
-        }
-        Receipt::new(&self.compiled, inputs, &files, outputs, path)?.write(path)
     }
 }
