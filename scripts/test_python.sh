@@ -2,8 +2,8 @@
 # The Python package's tests (scripts/test.sh runs them after the cargo tests): a virtual
 # environment in target/py-venv with pinned maturin, pytest and NumPy (made again when the pins
 # change), the `samebits` wheel built by maturin from crates/samebits-python and installed
-# there, the `samebits` command built as scripts/setup.sh builds it (the tests compare the
-# package with it), then pytest on crates/samebits-python/tests.
+# there, the `samebits` command (the tests compare the package with it), then pytest on
+# crates/samebits-python/tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PINS="maturin==1.16.0 pytest==9.2.0 numpy==2.4.6"
@@ -15,7 +15,10 @@ if [ "$(cat "$venv/pins" 2>/dev/null)" != "$PINS" ]; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check $PINS
     echo "$PINS" > "$venv/pins"
 fi
-cargo build --release --quiet --bin samebits
+# The command and the workspace's libraries (libsamebits_capi among them) in one build: the
+# features scripts/setup.sh's `cargo build --release --bin samebits` resolves, so its artifacts
+# are shared.
+cargo build --release --quiet --workspace --lib --bin samebits
 rm -rf target/py-wheels
 "$venv/bin/maturin" build --release --quiet --interpreter "$venv/bin/python" \
     --manifest-path crates/samebits-python/Cargo.toml --out target/py-wheels
