@@ -13,7 +13,8 @@ if [ ! -f "$MODEL" ]; then
     echo "SKIPPED: serve client tests: $MODEL is not cached (scripts/setup.sh --data)" >&2
     exit 0
 fi
-cargo build --release -q -p samebits-cli
+# The same build as test_python.sh and test_capi.sh (shared artifacts, see there).
+cargo build --release --quiet --workspace --lib --bin samebits
 CLI="$PWD/target/release/samebits"
 VENV=target/serve-clients-venv
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import openai, sys; sys.exit(openai.__version__ != '$OPENAI_VERSION')" 2>/dev/null; then

@@ -58,6 +58,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("serve", &["tokenizer", "llm", "runtime"]),
+    ("bindings", &["ir", "llm", "runtime"]),
+    ("python", &["ir", "ops", "llm", "runtime", "bindings"]),
+    ("capi", &["ir", "llm", "runtime", "bindings"]),
     (
         "cli",
         &[
