@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of every loader samebits runs on files an attacker may have written
+# (docs/security.md, section "Fuzzing"): builds the cargo-fuzz targets in fuzz/ (release code
+# with debug assertions, overflow checks and AddressSanitizer) and runs each for SECONDS
+# (default 60) on its corpus, fuzz/corpus/<target> (written by fuzz/seed.py from the pinned files
+# when missing). Fails when any target crashes, panics, runs one input longer than 10 s or goes
+# past the memory limits; the input is saved under fuzz/artifacts/<target>/.
+#
+# CI runs it with 60: scripts/fuzz.sh 60. It needs the nightly toolchain and cargo-fuzz
+# (cargo install cargo-fuzz).
+#
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
+set -euo pipefail
+
+SECONDS_PER_TARGET=${1:-60}
+shift || true
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+ALL_TARGETS=(onnx_model tensor_files gguf hf_folder receipt serve_request)
+TARGETS=("${@:-${ALL_TARGETS[@]}}")
+declare -A DICTIONARY=(
+  [onnx_model]=onnx.dict [tensor_files]=onnx.dict [gguf]=gguf.dict
+  [hf_folder]=json.dict [receipt]=json.dict [serve_request]=json.dict
+)
+
+# -detect_leaks=0: libFuzzer runs LeakSanitizer after each input whose mallocs and frees
+# differ, which the model-building targets (gguf, hf_folder) do on nearly every input; that
+# made them ten times slower. Memory that really grows per input still meets -rss_limit_mb.
+# A model's computed tensors are bounded well below the default 16 GiB here, so that one
+# allocation past it (-malloc_limit_mb) is a size some check missed.
+export SAMEBITS_MAX_TENSOR_BYTES=$((256 << 20))
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/samebits-fuzz.XXXXXX")
+trap 'rm -rf "$SCRATCH"' EXIT
+export SAMEBITS_FUZZ_SCRATCH=$SCRATCH
+
+for target in "${TARGETS[@]}"; do
+  if [ ! -d "fuzz/corpus/$target" ]; then
+    python3 fuzz/seed.py
+    break
+  fi
+done
+
+cargo +nightly fuzz build --fuzz-dir fuzz
+
+mkdir -p fuzz/logs
+failed=()
+for target in "${TARGETS[@]}"; do
+  echo "== $target: ${SECONDS_PER_TARGET} s (log: fuzz/logs/$target.log)"
+  status=0
+  cargo +nightly fuzz run --fuzz-dir fuzz "$target" "fuzz/corpus/$target" -- \
+    -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=4096 \
+    -malloc_limit_mb=2048 -detect_leaks=0 -dict="fuzz/dict/${DICTIONARY[$target]}" \
+    -print_final_stats=1 >"fuzz/logs/$target.log" 2>&1 || status=$?
+  grep -E '^(stat::number_of_executed_units|stat::new_units_added|Done)' \
+    "fuzz/logs/$target.log" || true
+  if [ "$status" -ne 0 ]; then
+    tail -n 40 "fuzz/logs/$target.log"
+    failed+=("$target")
+  fi
+done
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzzing failed: ${failed[*]} (inputs under fuzz/artifacts/)"
+  exit 1
+fi
+echo "fuzzing passed: ${TARGETS[*]}, ${SECONDS_PER_TARGET} s each"
