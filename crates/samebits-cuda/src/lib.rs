@@ -30,7 +30,7 @@
 //!   step on its device kernel or, failing that, on the CPU, values kept on the device between
 //!   device steps and, as [`IoValue::Device`], between runs; some adjacent steps fuse into one
 //!   launch, and decode steps replay as CUDA graphs.
-//! - `testing` (cargo feature `testing`): the `test_device!` macro that runs one test body on
+//! - `testing`: the `test_device!` macro that runs one test body on
 //!   the CPU (the samebits-ops op) and on CUDA.
 
 mod attention;
@@ -52,7 +52,6 @@ mod program;
 mod reduce;
 mod resize;
 mod source_kernel;
-#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use attention::{

@@ -1,5 +1,7 @@
-//! One test body for the CPU and for CUDA, in the spirit of candle's `test_device!` (behind the
-//! cargo feature `testing`, which samebits-cuda's own tests and examples turn on).
+//! One test body for the CPU and for CUDA, in the spirit of candle's `test_device!`, for
+//! samebits-cuda's own tests and examples and other crates' GPU tests. (Always compiled, not a
+//! cargo feature: a feature that only tests turn on would make test and plain builds resolve
+//! different features and compile the workspace twice.)
 //!
 //! [`Device`] runs an operation on host slices. Ops run as a one-node graph of the production
 //! samebits-ops op ([`Device::run_node`]): on the CPU its interpreter, on the GPU the
