@@ -99,10 +99,11 @@ def probe(server, receipt_out):
 
 
 def memory(pid):
+    """(text, RSS in KiB, GPU memory in MiB) of process `pid`; None where unknown."""
     rss = None
     if pid:
         with open(f"/proc/{pid}/status") as f:
-            rss = next(int(l.split()[1]) // 1024 for l in f if l.startswith("VmRSS:"))
+            rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
     gpu = None
     try:
         out = subprocess.run(
@@ -111,10 +112,23 @@ def memory(pid):
         gpu = sum(int(l.split(",")[1]) for l in out.splitlines() if pid and l.split(",")[0].strip() == str(pid))
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         pass
-    return f"RSS {rss} MiB, GPU {gpu} MiB", rss, gpu
+    rss_text = "n/a" if rss is None else f"{rss // 1024} MiB"
+    return f"RSS {rss_text}, GPU {gpu} MiB", rss, gpu
 
 
-def load(server, clients, seconds, pid):
+def request_mix(i, n):
+    """Request `n` of client `i`: (prompt, seed, max_tokens, stream, chat)."""
+    return (PROMPTS[(i + n) % len(PROMPTS)], (i * 7 + n) % 5, 4 + (i + 3 * n) % 21,
+            n % 2 == 0, (i + n) % 3 == 0)
+
+
+def run_load(send, clients, seconds, pid):
+    """`clients` threads send the `request_mix` for `seconds`, each request through
+    `send(prompt, seed, max_tokens, stream, chat)`, which returns (text, finish_reason, receipt,
+    arrival times of the streamed pieces that carried text). Checks every response (finish
+    reason, receipt lengths, and that a repeat of a request gives its first text and logits
+    digest); prints the counts, latency percentiles and memory, and returns the memory readings
+    (after the first sixth, at the end) as `memory` gives them. Fails on any failed request."""
     lock = threading.Lock()
     failures, first, repeats, tokens = [], {}, [0], [0]
     ttft, itl = [], []
@@ -122,32 +136,11 @@ def load(server, clients, seconds, pid):
     early = {}
 
     def one(i, n):
-        prompt = PROMPTS[(i + n) % len(PROMPTS)]
-        seed, max_tokens = (i * 7 + n) % 5, 4 + (i + 3 * n) % 21
-        stream, chat = n % 2 == 0, (i + n) % 3 == 0
-        body = {"model": server.model, "temperature": 0.8, "seed": seed,
-                "max_tokens": max_tokens, "stream": stream}
-        if chat:
-            body["messages"] = [{"role": "user", "content": prompt}]
-        else:
-            body["prompt"] = prompt
+        prompt, seed, max_tokens, stream, chat = request_mix(i, n)
         start = time.monotonic()
-        status, got, stamps = server.post("/v1/chat/completions" if chat else "/v1/completions", body)
-        assert status == 200, (status, got)
-        if stream:
-            assert got[-1] == "[DONE]", got[-3:]
-            chunks = [json.loads(e) for e in got[:-1]]
-            text = "".join(
-                (c["choices"][0].get("delta", {}).get("content") or "") if chat else c["choices"][0]["text"]
-                for c in chunks if c["choices"])
-            last = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]][-1]
-            receipt = last["samebits_receipt"]
-            content = [s for s, c in zip(stamps, chunks) if c["choices"] and (
-                (c["choices"][0].get("delta", {}).get("content")) if chat else c["choices"][0]["text"])]
-        else:
-            choice = got["choices"][0]
-            text = choice["message"]["content"] if chat else choice["text"]
-            receipt, content = got["samebits_receipt"], []
+        text, reason, receipt, stamps = send(prompt, seed, max_tokens, stream, chat)
+        assert reason in ("stop", "length"), reason
+        assert isinstance(text, str)
         assert len(receipt["tokens"]) == len(receipt["step_logits_sha256"]) <= max_tokens
         key = (prompt, seed, max_tokens, chat)
         with lock:
@@ -155,9 +148,9 @@ def load(server, clients, seconds, pid):
             repeats[0] += key in first
             seen = first.setdefault(key, (text, receipt["logits_digest"]))
             assert seen == (text, receipt["logits_digest"]), (key, seen, text)
-            if content:
-                ttft.append(content[0] - start)
-                itl.extend(b - a for a, b in zip(content, content[1:]))
+            if stamps:
+                ttft.append(stamps[0] - start)
+                itl.extend(b - a for a, b in zip(stamps, stamps[1:]))
 
     def worker(i):
         n = 0
@@ -179,6 +172,7 @@ def load(server, clients, seconds, pid):
         t.join()
     elapsed = time.monotonic() - begin
     late = memory(pid)
+    early = early.get("memory", ("n/a", None, None))
 
     def pct(values, p):
         values = sorted(values)
@@ -189,8 +183,36 @@ def load(server, clients, seconds, pid):
           f"{tokens[0] / elapsed:.1f} generated tok/s")
     print(f"TTFT p50 {pct(ttft, 50):.0f} ms p99 {pct(ttft, 99):.0f} ms; "
           f"inter-token p50 {pct(itl, 50):.1f} ms p99 {pct(itl, 99):.1f} ms")
-    print(f"memory after the first sixth: {early.get('memory', ('n/a',))[0]}; at the end: {late[0]}")
+    print(f"memory after the first sixth: {early[0]}; at the end: {late[0]}")
     assert not failures, "\n".join(failures[:10])
+    return early, late
+
+
+def load(server, clients, seconds, pid):
+    """`run_load` over this module's standard-library client."""
+
+    def send(prompt, seed, max_tokens, stream, chat):
+        body = {"model": server.model, "temperature": 0.8, "seed": seed,
+                "max_tokens": max_tokens, "stream": stream}
+        if chat:
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        status, got, stamps = server.post("/v1/chat/completions" if chat else "/v1/completions", body)
+        assert status == 200, (status, got)
+        if not stream:
+            choice = got["choices"][0]
+            text = choice["message"]["content"] if chat else choice["text"]
+            return text, choice["finish_reason"], got["samebits_receipt"], []
+        assert got[-1] == "[DONE]", got[-3:]
+        chunks = [(s, json.loads(e)) for s, e in zip(stamps, got[:-1])]
+        pieces = [(s, (c["choices"][0].get("delta", {}).get("content") or "") if chat
+                   else c["choices"][0]["text"]) for s, c in chunks if c["choices"]]
+        last = [c for _, c in chunks if c["choices"] and c["choices"][0]["finish_reason"]][-1]
+        return ("".join(p for _, p in pieces), last["choices"][0]["finish_reason"],
+                last["samebits_receipt"], [s for s, p in pieces if p])
+
+    run_load(send, clients, seconds, pid)
 
 
 def main():

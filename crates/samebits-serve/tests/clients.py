@@ -14,23 +14,18 @@ Prints p50 / p99 time to first token and inter-token latency, measured by the cl
 
 import argparse
 import json
+import pathlib
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import openai
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "scripts"))
+import serve_load  # noqa: E402  (the shared load harness)
+
 REFERENCE = " Paris.\n\nThe answer is: 201"
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
 
 
 def receipt_of(response):
@@ -87,97 +82,34 @@ def functional(client, model, cli):
     print("errors: 404 unknown model, 400 temperature")
 
 
-PROMPTS = [
-    "The capital of France is",
-    "Once upon a time there was a little robot who",
-    "List three fruits:",
-    "In 1969, the first humans",
-]
-
-
 def load(client, model, clients, seconds, pid):
-    failures, first_seen, repeats = [], {}, [0]
-    ttft, itl = [], []
-    lock = threading.Lock()
-    deadline = time.monotonic() + seconds
-    rss = {"start": None}
+    """scripts/serve_load.py's load, each request sent through the openai package; the server's
+    memory must not grow between the first sixth and the end."""
 
-    def one(i, n):
-        prompt = PROMPTS[(i + n) % len(PROMPTS)]
-        seed, max_tokens = (i * 7 + n) % 5, 4 + (i + 3 * n) % 21
-        stream, chat = n % 2 == 0, (i + n) % 3 == 0
-        key = (prompt, seed, max_tokens, chat)
+    def send(prompt, seed, max_tokens, stream, chat):
         args = dict(model=model, temperature=0.8, seed=seed, max_tokens=max_tokens)
-        start = time.monotonic()
-        stamps, text, receipt, reason = [], "", None, None
         if chat:
-            messages = [{"role": "user", "content": prompt}]
-            if stream:
-                for chunk in client.chat.completions.create(messages=messages, stream=True, **args):
-                    if chunk.choices and chunk.choices[0].delta.content:
-                        stamps.append(time.monotonic())
-                        text += chunk.choices[0].delta.content
-                    if chunk.choices and chunk.choices[0].finish_reason:
-                        reason, receipt = chunk.choices[0].finish_reason, receipt_of(chunk)
-            else:
-                r = client.chat.completions.create(messages=messages, **args)
-                text, reason, receipt = r.choices[0].message.content, r.choices[0].finish_reason, receipt_of(r)
+            create, args["messages"] = client.chat.completions.create, [{"role": "user", "content": prompt}]
+            piece = lambda choice: choice.delta.content
+            whole = lambda choice: choice.message.content
         else:
-            if stream:
-                for chunk in client.completions.create(prompt=prompt, stream=True, **args):
-                    if chunk.choices and chunk.choices[0].text:
-                        stamps.append(time.monotonic())
-                        text += chunk.choices[0].text
-                    if chunk.choices and chunk.choices[0].finish_reason:
-                        reason, receipt = chunk.choices[0].finish_reason, receipt_of(chunk)
-            else:
-                r = client.completions.create(prompt=prompt, **args)
-                text, reason, receipt = r.choices[0].text, r.choices[0].finish_reason, receipt_of(r)
-        assert reason in ("stop", "length"), reason
-        assert isinstance(text, str)
-        assert len(receipt["tokens"]) == len(receipt["step_logits_sha256"]) <= max_tokens
-        with lock:
-            repeats[0] += key in first_seen
-            seen = first_seen.setdefault(key, (text, receipt["logits_digest"]))
-            assert seen == (text, receipt["logits_digest"]), (key, seen, text)
-            if stamps:
-                ttft.append(stamps[0] - start)
-                itl.extend(b - a for a, b in zip(stamps, stamps[1:]))
+            create, args["prompt"] = client.completions.create, prompt
+            piece = whole = lambda choice: choice.text
+        if not stream:
+            r = create(**args)
+            return whole(r.choices[0]), r.choices[0].finish_reason, receipt_of(r), []
+        stamps, text, reason, receipt = [], "", None, None
+        for chunk in create(stream=True, **args):
+            if chunk.choices and piece(chunk.choices[0]):
+                stamps.append(time.monotonic())
+                text += piece(chunk.choices[0])
+            if chunk.choices and chunk.choices[0].finish_reason:
+                reason, receipt = chunk.choices[0].finish_reason, receipt_of(chunk)
+        return text, reason, receipt, stamps
 
-    def worker(i):
-        n = 0
-        while time.monotonic() < deadline:
-            try:
-                one(i, n)
-            except Exception as e:  # every failure is reported below
-                with lock:
-                    failures.append(f"client {i} request {n}: {e!r}")
-            n += 1
-            if i == 0 and rss["start"] is None and time.monotonic() > deadline - seconds * 5 / 6:
-                rss["start"] = rss_kib(pid)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    end_rss = rss_kib(pid)
-
-    def pct(values, p):
-        values = sorted(values)
-        return values[min(len(values) - 1, int(p / 100 * len(values)))] if values else float("nan")
-
-    print(
-        f"load: {clients} clients for {seconds} s, {len(failures)} failed, "
-        f"{len(first_seen) + repeats[0]} requests, {repeats[0]} of them repeats of an earlier one "
-        f"with identical text and logits digest; "
-        f"TTFT p50 {pct(ttft, 50) * 1e3:.0f} ms p99 {pct(ttft, 99) * 1e3:.0f} ms; "
-        f"inter-token p50 {pct(itl, 50) * 1e3:.1f} ms p99 {pct(itl, 99) * 1e3:.1f} ms; "
-        f"server RSS {rss['start']} KiB after the first sixth, {end_rss} KiB at the end"
-    )
-    assert not failures, "\n".join(failures[:10])
+    (_, early, _), (_, late, _) = serve_load.run_load(send, clients, seconds, pid)
     # Allocator noise aside, memory must not grow with the number of requests served.
-    assert end_rss <= rss["start"] * 1.05 + 16 * 1024, (rss["start"], end_rss)
+    assert late <= early * 1.05 + 16 * 1024, (early, late)
 
 
 def main():
