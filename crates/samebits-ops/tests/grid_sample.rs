@@ -47,3 +47,21 @@ fn threads_and_batch_leave_the_bits_alone() {
         }
     }
 }
+
+#[test]
+fn points_far_outside_or_nan_give_zeros_or_nan_not_a_panic() {
+    let x = f32s(&[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let grid = f32s(
+        &[1, 1, 3, 2],
+        &[1e30, -1e30, f32::MAX, f32::MIN, f32::NAN, 0.0],
+    );
+    for mode in ["nearest", "linear", "cubic"] {
+        let y = grid_sample(&x, &grid, mode, "zeros", 0);
+        let y = y.as_slice::<f32>().unwrap();
+        assert_eq!(&y[..2], &[0.0, 0.0], "{mode}");
+        for padding in ["border", "reflection"] {
+            let y = grid_sample(&x, &grid, mode, padding, 1);
+            assert_eq!(y.shape(), [1, 1, 1, 3], "{mode} {padding}");
+        }
+    }
+}

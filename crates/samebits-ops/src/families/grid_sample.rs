@@ -148,11 +148,11 @@ impl GridSample {
             Interpolation::Nearest => push(x as i64, 1.0),
             Interpolation::Linear => {
                 push(base, 1.0 - t);
-                push(base + 1, t);
+                push(base.saturating_add(1), t);
             }
             Interpolation::Cubic => {
                 for (k, d) in [1.0 + t, t, 1.0 - t, 2.0 - t].into_iter().enumerate() {
-                    push(base - 1 + k as i64, cubic_weight(CUBIC_A, d));
+                    push(base.saturating_add(k as i64 - 1), cubic_weight(CUBIC_A, d));
                 }
             }
         }
