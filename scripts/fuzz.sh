@@ -6,8 +6,8 @@
 # when missing). Fails when any target crashes, panics, runs one input longer than 10 s or goes
 # past the memory limits; the input is saved under fuzz/artifacts/<target>/.
 #
-# CI runs it with 60: scripts/fuzz.sh 60. It needs the nightly toolchain and cargo-fuzz
-# (cargo install cargo-fuzz).
+# CI (.ci/run) runs it with 60: scripts/fuzz.sh 60. It needs the nightly toolchain; cargo-fuzz
+# (pinned below) is installed under target/tools when no cargo-fuzz is on the PATH.
 #
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 set -euo pipefail
@@ -33,6 +33,14 @@ export SAMEBITS_MAX_TENSOR_BYTES=$((256 << 20))
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/samebits-fuzz.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT
 export SAMEBITS_FUZZ_SCRATCH=$SCRATCH
+
+CARGO_FUZZ_VERSION=0.13.2
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+  if [ ! -x target/tools/bin/cargo-fuzz ]; then
+    cargo install --quiet --locked --root target/tools cargo-fuzz --version "$CARGO_FUZZ_VERSION"
+  fi
+  export PATH="$ROOT/target/tools/bin:$PATH"
+fi
 
 for target in "${TARGETS[@]}"; do
   if [ ! -d "fuzz/corpus/$target" ]; then

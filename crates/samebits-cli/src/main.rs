@@ -16,6 +16,11 @@ struct Cli {
     #[arg(long, global = true, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=MAX_THREADS))]
     threads: Option<u16>,
+    /// Read model files that a symbolic link places outside the model's folder (external
+    /// tensor data, checkpoint shards). Refused by default, as an untrusted model could point
+    /// at any file on this machine; also SAMEBITS_ALLOW_OUTSIDE_LINKS=1.
+    #[arg(long, global = true)]
+    allow_outside_links: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -54,6 +59,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.allow_outside_links {
+        samebits_ir::paths::allow_outside_links();
+    }
     // A SAMEBITS_ISA this CPU cannot run is a usage error, reported before any kernel runs (a
     // kernel would otherwise stop the process: a run never silently gets another ISA).
     if let Err(e) = samebits_kernels::Isa::from_env() {
@@ -83,8 +91,26 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes joined by `: `, leaving out a cause whose message the text already
+/// holds: most library errors repeat their source in their own message, and `{:#}` would print
+/// it twice.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let message = cause.to_string();
+        if text.contains(&message) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&message);
+    }
+    text
 }

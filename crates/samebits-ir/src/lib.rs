@@ -10,12 +10,14 @@
 //! - [`Value`]: a run-time value (tensor, sequence, optional).
 //! - [`dump`]: the JSON and DOT renderings written after each compiler pass.
 //! - [`limits`]: the bounds an untrusted model's sizes are checked against before allocation.
+//! - [`paths`]: where the files an untrusted model names may be (inside its folder).
 
 mod dtype;
 pub mod dump;
 mod error;
 mod graph;
 pub mod limits;
+pub mod paths;
 mod shape;
 pub mod small_types;
 mod tensor;

@@ -4,8 +4,9 @@
 //! instead of an out-of-memory abort or an overflow.
 //!
 //! Each limit has a documented default and an environment variable that raises (or lowers) it
-//! for models that legitimately need more: `SAMEBITS_MAX_TENSOR_BYTES` and
-//! `SAMEBITS_MAX_WINDOW_ATTRIBUTE`. The variables are read once per process.
+//! for models that legitimately need more: `SAMEBITS_MAX_TENSOR_BYTES`,
+//! `SAMEBITS_MAX_WINDOW_ATTRIBUTE`, `SAMEBITS_MAX_LOOP_ITERATIONS` and
+//! `SAMEBITS_MAX_FUNCTION_CALLS`. The variables are read once per process.
 
 use std::sync::OnceLock;
 
@@ -18,6 +19,16 @@ pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 16 << 30;
 /// Default of [`max_window_attribute`]: 65,536, far above the strides, dilations, pads and
 /// kernel sizes of real convolutions and pools.
 pub const DEFAULT_MAX_WINDOW_ATTRIBUTE: u64 = 1 << 16;
+
+/// Default of [`max_loop_iterations`]: 1,048,576 iterations of one Loop node, far above the
+/// trip counts of real models (beam searches, per-token or per-box loops), and few enough that
+/// a hostile `M` or a condition that never turns false ends in seconds, not hours.
+pub const DEFAULT_MAX_LOOP_ITERATIONS: u64 = 1 << 20;
+
+/// Default of [`max_function_calls`]: 1,048,576 model-local function calls expanded in one
+/// model. Real models call a few thousand; functions that each call the next twice, thirty deep,
+/// would expand to a billion nodes.
+pub const DEFAULT_MAX_FUNCTION_CALLS: u64 = 1 << 20;
 
 fn from_env(name: &str, default: u64, cell: &'static OnceLock<u64>) -> u64 {
     *cell.get_or_init(|| {
@@ -42,6 +53,27 @@ pub fn max_window_attribute() -> u64 {
     from_env(
         "SAMEBITS_MAX_WINDOW_ATTRIBUTE",
         DEFAULT_MAX_WINDOW_ATTRIBUTE,
+        &CELL,
+    )
+}
+
+/// The most iterations one run of a Loop node may take (`SAMEBITS_MAX_LOOP_ITERATIONS`).
+pub fn max_loop_iterations() -> u64 {
+    static CELL: OnceLock<u64> = OnceLock::new();
+    from_env(
+        "SAMEBITS_MAX_LOOP_ITERATIONS",
+        DEFAULT_MAX_LOOP_ITERATIONS,
+        &CELL,
+    )
+}
+
+/// The most model-local function calls the importer expands inline in one model
+/// (`SAMEBITS_MAX_FUNCTION_CALLS`).
+pub fn max_function_calls() -> u64 {
+    static CELL: OnceLock<u64> = OnceLock::new();
+    from_env(
+        "SAMEBITS_MAX_FUNCTION_CALLS",
+        DEFAULT_MAX_FUNCTION_CALLS,
         &CELL,
     )
 }

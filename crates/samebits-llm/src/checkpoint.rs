@@ -222,14 +222,7 @@ pub(crate) fn file_in_folder(
         ));
     }
     let path = dir.join(relative);
-    if let (Ok(folder), Ok(resolved)) = (dir.canonicalize(), path.canonicalize())
-        && !resolved.starts_with(&folder)
-    {
-        return Err(format!(
-            "{name:?} resolves to {}, outside the model folder (a symbolic link)",
-            resolved.display()
-        ));
-    }
+    samebits_ir::paths::resolve_inside(dir, &path).map_err(|why| format!("{name:?} {why}"))?;
     Ok(path)
 }
 
@@ -242,7 +235,8 @@ fn model_error(path: &Path, message: String) -> LlmError {
 
 /// The digest receipts record for a model: a file's sha256; for a checkpoint folder, the sha256
 /// of the listing `<sha256 of the file>  <file name>\n` (as `sha256sum` prints it) of every
-/// `.json` and `.safetensors` file directly in the folder, sorted by name.
+/// `.json` and `.safetensors` file directly in the folder, and of a sentence-transformers Pooling
+/// module's `config.json` (as `1_Pooling/config.json`) when the folder has one, sorted by name.
 pub fn model_sha256(path: &Path) -> Result<String> {
     if !path.is_dir() {
         return Ok(sha256_file(path)?);
@@ -256,6 +250,10 @@ pub fn model_sha256(path: &Path) -> Result<String> {
         if entry.path().is_file() && (name.ends_with(".json") || name.ends_with(".safetensors")) {
             names.push(name);
         }
+    }
+    if let Some(config) = crate::embed::pooling_config(path)? {
+        let relative = config.strip_prefix(path).unwrap_or(&config);
+        names.push(relative.to_string_lossy().into_owned());
     }
     names.sort();
     let mut listing = String::new();

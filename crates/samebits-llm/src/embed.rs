@@ -146,35 +146,50 @@ impl Embedder {
     }
 }
 
+/// sentence-transformers' `modules.json` entries, or none when the folder has no such file.
+fn modules(dir: &Path) -> Result<Vec<serde_json::Value>> {
+    let path = dir.join("modules.json");
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    Ok(read_json(&path)?.as_array().cloned().unwrap_or_default())
+}
+
+fn module_of_type<'a>(
+    modules: &'a [serde_json::Value],
+    suffix: &str,
+) -> Option<&'a serde_json::Value> {
+    modules
+        .iter()
+        .find(|m| m["type"].as_str().is_some_and(|t| t.ends_with(suffix)))
+}
+
+/// The Pooling module's `config.json` (in the subfolder `modules.json` names), when the folder
+/// has one: read by the embedder, and covered by the folder's digest ([`crate::model_sha256`]).
+pub(crate) fn pooling_config(dir: &Path) -> Result<Option<PathBuf>> {
+    let modules = modules(dir)?;
+    let Some(module) = module_of_type(&modules, ".Pooling") else {
+        return Ok(None);
+    };
+    let folder = module["path"].as_str().unwrap_or("1_Pooling");
+    let config =
+        file_in_folder(dir, &format!("{folder}/config.json"), true).map_err(|message| {
+            LlmError::Model {
+                model: dir.join("modules.json").display().to_string(),
+                message: format!("module path: {message}"),
+            }
+        })?;
+    Ok(config.is_file().then_some(config))
+}
+
 /// sentence-transformers' modules: (Normalize present, the Pooling module's config). Without
 /// `modules.json`: mean pooling, no normalisation.
 fn sentence_transformer_modules(dir: &Path) -> Result<(bool, Option<serde_json::Value>)> {
-    let path = dir.join("modules.json");
-    if !path.exists() {
-        return Ok((false, None));
-    }
-    let modules = read_json(&path)?;
-    let modules = modules.as_array().cloned().unwrap_or_default();
-    let of_type = |suffix: &str| {
-        modules
-            .iter()
-            .find(|m| m["type"].as_str().is_some_and(|t| t.ends_with(suffix)))
-    };
-    let pooling = match of_type(".Pooling") {
-        Some(m) => {
-            let folder = m["path"].as_str().unwrap_or("1_Pooling");
-            let config =
-                file_in_folder(dir, &format!("{folder}/config.json"), true).map_err(|message| {
-                    LlmError::Model {
-                        model: path.display().to_string(),
-                        message: format!("module path: {message}"),
-                    }
-                })?;
-            config.exists().then(|| read_json(&config)).transpose()?
-        }
-        None => None,
-    };
-    Ok((of_type(".Normalize").is_some(), pooling))
+    let pooling = pooling_config(dir)?.map(|p| read_json(&p)).transpose()?;
+    Ok((
+        module_of_type(&modules(dir)?, ".Normalize").is_some(),
+        pooling,
+    ))
 }
 
 /// The fields of a BERT `config.json` the graph needs.

@@ -864,3 +864,52 @@ fn weight_map_entries_cannot_leave_the_folder() {
         );
     }
 }
+
+/// A sentence-transformers folder's Pooling configuration (`1_Pooling/config.json`, in a
+/// subfolder) is read by the embedder, so the folder digest receipts record covers it: changing
+/// it changes the digest (issue #21). A folder without one keeps the digest of its top-level
+/// files alone.
+#[test]
+fn the_folder_digest_covers_the_pooling_configuration() {
+    use samebits_llm::checkpoint::model_sha256;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("m");
+    std::fs::create_dir_all(dir.join("1_Pooling")).unwrap();
+    write_json(
+        &dir.join("config.json"),
+        &serde_json::json!({"model_type": "bert"}),
+    );
+    let without_modules = model_sha256(&dir).unwrap();
+    write_json(
+        &dir.join("modules.json"),
+        &serde_json::json!([
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}
+        ]),
+    );
+    let pooling = dir.join("1_Pooling/config.json");
+    write_json(
+        &pooling,
+        &serde_json::json!({"pooling_mode_mean_tokens": true}),
+    );
+    let mean = model_sha256(&dir).unwrap();
+    write_json(
+        &pooling,
+        &serde_json::json!({"pooling_mode_cls_token": true}),
+    );
+    let cls = model_sha256(&dir).unwrap();
+    assert_ne!(mean, cls, "the Pooling config is outside the digest");
+    assert_ne!(without_modules, mean);
+    // The digest is the sha256sum-style listing of every file it covers.
+    let sha = |p: &Path| samebits_runtime::hashing::sha256_bytes(&std::fs::read(p).unwrap());
+    let listing = format!(
+        "{}  1_Pooling/config.json\n{}  config.json\n{}  modules.json\n",
+        sha(&pooling),
+        sha(&dir.join("config.json")),
+        sha(&dir.join("modules.json"))
+    );
+    assert_eq!(
+        cls,
+        samebits_runtime::hashing::sha256_bytes(listing.as_bytes())
+    );
+}

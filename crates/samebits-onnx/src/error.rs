@@ -25,6 +25,9 @@ pub enum ExternalDataProblem {
     Absolute,
     #[error("leaves the model folder")]
     LeavesFolder,
+    /// Resolves outside the folder through a link, or to a device or FIFO.
+    #[error("{0}")]
+    Refused(String),
     #[error("cannot be resolved: the model was given as bytes without a folder")]
     NoModelFolder,
     #[error("names a file that cannot be opened ({path}: {source})")]

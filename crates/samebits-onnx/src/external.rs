@@ -2,10 +2,9 @@
 //! folder safely, memory-mapping each file once, and listing the files a model uses.
 //!
 //! A location is refused when it is absolute, when its `..` components lead out of the model
-//! folder (checked on the path as written, and again on the canonical path so that a symlinked
-//! folder plus `..` cannot escape either), when the file is missing, and when the byte range runs
-//! past the end of the file. A location without `..` may be a symlink: that is how the compiler
-//! places weights in its artifacts folder.
+//! folder, when it resolves (after every symbolic link) outside the folder or to something other
+//! than a regular file (`samebits_ir::paths`, which a flag relaxes for links), when the file is
+//! missing, and when the byte range runs past the end of the file.
 
 use crate::error::{ExternalDataProblem, OnnxError, Result};
 use crate::proto::{
@@ -106,18 +105,8 @@ impl ExternalData {
             .as_ref()
             .ok_or(ExternalDataProblem::NoModelFolder)?;
         let path = model_dir.join(relative);
-        if relative.components().any(|c| c == Component::ParentDir) {
-            let canonical = |p: &Path| {
-                p.canonicalize()
-                    .map_err(|source| ExternalDataProblem::Missing {
-                        path: p.display().to_string(),
-                        source,
-                    })
-            };
-            if !canonical(&path)?.starts_with(canonical(model_dir)?) {
-                return Err(ExternalDataProblem::LeavesFolder);
-            }
-        }
+        samebits_ir::paths::resolve_inside(model_dir, &path)
+            .map_err(ExternalDataProblem::Refused)?;
         Ok(path)
     }
 

@@ -121,6 +121,13 @@ impl Inliner<'_> {
             )));
         }
         self.calls_expanded += 1;
+        let max_calls = samebits_ir::limits::max_function_calls();
+        if self.calls_expanded as u64 > max_calls {
+            return Err(OnnxError::invalid(format!(
+                "the model's function calls expand to more than {max_calls} calls (the limit \
+                 SAMEBITS_MAX_FUNCTION_CALLS sets)"
+            )));
+        }
         let prefix = format!("{}__call{}__", function.name(), self.calls_expanded);
         let mut renames: HashMap<String, String> = HashMap::new();
         for (i, formal) in function.input.iter().enumerate() {

@@ -1,6 +1,6 @@
 //! External data: tensors view a shared memory map of the file, and unsafe or broken references
-//! (absolute path, `..` escape, missing file, range past the end) are refused with the tensor
-//! and location named.
+//! (absolute path, `..` escape, a link out of the folder, a FIFO, missing file, range past the
+//! end) are refused with the tensor and location named.
 
 mod common;
 
@@ -111,15 +111,52 @@ fn dot_dot_escapes_are_refused_even_when_the_file_exists() {
         let err = load_error(&model_dir, &[("location", "link/../x.bin")]);
         assert!(
             matches!(
-                err,
+                &err,
                 OnnxError::ExternalData {
-                    problem: ExternalDataProblem::LeavesFolder,
+                    problem: ExternalDataProblem::Refused(why),
                     ..
-                }
+                } if why.contains("outside the model folder")
             ),
             "{err}"
         );
     }
+}
+
+/// A location that is a symbolic link to a file outside the model folder, or to a FIFO (whose
+/// open would block forever), is refused by default (issue #21); `samebits_ir::paths` tests
+/// the flag that allows outside links.
+#[cfg(unix)]
+#[test]
+fn links_out_of_the_folder_and_fifos_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let model_dir = root.path().join("model");
+    std::fs::create_dir_all(&model_dir).unwrap();
+    write_floats(&root.path().join("secret.bin"), &[1.0, 2.0]);
+    std::os::unix::fs::symlink(root.path().join("secret.bin"), model_dir.join("w.bin")).unwrap();
+    let err = load_error(&model_dir, &[("location", "w.bin")]);
+    let message = err.to_string();
+    assert!(
+        message.contains("external data location \"w.bin\" resolves to")
+            && message.contains("outside the model folder")
+            && message.contains("--allow-outside-links"),
+        "{message}"
+    );
+    // A link that stays inside the folder is read.
+    write_floats(&model_dir.join("real.bin"), &[1.0, 2.0]);
+    std::os::unix::fs::symlink(model_dir.join("real.bin"), model_dir.join("inside.bin")).unwrap();
+    load_model(&model_with_external(
+        &model_dir,
+        &[("location", "inside.bin")],
+    ))
+    .unwrap();
+    let fifo = model_dir.join("fifo.bin");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let message = load_error(&model_dir, &[("location", "fifo.bin")]).to_string();
+    assert!(message.contains("not a regular file"), "{message}");
 }
 
 #[test]

@@ -498,3 +498,45 @@ fn function_calls_inside_subgraphs_are_inlined() {
     assert_eq!(ops, ["Constant", "Mul"]);
     assert_eq!(then.nodes[1].outputs, ["out"]);
 }
+
+/// Functions that each call the next twice expand exponentially: thirty levels, each within the
+/// call-depth limit, would inline 2^30 nodes (this hung the importer and grew past 3 GB, issue
+/// #21). The expansion stops at `SAMEBITS_MAX_FUNCTION_CALLS` (default 2^20) with an error.
+#[test]
+fn exponential_function_expansion_is_bounded() {
+    let level = |k: usize| {
+        let body = if k == 0 {
+            vec![node("Identity", "id", &["x"], &["y"])]
+        } else {
+            let call = |name: &str, input: &str, output: &str| samebits_onnx::proto::NodeProto {
+                domain: Some("local".into()),
+                ..node(&format!("F{}", k - 1), name, &[input], &[output])
+            };
+            vec![call("a", "x", "t"), call("b", "t", "y")]
+        };
+        FunctionProto {
+            name: Some(format!("F{k}")),
+            domain: Some("local".into()),
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            node: body,
+            opset_import: vec![opset("", 17), opset("local", 1)],
+            ..Default::default()
+        }
+    };
+    let mut g = relu_graph(vec![]);
+    g.node = vec![samebits_onnx::proto::NodeProto {
+        domain: Some("local".into()),
+        ..node("F30", "start", &["x"], &["y"])
+    }];
+    let mut m = model(g);
+    m.opset_import.push(opset("local", 1));
+    m.functions = (0..=30).map(level).collect();
+    let err = load_model_from_bytes(&m.encode_to_vec(), None).unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "expand to more than 1048576 calls (the limit SAMEBITS_MAX_FUNCTION_CALLS sets)"
+        ),
+        "{err}"
+    );
+}

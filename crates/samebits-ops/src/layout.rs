@@ -7,6 +7,7 @@
 //! `String`. Moves are exact, so the order in which elements are copied never matters.
 
 use crate::{CopyPart, Result, bail};
+use samebits_ir::limits::{check_tensor_size, max_tensor_bytes};
 use samebits_ir::{DType, Tensor, checked_numel};
 use std::sync::Arc;
 
@@ -42,7 +43,7 @@ pub fn move_elements(
             other.dtype()
         );
     }
-    checked_numel(&out_shape)?;
+    check_tensor_size("output", &out_shape, dtype)?;
     match dtype {
         DType::String => {
             let slices = inputs
@@ -219,8 +220,18 @@ impl MoveKernel for StridedView {
     }
 }
 
-/// A vector of `n` default elements, or an error when memory for it cannot be had.
+/// A vector of `n` default elements, or an error when it would pass the tensor size limit
+/// (`samebits_ir::limits`) or memory for it cannot be had.
 pub fn allocate<E: Movable>(n: usize) -> Result<Vec<E>> {
+    let bytes = (n as u64).saturating_mul(std::mem::size_of::<E>() as u64);
+    if bytes > max_tensor_bytes() {
+        bail!(
+            "{n} elements of {} bytes would exceed {} bytes (the limit SAMEBITS_MAX_TENSOR_BYTES \
+             sets)",
+            std::mem::size_of::<E>(),
+            max_tensor_bytes()
+        );
+    }
     let mut v = Vec::new();
     if v.try_reserve_exact(n).is_err() {
         bail!("cannot allocate {n} elements");

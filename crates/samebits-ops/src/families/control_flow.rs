@@ -11,6 +11,7 @@ use crate::{
     BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Plan, Result, RunOptions, bail,
     normalize_axis, unsupported,
 };
+use samebits_ir::limits::{max_loop_iterations, max_tensor_bytes};
 use samebits_ir::{DType, Graph, Tensor, Value, ValueType};
 
 pub fn register(r: &mut Registry) {
@@ -195,6 +196,41 @@ impl Op for If {
     }
 }
 
+/// The per-iteration elements of a Loop's or Scan's scan outputs, collected for stacking. The
+/// stacked output is as large as all its elements together, so that sum is bounded as it grows
+/// (`samebits_ir::limits`), not once the body has run for every iteration.
+struct ScanElements {
+    elements: Vec<Vec<Tensor>>,
+    bytes: Vec<u64>,
+}
+
+impl ScanElements {
+    fn new(outputs: usize) -> ScanElements {
+        ScanElements {
+            elements: vec![Vec::new(); outputs],
+            bytes: vec![0; outputs],
+        }
+    }
+
+    /// Adds one iteration's element of scan output `k`.
+    fn push(&mut self, k: usize, value: Value) -> Result<()> {
+        let t = value
+            .into_tensor()
+            .map_err(|e| OpError::Invalid(format!("body scan output {k}: {e}")))?;
+        self.bytes[k] += (t.numel() as u64).saturating_mul(t.dtype().size().max(1) as u64);
+        if self.bytes[k] > max_tensor_bytes() {
+            bail!(
+                "scan output {k} would exceed {} bytes after {} iterations (the limit \
+                 SAMEBITS_MAX_TENSOR_BYTES sets)",
+                max_tensor_bytes(),
+                self.elements[k].len() + 1
+            );
+        }
+        self.elements[k].push(t);
+        Ok(())
+    }
+}
+
 /// Loop: `M` (max trip count) and `cond` bound the iterations; the body maps
 /// `(iteration_num, cond, carried...)` to `(cond, carried..., scan_elements...)`.
 #[derive(Debug)]
@@ -271,9 +307,17 @@ impl Op for Loop {
         let mut carried: Vec<Value> = (2..2 + self.carried)
             .map(|i| inputs.value(i).cloned())
             .collect::<Result<_>>()?;
-        let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); self.scan_outputs];
+        let mut scans = ScanElements::new(self.scan_outputs);
+        let max_iterations = max_loop_iterations();
         let mut iteration = 0i64;
         while keep_going && trip_count.is_none_or(|m| iteration < m) {
+            if iteration as u64 >= max_iterations {
+                bail!(
+                    "Loop would run more than {max_iterations} iterations (the limit \
+                     SAMEBITS_MAX_LOOP_ITERATIONS sets; M = {})",
+                    trip_count.map_or("absent".to_string(), |m| m.to_string())
+                );
+            }
             let mut arguments = vec![
                 Tensor::scalar(iteration).into(),
                 Tensor::from_bools(vec![], vec![keep_going])?.into(),
@@ -285,16 +329,13 @@ impl Op for Loop {
                 keep_going = condition(&cond_out, "body output 0 (cond)")?;
             }
             carried = outputs.by_ref().take(self.carried).collect();
-            for (k, (scan, value)) in scans.iter_mut().zip(outputs).enumerate() {
-                let t = value
-                    .into_tensor()
-                    .map_err(|e| OpError::Invalid(format!("body scan output {k}: {e}")))?;
-                scan.push(t);
+            for (k, value) in outputs.enumerate() {
+                scans.push(k, value)?;
             }
             iteration += 1;
         }
         let mut results = carried;
-        for (k, scan) in scans.iter().enumerate() {
+        for (k, scan) in scans.elements.iter().enumerate() {
             let declared = self.body.output_types[1 + self.carried + k].as_ref();
             let what = format!("scan output {k}");
             results.push(stack_scan_output(scan, 0, declared, &what)?.into());
@@ -403,7 +444,7 @@ impl Op for Scan {
         }
         let length = length.unwrap_or(0);
         let captures = &inputs[self.declared_inputs..];
-        let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); self.output_axes.len()];
+        let mut scans = ScanElements::new(self.output_axes.len());
         for step in 0..length {
             let mut arguments = std::mem::take(&mut states);
             for (&(t, axis), &reversed) in sequences.iter().zip(&self.input_reversed) {
@@ -412,15 +453,12 @@ impl Op for Scan {
             }
             let mut outputs = self.body.run(&arguments, captures)?.into_iter();
             states = outputs.by_ref().take(self.states).collect();
-            for (k, (scan, value)) in scans.iter_mut().zip(outputs).enumerate() {
-                let t = value
-                    .into_tensor()
-                    .map_err(|e| OpError::Invalid(format!("body scan output {k}: {e}")))?;
-                scan.push(t);
+            for (k, value) in outputs.enumerate() {
+                scans.push(k, value)?;
             }
         }
         let mut results = states;
-        for (k, mut scan) in scans.into_iter().enumerate() {
+        for (k, mut scan) in scans.elements.into_iter().enumerate() {
             if self.output_reversed[k] {
                 scan.reverse();
             }

@@ -8,7 +8,8 @@ use crate::layout::{StridedView, move_elements};
 use crate::registry::Registry;
 use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, unsupported};
 use half::{bf16, f16};
-use samebits_ir::{DType, Tensor, Value, ValueType, checked_numel, with_numeric_type};
+use samebits_ir::limits::check_tensor_size;
+use samebits_ir::{DType, Tensor, Value, ValueType, with_numeric_type};
 
 pub fn register(r: &mut Registry) {
     r.register("", "Constant", constant);
@@ -99,7 +100,7 @@ impl Op for ConstantOfShape {
             .map(|&d| usize::try_from(d))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| OpError::Invalid(format!("input shape {dims:?} holds a negative dim")))?;
-        checked_numel(&shape)?;
+        check_tensor_size("ConstantOfShape output", &shape, self.0.dtype())?;
         let view = StridedView {
             offset: 0,
             strides: vec![0; shape.len()],
@@ -194,10 +195,8 @@ fn range<T: RangeElem>(start: &Tensor, limit: &Tensor, delta: &Tensor) -> Result
         bail!("range from {s:?} to {l:?} by {d:?} has too many ({count}) elements");
     }
     let n = count as usize;
-    let mut out = Vec::new();
-    if out.try_reserve_exact(n).is_err() {
-        bail!("cannot allocate {n} range elements");
-    }
+    check_tensor_size("Range output", &[n], start.dtype())?;
+    let mut out = Vec::with_capacity(n);
     out.extend((0..n).map(|i| T::nth(s, d, i)));
     Ok(Tensor::from_vec(vec![n], out)?)
 }

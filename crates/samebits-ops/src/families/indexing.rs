@@ -21,7 +21,8 @@ use crate::{
     bail, normalize_axis, unsupported,
 };
 use half::{bf16, f16};
-use samebits_ir::{DType, Tensor, Value, ValueType, checked_numel, with_numeric_type};
+use samebits_ir::limits::check_tensor_size;
+use samebits_ir::{DType, Tensor, Value, ValueType, with_numeric_type};
 use samebits_kernels::{canonical_max, canonical_min};
 use std::cmp::Ordering;
 
@@ -668,7 +669,8 @@ impl Op for OneHot {
         let axis = axis as usize;
         let mut shape = indices.shape().to_vec();
         shape.insert(axis, depth);
-        checked_numel(&shape)?;
+        // The hot-position table holds one usize per output element.
+        check_tensor_size("OneHot output", &shape, DType::I64)?;
         let outer: usize = indices.shape()[..axis].iter().product();
         let inner: usize = indices.shape()[axis..].iter().product();
         // Indices may be floats; they are truncated toward zero, as Cast would.

@@ -14,6 +14,7 @@ use crate::{
     BuildContext, CopyPart, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result,
     ShapedKernel, bail, normalize_axis,
 };
+use samebits_ir::limits::check_tensor_size;
 use samebits_ir::{DType, Tensor, Value, ValueType, checked_numel};
 
 pub fn register(r: &mut Registry) {
@@ -686,6 +687,39 @@ fn pad(ctx: &BuildContext) -> Result<Box<dyn Op>> {
 
 /// For one axis of input size `n` padded by `before`/`after`, the input index each output index
 /// reads (`None`: the constant).
+/// Every axis's source map ([`pad_axis_map`]) for padding a tensor of `shape` and `dtype` by
+/// `per_axis` (before, after), after checking that the padded output's size fits
+/// [`check_tensor_size`], so hostile pads are refused before any map is built.
+fn padded_axis_maps(
+    op: &str,
+    shape: &[usize],
+    dtype: DType,
+    per_axis: &[(i64, i64)],
+    mode: PadMode,
+) -> Result<Vec<Vec<Option<usize>>>> {
+    let out_shape = shape
+        .iter()
+        .zip(per_axis)
+        .map(|(&n, &(b, e))| {
+            (n as i64)
+                .checked_add(b)
+                .and_then(|v| v.checked_add(e))
+                .and_then(|v| usize::try_from(v).ok())
+                .ok_or_else(|| {
+                    OpError::Invalid(format!(
+                        "pads {b} and {e} do not leave a valid size for an axis of {n} elements"
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    check_tensor_size(&format!("{op} output"), &out_shape, dtype)?;
+    shape
+        .iter()
+        .zip(per_axis)
+        .map(|(&n, &(b, e))| pad_axis_map(n, b, e, mode))
+        .collect()
+}
+
 fn pad_axis_map(n: usize, before: i64, after: i64, mode: PadMode) -> Result<Vec<Option<usize>>> {
     let out = n as i64 + before + after;
     if out < 0 {
@@ -802,12 +836,7 @@ impl Op for Pad {
         for (k, &a) in axes.iter().enumerate() {
             per_axis[a] = (pads[k], pads[k + axes.len()]);
         }
-        let maps = x
-            .shape()
-            .iter()
-            .zip(&per_axis)
-            .map(|(&n, &(b, e))| pad_axis_map(n, b, e, self.mode))
-            .collect::<Result<Vec<_>>>()?;
+        let maps = padded_axis_maps("Pad", x.shape(), x.dtype(), &per_axis, self.mode)?;
         let out_shape: Vec<usize> = maps.iter().map(Vec::len).collect();
         let kernel = PadKernel {
             in_strides: crate::broadcast::strides(x.shape()),
@@ -859,12 +888,13 @@ impl Op for CenterCropPad {
             };
             per_axis[a] = (before, want - n - before);
         }
-        let maps = x
-            .shape()
-            .iter()
-            .zip(&per_axis)
-            .map(|(&n, &(b, e))| pad_axis_map(n, b, e, PadMode::Constant))
-            .collect::<Result<Vec<_>>>()?;
+        let maps = padded_axis_maps(
+            "CenterCropPad",
+            x.shape(),
+            x.dtype(),
+            &per_axis,
+            PadMode::Constant,
+        )?;
         let out_shape: Vec<usize> = maps.iter().map(Vec::len).collect();
         let kernel = PadKernel {
             in_strides: crate::broadcast::strides(x.shape()),

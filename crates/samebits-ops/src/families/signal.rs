@@ -8,6 +8,7 @@
 use super::cast::{cast_tensor, onnx_dtype};
 use crate::registry::Registry;
 use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail};
+use samebits_ir::limits::check_tensor_size;
 use samebits_ir::{DType, Tensor, Value, ValueType};
 use std::f32::consts::PI;
 
@@ -77,6 +78,9 @@ impl Op for Window {
             [s] if *s >= 0 => *s as usize,
             other => bail!("input 0 (size) must be one non-negative integer, got {other:?}"),
         };
+        // Computed in f32, then cast to the output type.
+        check_tensor_size("window", &[size], DType::F32)?;
+        check_tensor_size("window", &[size], self.dtype)?;
         let period = if self.periodic {
             size
         } else {

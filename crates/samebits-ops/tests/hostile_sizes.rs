@@ -1,0 +1,157 @@
+//! Sizes a hostile model computes from data (a shape tensor, a pad, a depth, a trip count) are
+//! refused with an error naming the op and the limit, before anything is allocated or a loop
+//! spins (docs/security.md, "Sizes"; issue #21). Each case is a model that aborted the process
+//! on an allocation failure, or ran for hours, before the check; the values (2^40 elements,
+//! M = 2^60) are far past the default limits, which these tests do not change.
+
+mod common;
+use common::*;
+use samebits_ir::{Attribute, Tensor, Value};
+
+/// Runs one node and returns its error message (the node must fail).
+fn refusal(op: &str, opset: i64, inputs: Vec<Value>, attributes: &[(&str, Attribute)]) -> String {
+    let inputs: Vec<Option<Value>> = inputs.into_iter().map(Some).collect();
+    match run_node_opset(op, opset, &inputs, attributes, 1) {
+        Ok(_) => panic!("{op} with a hostile size ran"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn assert_size_refused(message: &str, op: &str) {
+    assert!(
+        message.contains(op) && message.contains("SAMEBITS_MAX_TENSOR_BYTES"),
+        "{op}: {message}"
+    );
+}
+
+const HUGE: i64 = 1 << 40;
+
+fn scalar(v: i64) -> Value {
+    i64s(&[], &[v]).into()
+}
+
+#[test]
+fn outputs_sized_by_data_are_bounded_before_allocation() {
+    let one = || -> Value { f32s(&[1], &[1.0]).into() };
+    let cases: Vec<(&str, i64, Vec<Value>, &str)> = vec![
+        (
+            "ConstantOfShape",
+            21,
+            vec![i64s(&[1], &[HUGE]).into()],
+            "ConstantOfShape output",
+        ),
+        (
+            "Range",
+            21,
+            vec![scalar(0), scalar(HUGE), scalar(1)],
+            "Range output",
+        ),
+        (
+            "Expand",
+            21,
+            vec![one(), i64s(&[2], &[1 << 20, 1 << 20]).into()],
+            "output of shape",
+        ),
+        (
+            "Tile",
+            21,
+            vec![one(), i64s(&[1], &[HUGE]).into()],
+            "output of shape",
+        ),
+        (
+            "Pad",
+            21,
+            vec![one(), i64s(&[2], &[0, HUGE]).into()],
+            "Pad output",
+        ),
+        (
+            "CenterCropPad",
+            21,
+            vec![one(), i64s(&[1], &[HUGE]).into()],
+            "CenterCropPad output",
+        ),
+        (
+            "OneHot",
+            21,
+            vec![
+                i64s(&[1], &[1]).into(),
+                scalar(HUGE),
+                f32s(&[2], &[0.0, 1.0]).into(),
+            ],
+            "OneHot output",
+        ),
+        ("HannWindow", 21, vec![scalar(HUGE)], "window"),
+    ];
+    for (op, opset, inputs, what) in cases {
+        let message = refusal(op, opset, inputs, &[]);
+        assert_size_refused(&message, what);
+    }
+    let unpool = refusal(
+        "MaxUnpool",
+        21,
+        vec![
+            f32s(&[1, 1, 1, 1], &[1.0]).into(),
+            i64s(&[1, 1, 1, 1], &[0]).into(),
+            i64s(&[4], &[1, 1, 1 << 20, 1 << 20]).into(),
+        ],
+        &[("kernel_shape", Attribute::Ints(vec![2, 2]))],
+    );
+    assert_size_refused(&unpool, "output of shape");
+}
+
+#[test]
+fn pads_whose_sum_overflows_are_refused() {
+    let message = refusal(
+        "Pad",
+        21,
+        vec![
+            f32s(&[1], &[1.0]).into(),
+            i64s(&[2], &[i64::MAX, i64::MAX]).into(),
+        ],
+        &[],
+    );
+    assert!(message.contains("do not leave a valid size"), "{message}");
+}
+
+/// Loop body: `cond_out = cond_in`, `v_out = v_in + 1`, and `v_out` as a scan output.
+fn endless_body() -> Attribute {
+    subgraph(
+        &["iter", "cond_in", "v_in"],
+        vec![
+            node("Identity", &["cond_in"], &["cond_out"], &[]),
+            node("Add", &["v_in", "one"], &["v_out"], &[]),
+            node("Identity", &["v_out"], &["v_scan"], &[]),
+        ],
+        &["cond_out", "v_out", "v_scan"],
+    )
+}
+
+fn run_loop(m: i64, carried: Tensor) -> String {
+    let result = run_node_in_scope(
+        "Loop",
+        21,
+        &[
+            Some(scalar(m)),
+            Some(Tensor::from_bools(vec![], vec![true]).unwrap().into()),
+            Some(carried.into()),
+        ],
+        &[("one", f32s(&[1], &[1.0]).into())],
+        &[("body", endless_body())],
+        2,
+    );
+    match result {
+        Ok(_) => panic!("the Loop ran to its end"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn loops_with_huge_trip_counts_stop_at_the_iteration_limit() {
+    // A condition that stays true and M = 2^60: stopped after 2^20 iterations (about a second).
+    let message = run_loop(1 << 60, f32s(&[1], &[0.0]));
+    assert!(
+        message.contains("more than 1048576 iterations")
+            && message.contains("SAMEBITS_MAX_LOOP_ITERATIONS"),
+        "{message}"
+    );
+}
