@@ -15,7 +15,8 @@ use pyo3::types::PyBytes;
 use samebits_ir::{
     Attribute, DType, Graph, Model, Node, Shape, Tensor, Value, ValueInfo, ValueType,
 };
-use samebits_runtime::{CompileOptions, CompiledModel, Device, tensor_file};
+use samebits_ops::RunOptions;
+use samebits_runtime::{CompileOptions, Device, Executor, tensor_file};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -74,9 +75,11 @@ impl ProductKey {
     }
 }
 
-/// The product of `key`, compiled on first use.
-fn compiled(key: &ProductKey) -> samebits_runtime::Result<Arc<CompiledModel>> {
-    static PRODUCTS: OnceLock<Mutex<HashMap<ProductKey, Arc<CompiledModel>>>> = OnceLock::new();
+/// The product of `key`, compiled on first use. What is kept is the plan bound to its device:
+/// the compiled model is dropped at once, and with it its temporary artifacts folder, which a
+/// model kept for the process would leave behind at exit.
+fn compiled(key: &ProductKey) -> samebits_runtime::Result<Arc<Executor>> {
+    static PRODUCTS: OnceLock<Mutex<HashMap<ProductKey, Arc<Executor>>>> = OnceLock::new();
     let products = PRODUCTS.get_or_init(Default::default);
     let lock = || products.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(product) = lock().get(key) {
@@ -86,7 +89,8 @@ fn compiled(key: &ProductKey) -> samebits_runtime::Result<Arc<CompiledModel>> {
         device: key.device,
         ..CompileOptions::default()
     };
-    let product = Arc::new(samebits_runtime::compile(key.model(), &options)?);
+    let product =
+        Arc::new(samebits_runtime::compile(key.model(), &options)?.executor_on(key.device)?);
     Ok(Arc::clone(lock().entry(key.clone()).or_insert(product)))
 }
 
@@ -165,19 +169,18 @@ pub fn gemm<'py>(
         bias,
         device,
     };
-    let mut inputs = BTreeMap::from([
-        ("a".to_string(), Value::Tensor(a)),
-        ("b".to_string(), Value::Tensor(b)),
-    ]);
-    if let Some(c) = c {
-        inputs.insert("c".to_string(), Value::Tensor(c));
-    }
+    // In the order of the graph's inputs (`ProductKey::model`).
+    let inputs = [Some(a), Some(b), c]
+        .into_iter()
+        .flatten()
+        .map(Value::Tensor)
+        .collect();
     let outputs = py
-        .detach(|| compiled(&key)?.run(&inputs))
+        .detach(|| compiled(&key)?.run(inputs, RunOptions::default()))
         .map_err(|e| runtime_error(e, None))?;
     let y = outputs
         .first()
-        .and_then(|(_, value)| value.as_tensor().ok())
+        .and_then(|value| value.as_tensor().ok())
         .ok_or_else(|| PyRuntimeError::new_err("gemm: the product returned no tensor"))?;
     let npy =
         tensor_file::npy_bytes(y).map_err(|m| PyRuntimeError::new_err(format!("gemm: {m}")))?;

@@ -105,6 +105,19 @@ def test_results_do_not_depend_on_the_thread_count():
     assert len(digests) == 1 and len(digests.pop()) == 64
 
 
+def test_compiled_products_leave_no_temporary_folders(tmp_path):
+    """A product is kept for the process, but its compiler artifacts are not: a process that
+    ran products leaves nothing in its temporary folder."""
+    subprocess.run(
+        [sys.executable, "-c", THREADS_SCRIPT],
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        check=True,
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 class DeviceTensor:
     """A stand-in for a CUDA tensor: its DLPack device is CUDA (2, 0), and it copies itself to
     host memory only when asked through DLPack 1.0's `dl_device` (unless `refuses`)."""

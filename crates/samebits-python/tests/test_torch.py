@@ -173,7 +173,8 @@ def test_the_training_example_learns_and_keeps_its_bits_across_thread_counts():
 
 @needs_torch
 @pytest.mark.skipif(
-    torch is None or not torch.cuda.is_available(), reason="SKIPPED: no CUDA GPU for PyTorch"
+    torch is None or not torch.cuda.is_available(),
+    reason="SKIPPED: needs PyTorch with a CUDA GPU",
 )
 def test_the_gpu_gives_the_cpu_bits():
     example = load_example()
