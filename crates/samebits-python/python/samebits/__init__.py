@@ -9,8 +9,12 @@ Every run can write a *receipt* (hashes of the model, inputs, options and output
 >>> samebits.verify("run.json").status
 'match'
 
-Tensors go in as NumPy arrays or anything NumPy can read without copying through DLPack
-(``__dlpack__``, CPU tensors) or ``__array__``, and come out as NumPy arrays. Errors are
+Tensors go in as NumPy arrays, as anything NumPy can read without copying through DLPack
+(``__dlpack__``, CPU tensors) or ``__array__``, or as DLPack tensors in GPU memory (a PyTorch
+CUDA tensor), which are copied to host memory first; they come out as NumPy arrays.
+:func:`gemm` is the engine's canonical matrix product on NumPy arrays, and ``samebits.torch``
+(imported on its own; it needs PyTorch) makes it a reproducible ``matmul`` and ``linear`` for
+PyTorch training, forward and backward, on the CPU and the GPU. Errors are
 ``FileNotFoundError`` (a missing file), ``ValueError`` (bad arguments or inputs),
 :class:`ReproducibilityError` (options that break the reproducibility promise) and
 ``RuntimeError`` (anything else the engine refuses), each with the command line's message.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
@@ -37,6 +42,7 @@ __all__ = [
     "Verification",
     "compile",
     "embed",
+    "gemm",
     "generate",
     "generate_stream",
     "verify",
@@ -58,13 +64,46 @@ class TensorInfo(NamedTuple):
     shape: Optional[List[Union[int, str]]]
 
 
-def _as_array(value: Any) -> np.ndarray:
-    """A C-contiguous little-endian NumPy array of ``value`` (DLPack first, then ``__array__``)."""
+# DLPack device types (dlpack.h, DLDeviceType) whose memory the CPU reads directly.
+_DLPACK_HOST_DEVICES = (1, 3)  # kDLCPU, kDLCUDAHost
+
+
+def _host_copy(value: Any, name: str) -> np.ndarray:
+    """A NumPy copy, in host memory, of a DLPack tensor held in device memory (a CUDA tensor).
+
+    This is a staged path, not zero-copy: the producer copies the tensor to the CPU, through
+    DLPack 1.0's ``__dlpack__(dl_device=(kDLCPU, 0), copy=True)`` (NumPy >= 2.1 asks for it),
+    or, for a PyTorch tensor whose DLPack predates that, ``Tensor.cpu()``. A model compiled for
+    ``cuda`` then uploads the host copy like any other input.
+    """
+    try:
+        return np.from_dlpack(value, device="cpu", copy=True)
+    except (BufferError, RuntimeError, TypeError, ValueError, NotImplementedError):
+        pass
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    device = value.__dlpack_device__()
+    raise TypeError(
+        f'input "{name}" is a DLPack tensor on device {tuple(device)} that does not copy '
+        "itself to host memory (__dlpack__(dl_device=(1, 0), copy=True)); copy it to the CPU "
+        "first"
+    )
+
+
+def _as_array(value: Any, name: str) -> np.ndarray:
+    """A C-contiguous little-endian NumPy array of input ``name``: a DLPack tensor in host
+    memory is viewed without copying, one in device memory copied (:func:`_host_copy`); other
+    values go through ``__array__``."""
     if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__"):
-        try:
-            value = np.from_dlpack(value)
-        except (BufferError, RuntimeError, TypeError):
-            pass  # Not a CPU tensor NumPy can view; fall back to its __array__.
+        device = getattr(value, "__dlpack_device__", lambda: (1, 0))()
+        if device[0] not in _DLPACK_HOST_DEVICES:
+            value = _host_copy(value, name)
+        else:
+            try:
+                value = np.from_dlpack(value)
+            except (BufferError, RuntimeError, TypeError):
+                pass  # Not a tensor NumPy can view; fall back to its __array__.
     array = np.asarray(value)
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
@@ -122,8 +161,10 @@ class Model:
         ``receipt``, the run's receipt is written there, as ``samebits run --receipt`` writes
         it, and each input beside it as ``<receipt stem>.inputs/<i>.npy`` (a run receipt names
         the file of every input); ``verify(receipt)`` and ``samebits verify`` re-run it.
+        A CUDA tensor (DLPack device memory) is copied to host memory before the run, whatever
+        the model's device, and the outputs are NumPy arrays in host memory.
         """
-        encoded = {name: _to_npy(_as_array(value)) for name, value in inputs.items()}
+        encoded = {name: _to_npy(_as_array(value, name)) for name, value in inputs.items()}
         receipt_path = None if receipt is None else os.fspath(receipt)
         outputs = self._native.run(encoded, receipt_path)
         return {name: _from_npy(data) for name, data in outputs}
@@ -270,3 +311,34 @@ def embed(
     )
     return _from_npy(data)
 
+
+
+def gemm(
+    a: Any,
+    b: Any,
+    c: Any = None,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    device: str = "cpu",
+) -> np.ndarray:
+    """The canonical matrix product ``op(a) @ op(b) (+ c)`` of float32 matrices, on ``device``.
+
+    ``op`` transposes its operand when ``trans_a`` / ``trans_b`` is set; ``c``, when given, is a
+    bias row of ``n`` values added to every row of the ``[m, n]`` product. Every output is the
+    canonical dot product of docs/contract.md (section ``gemm``: tiles of 64 terms, each
+    accumulated with ``fma`` in float32 from ``+0.0``, then folded left to right) and the bias
+    is added once, rounded (``gemm-epilogue``): its bits depend only on the operand values and
+    the reduction length, not on ``m``, the row's position, the thread count or the device.
+    The product is an ONNX Gemm compiled for ``device`` (``cpu``, ``cuda``, ``cuda:N``) in the
+    reproducible operation set, once per shapes and device for the process. Operands may be
+    anything :meth:`Model.run` takes; float32 only (``ValueError`` otherwise).
+    """
+    data = _native.gemm(
+        _to_npy(_as_array(a, "a")),
+        _to_npy(_as_array(b, "b")),
+        None if c is None else _to_npy(_as_array(c, "c")),
+        trans_a,
+        trans_b,
+        device,
+    )
+    return _from_npy(data)

@@ -102,3 +102,11 @@ def embed(
     operation_set: str = "reproducible",
     receipt: Optional[str] = None,
 ) -> bytes: ...
+def gemm(
+    a: bytes,
+    b: bytes,
+    c: Optional[bytes] = None,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    device: str = "cpu",
+) -> bytes: ...
