@@ -4,7 +4,8 @@
 # with debug assertions, overflow checks and AddressSanitizer) and runs each for SECONDS
 # (default 60) on its corpus, fuzz/corpus/<target> (written by fuzz/seed.py from the pinned files
 # when missing). Fails when any target crashes, panics, runs one input longer than 10 s or goes
-# past the memory limits; the input is saved under fuzz/artifacts/<target>/.
+# past the memory limits; the input is saved under fuzz/artifacts/<target>/. Inputs that once
+# failed (fuzz/regressions/<target>/, committed with their fix) are replayed first.
 #
 # CI (.ci/run) runs it with 60: scripts/fuzz.sh 60. It needs the nightly toolchain; cargo-fuzz
 # (pinned below) is installed under target/tools when no cargo-fuzz is on the PATH.
@@ -53,6 +54,18 @@ cargo +nightly fuzz build --fuzz-dir fuzz
 
 mkdir -p fuzz/logs
 failed=()
+# Inputs that once crashed a target (fuzz/regressions/<target>/, committed) run first, each
+# alone: a fix that regresses fails here before any fuzzing.
+for target in "${TARGETS[@]}"; do
+  inputs=(fuzz/regressions/"$target"/*)
+  [ -e "${inputs[0]}" ] || continue
+  echo "== $target: replaying ${#inputs[@]} regression input(s)"
+  if ! cargo +nightly fuzz run --fuzz-dir fuzz "$target" "${inputs[@]}" -- -detect_leaks=0 \
+      -rss_limit_mb=4096 -malloc_limit_mb=2048 >"fuzz/logs/$target.replay.log" 2>&1; then
+    tail -n 40 "fuzz/logs/$target.replay.log"
+    failed+=("$target (regression input)")
+  fi
+done
 for target in "${TARGETS[@]}"; do
   echo "== $target: ${SECONDS_PER_TARGET} s (log: fuzz/logs/$target.log)"
   status=0

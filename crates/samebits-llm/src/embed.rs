@@ -32,6 +32,7 @@ use samebits_ir::{
 use samebits_ops::{OperationSet, Plan, RunOptions};
 use samebits_runtime::hashing::sha256_tensor;
 use samebits_runtime::receipt::{FileRecord, portable_path};
+use samebits_tokenizer::parse_tokenizer_json;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use tokenizers::Tokenizer;
@@ -74,17 +75,19 @@ impl Embedder {
         }
         .min(config.max_positions);
         let tokenizer_path = dir.join("tokenizer.json");
-        let tokenizer_error = |e: tokenizers::Error| LlmError::Model {
+        let tokenizer_error = |message: String| LlmError::Model {
             model: tokenizer_path.display().to_string(),
-            message: e.to_string(),
+            message,
         };
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(tokenizer_error)?;
+        let text =
+            std::fs::read_to_string(&tokenizer_path).map_err(|e| tokenizer_error(e.to_string()))?;
+        let (_, mut tokenizer) = parse_tokenizer_json(&text).map_err(tokenizer_error)?;
         tokenizer
             .with_truncation(Some(tokenizers::TruncationParams {
                 max_length: max_tokens,
                 ..Default::default()
             }))
-            .map_err(tokenizer_error)?
+            .map_err(|e| tokenizer_error(e.to_string()))?
             .with_padding(None);
         let pad_id = tokenizer.token_to_id("[PAD]").unwrap_or(0);
         let graph = build_graph(&ck, &config, normalize)?;

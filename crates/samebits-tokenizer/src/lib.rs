@@ -8,4 +8,4 @@ mod tokenizer;
 
 pub use chat::{ChatMessage, ChatTemplate};
 pub use error::{Error, Result};
-pub use tokenizer::{IncrementalDecoder, TextTokenizer};
+pub use tokenizer::{IncrementalDecoder, TextTokenizer, parse_tokenizer_json};

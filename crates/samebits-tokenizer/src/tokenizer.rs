@@ -266,9 +266,7 @@ impl TextTokenizer {
         let name = path.display().to_string();
         let bad = |message: String| Error::Tokenizer(format!("{name}: {message}"));
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-        let json: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
-        let mut inner = Tokenizer::from_bytes(text.as_bytes()).map_err(|e| bad(e.to_string()))?;
+        let (json, mut inner) = parse_tokenizer_json(&text).map_err(bad)?;
         inner
             .with_truncation(None)
             .map_err(|e| bad(e.to_string()))?
@@ -587,4 +585,18 @@ impl IncrementalDecoder<'_> {
     pub fn finish(self) -> String {
         String::from_utf8_lossy(&self.pending).into_owned()
     }
+}
+
+/// Parses a Hugging Face `tokenizer.json` into the `tokenizers` library's tokenizer, returning
+/// the parsed JSON too. The text is checked to be JSON first: the library panics, rather than
+/// erroring, on a decoder section that is not valid JSON (`tokenizers` 0.23.2,
+/// `decoders/mod.rs`: `expect("Helper")`; found by the `hf_folder` fuzz target), and it is handed
+/// only JSON it has been checked to be.
+pub fn parse_tokenizer_json(
+    text: &str,
+) -> std::result::Result<(serde_json::Value, Tokenizer), String> {
+    let json: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let tokenizer = Tokenizer::from_bytes(text.as_bytes()).map_err(|e| e.to_string())?;
+    Ok((json, tokenizer))
 }

@@ -338,3 +338,25 @@ fn qwen2_and_llama_bpe_splits_match_the_tokenizers_package() {
         }
     }
 }
+
+/// A `tokenizer.json` whose decoder section is not valid JSON is an error, not a panic inside
+/// the `tokenizers` library (found by the `hf_folder` fuzz target: this decoder text is the one
+/// its crash input held; fuzz/regressions/hf_folder replays the whole input).
+#[test]
+fn a_decoder_section_that_is_not_json_is_an_error() {
+    let text = r###"{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": null, "post_processor": null,
+        "decoder": {"type": "WordPiece", "prefix": ""prompt_tokens" true},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": {"[UNK]": 0, "a": 1}}}"###;
+    let err = samebits_tokenizer::parse_tokenizer_json(text).unwrap_err();
+    assert!(err.starts_with("not JSON: expected"), "{err}");
+    // The same file with a valid decoder parses.
+    let fixed = text.replace(
+        r#""prefix": ""prompt_tokens" true"#,
+        r###""prefix": "##""###,
+    );
+    let (json, tokenizer) = samebits_tokenizer::parse_tokenizer_json(&fixed).unwrap();
+    assert_eq!(json["decoder"]["type"], "WordPiece");
+    assert_eq!(tokenizer.token_to_id("a"), Some(1));
+}
