@@ -102,8 +102,8 @@ pub fn sha256_value(v: &Value) -> String {
 /// The digest of a file, streamed. Only regular files are read: a device or a FIFO named where
 /// a model or an input belongs (`/dev/zero` in a receipt) is refused instead of read forever.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut f = std::fs::File::open(path).map_err(|e| RuntimeError::io(path, e))?;
-    let meta = f.metadata().map_err(|e| RuntimeError::io(path, e))?;
+    // Checked before opening: opening a FIFO for reading waits for a writer, forever.
+    let meta = std::fs::metadata(path).map_err(|e| RuntimeError::io(path, e))?;
     if !meta.is_file() {
         let kind = std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -111,6 +111,7 @@ pub fn sha256_file(path: &Path) -> Result<String> {
         );
         return Err(RuntimeError::io(path, kind));
     }
+    let mut f = std::fs::File::open(path).map_err(|e| RuntimeError::io(path, e))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -135,6 +136,22 @@ mod tests {
                 let err = sha256_file(path).unwrap_err().to_string();
                 assert!(err.contains("not a regular file"), "{err}");
             }
+        }
+        // A FIFO: opening it for reading would wait for a writer forever, so it is refused
+        // before it is opened (a receipt naming one hung `verify`).
+        #[cfg(unix)]
+        {
+            let dir = std::env::temp_dir().join(format!("samebits-fifo-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let fifo = dir.join("input.npy");
+            let made = std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap();
+            assert!(made.success());
+            let err = sha256_file(&fifo).unwrap_err().to_string();
+            assert!(err.contains("not a regular file"), "{err}");
+            std::fs::remove_dir_all(&dir).unwrap();
         }
     }
 

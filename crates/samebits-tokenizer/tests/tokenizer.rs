@@ -354,7 +354,7 @@ fn a_decoder_section_that_is_not_json_is_an_error() {
     // The same file with a valid decoder parses.
     let fixed = text.replace(
         r#""prefix": ""prompt_tokens" true"#,
-        r###""prefix": "##""###,
+        r###""prefix": "##", "cleanup": true"###,
     );
     let (json, tokenizer) = samebits_tokenizer::parse_tokenizer_json(&fixed).unwrap();
     assert_eq!(json["decoder"]["type"], "WordPiece");
