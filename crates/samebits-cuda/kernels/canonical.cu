@@ -22,7 +22,9 @@ __device__ __forceinline__ float sb_fold_sum(float s, float p, bool first)
 }
 
 // `max` of reduce-extrema: canonical NaN if either is NaN, -0.0 < +0.0. The CUDA form of
-// samebits-kernels' `canonical_max` (src/reduce.rs), the one definition: keep them equal.
+// samebits-kernels' `canonical_max` (src/reduce.rs), the one definition; the host test
+// program::tests::device_extrema_equal_the_cpu_definition compiles this text with g++ and
+// checks both functions against it bit for bit (no GPU needed).
 __device__ __forceinline__ float sb_canonical_max(float a, float b)
 {
   if (a != a || b != b) return sb_nanf();

@@ -151,6 +151,120 @@ pub(crate) fn compile(major: i32, minor: i32) -> Result<Ptx> {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    /// The device `sb_canonical_max` / `sb_canonical_min` (kernels/canonical.cu, after
+    /// samebits-math's header for `sb_nanf`), compiled on the host with g++, equal
+    /// samebits-kernels' `canonical_max` / `canonical_min` bit for bit on every pair of special
+    /// values (signed zeros, infinities, NaNs with payloads and signs, subnormals, the extremes)
+    /// and on random bit patterns: the CPU and CUDA forms of contract `reduce-extrema` are tied
+    /// by a test that needs no GPU. Skips loudly without g++.
+    #[test]
+    fn device_extrema_equal_the_cpu_definition() {
+        if Command::new("g++").arg("--version").output().is_err() {
+            let line =
+                b"SKIPPED (no g++): program::tests::device_extrema_equal_the_cpu_definition\n";
+            let _ = std::io::stderr().write_all(line);
+            return;
+        }
+        let canonical = super::CANONICAL;
+        let start = canonical
+            .find("// `max` of reduce-extrema")
+            .expect("sb_canonical_max in canonical.cu");
+        let end = canonical[start..]
+            .find("// One canonical reduction")
+            .map(|n| start + n)
+            .expect("the text after sb_canonical_min");
+        let harness = format!(
+            "#include <cstdio>\n#include <cstring>\n{math}\n#define __device__\n\
+             #define __forceinline__ inline\n\
+             inline unsigned __float_as_uint(float f) {{ unsigned u; std::memcpy(&u, &f, 4); return u; }}\n\
+             {extrema}\n\
+             int main() {{\n  unsigned pair[2];\n\
+               while (fread(pair, 4, 2, stdin) == 2) {{\n\
+                 float a, b; std::memcpy(&a, &pair[0], 4); std::memcpy(&b, &pair[1], 4);\n\
+                 float r[2] = {{sb_canonical_max(a, b), sb_canonical_min(a, b)}};\n\
+                 fwrite(r, 4, 2, stdout);\n  }}\n  return 0;\n}}\n",
+            math = samebits_math::CUDA_SOURCE,
+            extrema = &canonical[start..end],
+        );
+        let dir = std::env::temp_dir().join(format!("samebits-extrema-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("extrema.cpp"), harness).unwrap();
+        let binary = dir.join("extrema");
+        let status = Command::new("g++")
+            .args(["-std=c++17", "-O2", "-ffp-contract=off", "-o"])
+            .arg(&binary)
+            .arg(dir.join("extrema.cpp"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "g++ failed on canonical.cu's extrema");
+
+        let specials: [u32; 16] = [
+            0x0000_0000,
+            0x8000_0000,
+            0x7f80_0000,
+            0xff80_0000,
+            0x7fc0_0000,
+            0xffc0_0000,
+            0x7f80_0001,
+            0xffff_ffff,
+            0x0000_0001,
+            0x8000_0001,
+            0x007f_ffff,
+            0x7f7f_ffff,
+            0xff7f_ffff,
+            0x3f80_0000,
+            0xbf80_0000,
+            0x3f80_0001,
+        ];
+        let mut pairs: Vec<(u32, u32)> = specials
+            .iter()
+            .flat_map(|&a| specials.iter().map(move |&b| (a, b)))
+            .collect();
+        let mut rng = samebits_testdata::Rng(31);
+        pairs.extend((0..4096).map(|_| {
+            let a = rng.next_u64() as u32;
+            // Half the pairs compare a value with itself or its negation (the tie rules).
+            let b = match rng.next_u64() % 4 {
+                0 => a,
+                1 => a ^ 0x8000_0000,
+                _ => rng.next_u64() as u32,
+            };
+            (a, b)
+        }));
+        let input: Vec<u8> = pairs
+            .iter()
+            .flat_map(|&(a, b)| [a.to_le_bytes(), b.to_le_bytes()].concat())
+            .collect();
+        let mut child = Command::new(&binary)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&input).unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "the host run failed");
+        let device: Vec<u32> = output
+            .stdout
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(device.len(), 2 * pairs.len());
+        for (k, &(a, b)) in pairs.iter().enumerate() {
+            let (x, y) = (f32::from_bits(a), f32::from_bits(b));
+            let max = samebits_kernels::canonical_max(x, y).to_bits();
+            let min = samebits_kernels::canonical_min(x, y).to_bits();
+            assert_eq!(
+                (device[2 * k], device[2 * k + 1]),
+                (max, min),
+                "({a:#010x}, {b:#010x}): device (max, min) vs samebits-kernels"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// Every unary op has its generated `sb_unary_<name>` kernel (the name `unary` launches).
     #[test]
     fn every_unary_op_has_a_kernel() {

@@ -123,8 +123,45 @@ pub fn assert_same_bits(got: &[f32], want: &[f32], what: &str) {
     }
 }
 
-/// The test data generator every test of the workspace shares.
-pub use samebits_testdata::Rng;
+/// A deterministic pseudo-random generator (SplitMix64).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    /// `n` values in [-scale, scale) with a few signed zeros mixed in.
+    pub fn values(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n)
+            .map(|_| match self.next_u64() % 64 {
+                0 => -0.0,
+                1 => 0.0,
+                _ => self.unit() * scale,
+            })
+            .collect()
+    }
+
+    /// `n` arbitrary bit patterns (NaNs, infinities, subnormals included) for unary functions.
+    pub fn any_floats(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| f32::from_bits(self.next_u64() as u32))
+            .collect()
+    }
+}
 
 /// Strides of a host matrix view, used for both the CPU slice and the device buffer.
 #[derive(Clone, Copy, Debug)]

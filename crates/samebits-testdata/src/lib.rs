@@ -55,10 +55,6 @@ pub fn skip(why: &str) {
 pub struct Rng(pub u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -80,23 +76,5 @@ impl Rng {
     /// A float in [-1, 1).
     pub fn unit(&mut self) -> f32 {
         (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    /// `n` values in [-scale, scale) with a few signed zeros mixed in.
-    pub fn values(&mut self, n: usize, scale: f32) -> Vec<f32> {
-        (0..n)
-            .map(|_| match self.next_u64() % 64 {
-                0 => -0.0,
-                1 => 0.0,
-                _ => self.unit() * scale,
-            })
-            .collect()
-    }
-
-    /// `n` arbitrary bit patterns (NaNs, infinities, subnormals included) for unary functions.
-    pub fn any_floats(&mut self, n: usize) -> Vec<f32> {
-        (0..n)
-            .map(|_| f32::from_bits(self.next_u64() as u32))
-            .collect()
     }
 }
