@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The default-domain opset versions this importer accepts.
-pub const SUPPORTED_DEFAULT_OPSETS: std::ops::RangeInclusive<i64> = 7..=27;
+pub const SUPPORTED_DEFAULT_OPSETS: std::ops::RangeInclusive<i64> = 1..=27;
 
 /// The label errors use for a model given as bytes.
 const BYTES_LABEL: &str = "<model bytes>";

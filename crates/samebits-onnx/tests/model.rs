@@ -285,8 +285,8 @@ fn unsupported_message(proto: samebits_onnx::proto::ModelProto) -> String {
 }
 
 #[test]
-fn default_opsets_outside_7_to_27_are_refused_and_other_domains_kept() {
-    for version in [6, 28] {
+fn default_opsets_outside_1_to_27_are_refused_and_other_domains_kept() {
+    for version in [0, 28] {
         let mut m = model(relu_graph(vec![]));
         m.opset_import[0].version = Some(version);
         let msg = unsupported_message(m);
@@ -539,4 +539,41 @@ fn exponential_function_expansion_is_bounded() {
         ),
         "{err}"
     );
+}
+
+#[test]
+fn opsets_1_to_6_import_with_their_own_attributes() {
+    // An opset-1 style node: Add with the legacy `broadcast` / `axis` attributes and
+    // `consumed_inputs` (opsets 1-5); the importer keeps every attribute for the op to read.
+    for version in 1..=6 {
+        let mut g = relu_graph(vec![]);
+        let mut add = node("Add", "add", &["x", "x"], &["y"]);
+        add.attribute = vec![
+            int_attribute("broadcast", 1),
+            int_attribute("axis", 0),
+            AttributeProto {
+                ints: vec![0, 0],
+                ..attribute("consumed_inputs", AttributeType::Ints)
+            },
+        ];
+        g.node = vec![add];
+        let mut m = model(g);
+        m.opset_import = vec![opset("", version)];
+        let imported = load_model_from_bytes(&m.encode_to_vec(), None).unwrap();
+        assert_eq!(imported.opset(""), Some(version));
+        let add = &imported.graph.nodes[0];
+        assert_eq!(add.op_type, "Add");
+        assert!(matches!(
+            add.attributes.get("broadcast"),
+            Some(Attribute::Int(1))
+        ));
+        assert!(matches!(
+            add.attributes.get("axis"),
+            Some(Attribute::Int(0))
+        ));
+        assert!(matches!(
+            add.attributes.get("consumed_inputs"),
+            Some(Attribute::Ints(v)) if v == &[0, 0]
+        ));
+    }
 }

@@ -244,3 +244,139 @@ mod tests {
         assert_eq!(w, vec![1, 6]);
     }
 }
+
+/// ONNX's broadcasting before opset 7, for the binary ops that had `broadcast` and `axis`
+/// attributes (Add, Sub, Mul, Div, Pow, And, Or, Xor, Equal, Greater, Less, opsets 1–6): the
+/// rule is written once here and every such op applies it through [`LegacyBroadcastOp`].
+///
+/// Without `broadcast = 1` the two shapes must be equal. With it, B's shape is matched to a
+/// contiguous run of A's dims starting at `axis` (by default the run that ends at A's last
+/// dim), each of B's dims equal to A's or 1; the output has A's shape. B read with trailing 1s
+/// appended to its shape is then the same operand under numpy broadcasting, which is how
+/// [`LegacyBroadcast::operand_shape`] hands it to the ops' ordinary loops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LegacyBroadcast {
+    /// `broadcast = 0` (the default): shapes must be equal.
+    Equal,
+    /// `broadcast = 1`, with the `axis` attribute if the node has one.
+    Aligned { axis: Option<i64> },
+    /// PRelu's slope before opset 7: A's shape, one element, or else one value per channel
+    /// (dim 1 of A).
+    Channel,
+}
+
+impl LegacyBroadcast {
+    /// The rule `node` follows at default-domain `opset`: `None` from opset 7 on (numpy
+    /// broadcasting, the ops' own), else from its `broadcast` and `axis` attributes.
+    pub fn of(node: &samebits_ir::Node, opset: i64) -> Result<Option<LegacyBroadcast>> {
+        if opset >= 7 {
+            return Ok(None);
+        }
+        let args = crate::NodeArgs::new(node);
+        Ok(Some(match args.int_or("broadcast", 0)? {
+            0 => LegacyBroadcast::Equal,
+            1 => LegacyBroadcast::Aligned {
+                axis: args.int("axis")?,
+            },
+            other => {
+                return Err(OpError::Invalid(format!(
+                    "attribute \"broadcast\" must be 0 or 1, got {other}"
+                )));
+            }
+        }))
+    }
+
+    /// The shape to read B with so that numpy broadcasting against A (of shape `a`) computes
+    /// this rule's result, or an error naming both shapes (and the axis).
+    pub fn operand_shape(self, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+        let axis = match self {
+            LegacyBroadcast::Equal if a == b => return Ok(b.to_vec()),
+            LegacyBroadcast::Equal => {
+                return Err(OpError::Invalid(format!(
+                    "shapes {a:?} and {b:?} differ and attribute \"broadcast\" is not 1 \
+                     (before opset 7 the shapes must then be equal)"
+                )));
+            }
+            LegacyBroadcast::Channel if a == b => return Ok(b.to_vec()),
+            LegacyBroadcast::Channel => Some(1),
+            LegacyBroadcast::Aligned { axis } => axis,
+        };
+        // A one-element B (a scalar included) applies to every element whatever its rank.
+        if b.iter().product::<usize>() == 1 && b.len() <= a.len() {
+            return Ok(vec![1; a.len()]);
+        }
+        let start = match axis {
+            None => a.len().checked_sub(b.len()),
+            Some(axis) if axis < 0 => None,
+            Some(axis) => usize::try_from(axis).ok(),
+        };
+        let fits = |s: usize| {
+            s + b.len() <= a.len() && b.iter().zip(&a[s..]).all(|(&bd, &ad)| bd == ad || bd == 1)
+        };
+        match start {
+            Some(s) if fits(s) => {
+                let mut shape = b.to_vec();
+                shape.resize(a.len() - s, 1);
+                Ok(shape)
+            }
+            _ => Err(OpError::Invalid(format!(
+                "B of shape {b:?} does not match a run of A's shape {a:?} starting at axis {} \
+                 (legacy broadcast, before opset 7)",
+                axis.map_or_else(|| "(trailing)".to_string(), |x| x.to_string())
+            ))),
+        }
+    }
+}
+
+/// A binary op of opsets 1–6 with its [`LegacyBroadcast`] rule: input 1 is read with
+/// [`LegacyBroadcast::operand_shape`], then the op (which broadcasts numpy-style) runs as it
+/// does from opset 7 on. No device kernel: the CPU runs it.
+#[derive(Debug)]
+pub struct LegacyBroadcastOp {
+    rule: LegacyBroadcast,
+    op: Box<dyn crate::Op>,
+}
+
+impl LegacyBroadcastOp {
+    /// `op` for `ctx`'s node, under the legacy rule when its opset has one.
+    pub fn wrap(ctx: &crate::BuildContext, op: Box<dyn crate::Op>) -> Result<Box<dyn crate::Op>> {
+        Ok(match LegacyBroadcast::of(ctx.node, ctx.opset)? {
+            Some(rule) => Box::new(LegacyBroadcastOp { rule, op }),
+            None => op,
+        })
+    }
+
+    /// `op` reading input 1 under `rule`.
+    pub fn with_rule(rule: LegacyBroadcast, op: Box<dyn crate::Op>) -> Box<dyn crate::Op> {
+        Box::new(LegacyBroadcastOp { rule, op })
+    }
+}
+
+impl crate::Op for LegacyBroadcastOp {
+    fn infer(
+        &self,
+        inputs: &[Option<samebits_ir::ValueType>],
+    ) -> Result<Vec<Option<samebits_ir::ValueType>>> {
+        let shape_of = |i: usize| inputs.get(i).and_then(|t| t.as_ref()?.shape()?.concrete());
+        let mut inputs = inputs.to_vec();
+        if let (Some(a), Some(b), Some(Some(ty))) = (shape_of(0), shape_of(1), inputs.get(1)) {
+            let shape = self.rule.operand_shape(&a, &b)?;
+            let dtype = ty.dtype();
+            inputs[1] = dtype.map(|d| {
+                samebits_ir::ValueType::tensor(d, Some(samebits_ir::Shape::known(&shape)))
+            });
+        }
+        self.op.infer(&inputs)
+    }
+
+    fn eval(&self, inputs: &crate::Inputs) -> Result<Vec<samebits_ir::Value>> {
+        use crate::InputsExt;
+        let (a, b) = (inputs.tensor(0)?, inputs.tensor(1)?);
+        let b: samebits_ir::Value = b
+            .reshaped(self.rule.operand_shape(a.shape(), b.shape())?)?
+            .into();
+        let mut args: Vec<Option<&samebits_ir::Value>> = inputs.to_vec();
+        args[1] = Some(&b);
+        self.op.eval(&args)
+    }
+}

@@ -28,11 +28,21 @@ pub const ATOL: f64 = 1e-7;
 /// Why a case did not pass.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reason {
+    /// The registry has no such op (its message names the op).
     UnsupportedOp(String),
+    /// A tensor's data type the importer does not decode.
     UnsupportedDtype(String),
+    /// An op lacks this value of an attribute (the message names the attribute and value).
+    UnsupportedAttribute(String),
+    /// An op lacks another form of itself (an input dtype, a variant), or the importer a
+    /// model feature (an opset, a map type); the message says which.
+    UnsupportedFeature(String),
     LoadError(String),
     ShapeMismatch(String),
-    NumericMismatch { output: String, max_abs_error: f64 },
+    NumericMismatch {
+        output: String,
+        max_abs_error: f64,
+    },
     RuntimeError(String),
 }
 
@@ -42,6 +52,8 @@ impl Reason {
         match self {
             Reason::UnsupportedOp(_) => "unsupported op",
             Reason::UnsupportedDtype(_) => "unsupported dtype",
+            Reason::UnsupportedAttribute(_) => "unsupported attribute value",
+            Reason::UnsupportedFeature(_) => "unsupported feature",
             Reason::LoadError(_) => "load error",
             Reason::ShapeMismatch(_) => "shape mismatch",
             Reason::NumericMismatch { .. } => "numeric mismatch",
@@ -51,7 +63,13 @@ impl Reason {
 
     /// Skips are missing features; everything else is a failure.
     pub fn is_skip(&self) -> bool {
-        matches!(self, Reason::UnsupportedOp(_) | Reason::UnsupportedDtype(_))
+        matches!(
+            self,
+            Reason::UnsupportedOp(_)
+                | Reason::UnsupportedDtype(_)
+                | Reason::UnsupportedAttribute(_)
+                | Reason::UnsupportedFeature(_)
+        )
     }
 }
 
@@ -67,6 +85,8 @@ impl std::fmt::Display for Reason {
             ),
             Reason::UnsupportedOp(m)
             | Reason::UnsupportedDtype(m)
+            | Reason::UnsupportedAttribute(m)
+            | Reason::UnsupportedFeature(m)
             | Reason::LoadError(m)
             | Reason::ShapeMismatch(m)
             | Reason::RuntimeError(m) => write!(f, "{}: {m}", self.category()),
@@ -135,13 +155,30 @@ pub fn case_dirs(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(cases)
 }
 
-/// Sorts an error into a category: unsupported ops are named "op X is not implemented" by the
-/// registry; other unsupported forms are a dtype or attribute form the op lacks.
+/// Sorts an op error into a category: unsupported ops are named "op X is not implemented" by
+/// the registry, unsupported attribute values name `attribute "X"` (the ops' convention);
+/// any other unsupported form is a feature the op lacks, which its message names.
 fn classify_error(message: String, unsupported: bool) -> Reason {
-    match (unsupported, message.contains("is not implemented")) {
-        (false, _) => Reason::RuntimeError(message),
-        (true, true) => Reason::UnsupportedOp(message),
-        (true, false) => Reason::UnsupportedDtype(message),
+    if !unsupported {
+        Reason::RuntimeError(message)
+    } else if message.contains("is not implemented") {
+        Reason::UnsupportedOp(message)
+    } else if message.contains("attribute \"") {
+        Reason::UnsupportedAttribute(message)
+    } else {
+        Reason::UnsupportedFeature(message)
+    }
+}
+
+/// Sorts an importer error: a data type it does not decode, another feature it lacks (an
+/// opset, a map type), or a broken file.
+fn classify_import_error(e: samebits_onnx::OnnxError) -> Reason {
+    match e {
+        samebits_onnx::OnnxError::UnsupportedDataType { .. } => {
+            Reason::UnsupportedDtype(e.to_string())
+        }
+        _ if e.is_unsupported() => Reason::UnsupportedFeature(e.to_string()),
+        _ => Reason::LoadError(e.to_string()),
     }
 }
 
@@ -186,13 +223,7 @@ fn run_case_inner(
     device_outcome: &mut Option<DeviceOutcome>,
 ) -> Result<(), Reason> {
     let model_path = case.join("model.onnx");
-    let model: Model = samebits_onnx::load_model(&model_path).map_err(|e| {
-        if e.is_unsupported() {
-            Reason::UnsupportedDtype(e.to_string())
-        } else {
-            Reason::LoadError(e.to_string())
-        }
-    })?;
+    let model: Model = samebits_onnx::load_model(&model_path).map_err(classify_import_error)?;
     for node in &model.graph.nodes {
         if !ops.contains(&node.op_type) {
             ops.push(node.op_type.clone());
@@ -237,13 +268,8 @@ fn run_case_inner(
             if !file.exists() {
                 continue;
             }
-            let v = samebits_onnx::read_value_pb(&file, ty.as_ref()).map_err(|e| {
-                if e.is_unsupported() {
-                    Reason::UnsupportedDtype(e.to_string())
-                } else {
-                    Reason::LoadError(e.to_string())
-                }
-            })?;
+            let v =
+                samebits_onnx::read_value_pb(&file, ty.as_ref()).map_err(classify_import_error)?;
             inputs.insert(name.clone(), v);
         }
         let outputs = compiled.run(&inputs).map_err(|e| {

@@ -1,28 +1,34 @@
-//! The ONNX conformance allowlist (`conformance/node.allowlist`, one case per line, written by
-//! `samebits conformance --write-allowlist`): every listed case of ONNX 1.22's node tests must
-//! still pass in the reproducible operation set. A regression fails CI.
+//! The ONNX conformance allowlists (`conformance/<suite>.allowlist`, one case per line, written
+//! by `samebits conformance --write-allowlist`): every listed case of ONNX 1.22's node,
+//! pytorch-converted, pytorch-operator and simple suites must still pass in the reproducible
+//! operation set. A regression fails CI.
 
 use rayon::prelude::*;
 use samebits_ops::OperationSet;
 use samebits_runtime::conformance::run_case;
-use samebits_testdata::{ONNX_NODE_TESTS, cached};
+use samebits_testdata::{
+    ONNX_NODE_TESTS, ONNX_PYTORCH_CONVERTED_TESTS, ONNX_PYTORCH_OPERATOR_TESTS, ONNX_SIMPLE_TESTS,
+    cached,
+};
 use std::path::PathBuf;
 
-#[test]
-fn every_allowlisted_node_case_passes() {
+/// Runs every case of `conformance/<list>` from the cached `suite` folder and fails naming each
+/// one that no longer passes; the list must hold at least `min_cases` names (a truncated file
+/// would pass vacuously).
+fn every_allowlisted_case_passes(list: &str, suite: &str, min_cases: usize) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let list = std::fs::read_to_string(root.join("conformance/node.allowlist")).unwrap();
-    let Some(dir) = cached(ONNX_NODE_TESTS) else {
+    let text = std::fs::read_to_string(root.join("conformance").join(list)).unwrap();
+    let Some(dir) = cached(suite) else {
         return;
     };
-    let cases: Vec<&str> = list
+    let cases: Vec<&str> = text
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
     assert!(
-        cases.len() > 1000,
-        "allowlist unexpectedly short: {}",
+        cases.len() >= min_cases,
+        "{list} unexpectedly short: {} cases",
         cases.len()
     );
     let failures: Vec<String> = cases
@@ -34,8 +40,36 @@ fn every_allowlisted_node_case_passes() {
         .collect();
     assert!(
         failures.is_empty(),
-        "{} allowlisted cases regressed:\n{}",
+        "{} cases of {list} regressed:\n{}",
         failures.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn every_allowlisted_node_case_passes() {
+    every_allowlisted_case_passes("node.allowlist", ONNX_NODE_TESTS, 1000);
+}
+
+#[test]
+fn every_allowlisted_pytorch_converted_case_passes() {
+    every_allowlisted_case_passes(
+        "pytorch-converted.allowlist",
+        ONNX_PYTORCH_CONVERTED_TESTS,
+        70,
+    );
+}
+
+#[test]
+fn every_allowlisted_pytorch_operator_case_passes() {
+    every_allowlisted_case_passes(
+        "pytorch-operator.allowlist",
+        ONNX_PYTORCH_OPERATOR_TESTS,
+        30,
+    );
+}
+
+#[test]
+fn every_allowlisted_simple_case_passes() {
+    every_allowlisted_case_passes("simple.allowlist", ONNX_SIMPLE_TESTS, 20);
 }

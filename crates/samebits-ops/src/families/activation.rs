@@ -9,7 +9,7 @@
 //! section `activation`).
 
 use super::numeric::Real;
-use crate::broadcast::map2;
+use crate::broadcast::{LegacyBroadcast, LegacyBroadcastOp, map2};
 use crate::registry::Registry;
 use crate::{
     BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, UnaryKernel, bail,
@@ -90,8 +90,18 @@ pub fn register(r: &mut Registry) {
         let alpha = NodeArgs::new(ctx.node).float_or("alpha", 1.0)?;
         unary(Elementwise::Swish { alpha })
     });
-    r.register("", "PRelu", |_| Ok(Box::new(Binary::PRelu)));
-    r.register("", "Pow", |_| Ok(Box::new(Binary::Pow)));
+    r.register("", "PRelu", |ctx| {
+        let op = Box::new(Binary::PRelu);
+        // Before opset 7 the slope is one value per channel, not numpy-broadcast.
+        Ok(if ctx.opset < 7 {
+            LegacyBroadcastOp::with_rule(LegacyBroadcast::Channel, op)
+        } else {
+            op
+        })
+    });
+    r.register("", "Pow", |ctx| {
+        LegacyBroadcastOp::wrap(ctx, Box::new(Binary::Pow))
+    });
 }
 
 fn unary(f: Elementwise) -> Result<Box<dyn Op>> {

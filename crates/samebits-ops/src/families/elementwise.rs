@@ -3,7 +3,7 @@
 //! an exact integer operation), so results are the same on every backend by construction.
 //! f16/bf16 inputs compute in f32 and round once at the store (docs/contract.md, "Arithmetic").
 
-use crate::broadcast::{map2, map3};
+use crate::broadcast::{LegacyBroadcastOp, map2, map3};
 use crate::registry::Registry;
 use crate::{
     BinaryKernel, BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, UnaryKernel,
@@ -42,10 +42,10 @@ pub fn register(r: &mut Registry) {
             other => bail!("BitShift direction must be LEFT or RIGHT, got {other:?}"),
         })))
     });
-    r.register("", "Max", |_| Ok(Box::new(Variadic(Binary::Max))));
-    r.register("", "Min", |_| Ok(Box::new(Variadic(Binary::Min))));
-    r.register("", "Sum", |_| Ok(Box::new(Variadic(Binary::Add))));
-    r.register("", "Mean", |_| Ok(Box::new(Variadic(Binary::Mean))));
+    r.register("", "Max", |ctx| Variadic::build(ctx, Binary::Max));
+    r.register("", "Min", |ctx| Variadic::build(ctx, Binary::Min));
+    r.register("", "Sum", |ctx| Variadic::build(ctx, Binary::Add));
+    r.register("", "Mean", |ctx| Variadic::build(ctx, Binary::Mean));
     for (name, cmp) in [
         ("Equal", Compare::Equal),
         ("Less", Compare::Less),
@@ -55,9 +55,15 @@ pub fn register(r: &mut Registry) {
     ] {
         r.register("", name, COMPARE_CTORS[cmp as usize]);
     }
-    r.register("", "And", |_| Ok(Box::new(Logic(|a, b| a & b))));
-    r.register("", "Or", |_| Ok(Box::new(Logic(|a, b| a | b))));
-    r.register("", "Xor", |_| Ok(Box::new(Logic(|a, b| a ^ b))));
+    r.register("", "And", |ctx| {
+        LegacyBroadcastOp::wrap(ctx, Box::new(Logic(|a, b| a & b)))
+    });
+    r.register("", "Or", |ctx| {
+        LegacyBroadcastOp::wrap(ctx, Box::new(Logic(|a, b| a | b)))
+    });
+    r.register("", "Xor", |ctx| {
+        LegacyBroadcastOp::wrap(ctx, Box::new(Logic(|a, b| a ^ b)))
+    });
     for (name, u) in [
         ("Neg", Unary::Neg),
         ("Abs", Unary::Abs),
@@ -120,11 +126,13 @@ impl Binary {
     }
 }
 
+/// Add, Sub, Mul and Div had `broadcast` / `axis` before opset 7 ([`LegacyBroadcastOp`]); the
+/// bitwise ops came later.
 const BINARY_CTORS: [crate::registry::Constructor; 7] = [
-    |_| Ok(Box::new(BinaryOp(Binary::Add))),
-    |_| Ok(Box::new(BinaryOp(Binary::Sub))),
-    |_| Ok(Box::new(BinaryOp(Binary::Mul))),
-    |_| Ok(Box::new(BinaryOp(Binary::Div))),
+    |ctx| LegacyBroadcastOp::wrap(ctx, Box::new(BinaryOp(Binary::Add))),
+    |ctx| LegacyBroadcastOp::wrap(ctx, Box::new(BinaryOp(Binary::Sub))),
+    |ctx| LegacyBroadcastOp::wrap(ctx, Box::new(BinaryOp(Binary::Mul))),
+    |ctx| LegacyBroadcastOp::wrap(ctx, Box::new(BinaryOp(Binary::Div))),
     |_| Ok(Box::new(BinaryOp(Binary::BitAnd))),
     |_| Ok(Box::new(BinaryOp(Binary::BitOr))),
     |_| Ok(Box::new(BinaryOp(Binary::BitXor))),
@@ -336,9 +344,27 @@ fn broadcast_type(inputs: &[Option<ValueType>]) -> Option<ValueType> {
 }
 
 /// Max, Min, Sum, Mean over any number of inputs, folded left to right in input order; Mean
-/// divides the sum by the input count (one IEEE division).
+/// divides the sum by the input count (one IEEE division). Before opset 8 they did not
+/// broadcast: every input must have input 0's shape.
 #[derive(Debug)]
-struct Variadic(Binary);
+struct Variadic(Binary, Broadcasting);
+
+#[derive(Debug, PartialEq)]
+enum Broadcasting {
+    Numpy,
+    EqualShapes,
+}
+
+impl Variadic {
+    fn build(ctx: &BuildContext, op: Binary) -> Result<Box<dyn Op>> {
+        let broadcasting = if ctx.opset < 8 {
+            Broadcasting::EqualShapes
+        } else {
+            Broadcasting::Numpy
+        };
+        Ok(Box::new(Variadic(op, broadcasting)))
+    }
+}
 
 impl Op for Variadic {
     fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
@@ -353,7 +379,16 @@ impl Op for Variadic {
         };
         let mut acc = inputs.tensor(0)?.clone();
         for i in 1..inputs.len() {
-            acc = binary_tensors(fold, &acc, inputs.tensor(i)?)?;
+            let next = inputs.tensor(i)?;
+            if self.1 == Broadcasting::EqualShapes && next.shape() != acc.shape() {
+                bail!(
+                    "input {i} has shape {:?}, input 0 {:?}: before opset 8 the shapes must be \
+                     equal",
+                    next.shape(),
+                    acc.shape()
+                );
+            }
+            acc = binary_tensors(fold, &acc, next)?;
         }
         if self.0 == Binary::Mean && inputs.len() > 1 {
             let n = inputs.len() as f64;
@@ -365,9 +400,12 @@ impl Op for Variadic {
         Ok(vec![acc.into()])
     }
 
-    /// With two inputs Max, Min and Sum are one binary operation (Mean is not).
+    /// With two inputs Max, Min and Sum are one binary operation (Mean is not); the device
+    /// kernel broadcasts, so the equal-shape form (before opset 8) stays on the CPU.
     fn device_kernel(&self) -> Option<DeviceKernel> {
-        self.0.device_kernel()
+        (self.1 == Broadcasting::Numpy)
+            .then(|| self.0.device_kernel())
+            .flatten()
     }
 }
 
@@ -396,10 +434,12 @@ enum Compare {
     GreaterOrEqual,
 }
 
+/// Equal, Less and Greater had `broadcast` / `axis` before opset 7 ([`LegacyBroadcastOp`]);
+/// LessOrEqual and GreaterOrEqual came later.
 const COMPARE_CTORS: [crate::registry::Constructor; 5] = [
-    |_| Ok(Box::new(Compare::Equal)),
-    |_| Ok(Box::new(Compare::Less)),
-    |_| Ok(Box::new(Compare::Greater)),
+    |ctx| LegacyBroadcastOp::wrap(ctx, Box::new(Compare::Equal)),
+    |ctx| LegacyBroadcastOp::wrap(ctx, Box::new(Compare::Less)),
+    |ctx| LegacyBroadcastOp::wrap(ctx, Box::new(Compare::Greater)),
     |_| Ok(Box::new(Compare::LessOrEqual)),
     |_| Ok(Box::new(Compare::GreaterOrEqual)),
 ];

@@ -19,7 +19,8 @@
 //! in code compiled for the active ISA (wider registers, the same IEEE operations).
 
 use super::elementwise::{Binary, Unary, f32_binary, f32_unary};
-use super::normalization::rsqrt_eps;
+use super::normalization::{BatchNormMode, batch_norm_mode, rsqrt_eps};
+use crate::broadcast::LegacyBroadcast;
 use crate::device_kernel::input_shape;
 use crate::registry::Registry;
 use crate::{
@@ -65,14 +66,17 @@ pub fn is_fusable(node: &Node, opset: i64) -> bool {
     let arity = node.inputs.len();
     let all_present = node.inputs.iter().all(|i| !i.is_empty());
     match node.op_type.as_str() {
-        "Add" | "Sub" | "Mul" | "Div" => arity == 2 && all_present,
+        // Before opset 7 they may broadcast the legacy way, which a chain does not do.
+        "Add" | "Sub" | "Mul" | "Div" => {
+            arity == 2 && all_present && LegacyBroadcast::of(node, opset).ok() == Some(None)
+        }
         "Relu" | "Sigmoid" | "HardSigmoid" | "HardSwish" => arity == 1 && all_present,
         // The input-bound form (opset 11 on); bounds may be omitted.
         "Clip" => opset >= 11 && (1..=3).contains(&arity) && !node.inputs[0].is_empty(),
         "BatchNormalization" => {
             arity == 5
                 && all_present
-                && NodeArgs::new(node).int_or("training_mode", 0).ok() == Some(0)
+                && batch_norm_mode(node, opset).ok() == Some(BatchNormMode::Inference)
         }
         _ => false,
     }

@@ -366,15 +366,24 @@ struct Gemm {
     trans_b: bool,
     alpha: f32,
     beta: f32,
+    /// Before opset 7 without `broadcast = 1`: C must be `[M, N]` exactly.
+    c_unbroadcast: bool,
 }
 
 fn gemm_op(ctx: &BuildContext) -> Result<Box<dyn Op>> {
     let args = NodeArgs::new(ctx.node);
+    let c_unbroadcast = ctx.opset < 7
+        && match args.int_or("broadcast", 0)? {
+            0 => true,
+            1 => false,
+            other => bail!("attribute \"broadcast\" must be 0 or 1, got {other}"),
+        };
     Ok(Box::new(Gemm {
         trans_a: args.int_or("transA", 0)? != 0,
         trans_b: args.int_or("transB", 0)? != 0,
         alpha: args.float_or("alpha", 1.0)?,
         beta: args.float_or("beta", 1.0)?,
+        c_unbroadcast,
     }))
 }
 
@@ -450,6 +459,18 @@ impl Op for Gemm {
         let dtype = same_dtype("Gemm", a, b)?;
         let p = gemm_products(a.shape(), b.shape(), self.trans_a, self.trans_b)?;
         let c_strides = c.map(|c| gemm_c_strides(c.shape(), p.m, p.n)).transpose()?;
+        if let Some(c) = c
+            && self.c_unbroadcast
+            && c.shape() != [p.m, p.n]
+        {
+            bail!(
+                "Gemm: input C has shape {:?}, not [{}, {}], and attribute \"broadcast\" is not \
+                 1 (before opset 7 C must then be [M, N])",
+                c.shape(),
+                p.m,
+                p.n
+            );
+        }
         if let Some(c) = c
             && c.dtype() != dtype
         {

@@ -223,6 +223,45 @@ fn nc_dims(x: &Tensor) -> Result<(usize, usize, usize)> {
     Ok((x.shape()[0], x.shape()[1], x.shape()[2..].iter().product()))
 }
 
+/// Which statistics a BatchNormalization node normalizes with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BatchNormMode {
+    /// The given mean and variance.
+    Inference,
+    /// The batch's, with updated running statistics as further outputs (`training_mode = 1`).
+    Training,
+}
+
+/// The mode of a BatchNormalization `node` at default-domain `opset`: `training_mode` (default
+/// 0) from opset 7 on; before it `is_test` (default 0, training), whose training form (with
+/// its own running-statistics outputs) is not implemented. `spatial = 0` (per-activation
+/// statistics, opsets 1–8) is not implemented either.
+pub(crate) fn batch_norm_mode(node: &samebits_ir::Node, opset: i64) -> Result<BatchNormMode> {
+    let args = NodeArgs::new(node);
+    if opset < 9 {
+        let spatial = args.int_or("spatial", 1)?;
+        if spatial != 1 {
+            unsupported!(
+                "attribute \"spatial\" = {spatial} (per-activation statistics, opsets 1-8)"
+            );
+        }
+    }
+    if opset < 7 {
+        let is_test = args.int_or("is_test", 0)?;
+        if is_test == 0 {
+            unsupported!(
+                "attribute \"is_test\" = 0 (training mode before opset 7); only is_test = 1"
+            );
+        }
+        return Ok(BatchNormMode::Inference);
+    }
+    Ok(if args.int_or("training_mode", 0)? != 0 {
+        BatchNormMode::Training
+    } else {
+        BatchNormMode::Inference
+    })
+}
+
 /// BatchNormalization: inference with the given statistics, or `training_mode` with batch
 /// statistics and updated running statistics.
 #[derive(Debug)]
@@ -238,7 +277,7 @@ impl BatchNorm {
         Ok(Box::new(BatchNorm {
             epsilon: epsilon(&args, 1e-5)?,
             momentum: args.float_or("momentum", 0.9)?,
-            training: args.int_or("training_mode", 0)? != 0,
+            training: batch_norm_mode(ctx.node, ctx.opset)? == BatchNormMode::Training,
         }))
     }
 

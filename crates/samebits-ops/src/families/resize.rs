@@ -251,7 +251,7 @@ fn resize(ctx: &BuildContext) -> Result<Box<dyn Op>> {
         )));
     }
     if args.int_or("antialias", 0)? != 0 {
-        unsupported!("Resize with antialias = 1");
+        unsupported!("attribute \"antialias\" = 1 (Resize)");
     }
     let coordinates = match args
         .string_or("coordinate_transformation_mode", "half_pixel".into())?
