@@ -104,7 +104,7 @@ fn legacy_broadcast_aligns_b_at_axis_or_at_the_trailing_dims() {
     assert!(run_at("Sub", 7, &[a.clone(), b], &[]).is_err());
     // No axis: B = [10, 20, 30] matches A's last dim.
     let b = f32s(&[3], &[10.0, 20.0, 30.0]);
-    let y = run_at("Add", 6, &[a.clone(), b], &[bc.clone()]).unwrap();
+    let y = run_at("Add", 6, &[a.clone(), b], std::slice::from_ref(&bc)).unwrap();
     assert_eq!(
         y.as_slice::<f32>().unwrap(),
         &[11.0, 22.0, 33.0, 14.0, 25.0, 36.0]
