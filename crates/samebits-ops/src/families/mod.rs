@@ -9,6 +9,7 @@ mod conv;
 pub mod decoder_fused;
 mod detection;
 mod elementwise;
+mod fourier;
 pub mod fused;
 mod generators;
 mod gguf_matmul;
@@ -64,6 +65,7 @@ pub fn register_all(r: &mut Registry) {
     random::register(r);
     loss::register(r);
     signal::register(r);
+    fourier::register(r);
     gguf_matmul::register(r);
     fused::register(r);
     decoder_fused::register(r);
