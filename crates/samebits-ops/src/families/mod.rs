@@ -4,6 +4,7 @@
 mod activation;
 mod attention;
 mod cast;
+mod col2im;
 mod control_flow;
 mod conv;
 pub mod decoder_fused;
@@ -57,6 +58,7 @@ pub fn register_all(r: &mut Registry) {
     attention::register(r);
     linalg::register(r);
     conv::register(r);
+    col2im::register(r);
     pool::register(r);
     resize::register(r);
     grid_sample::register(r);
