@@ -32,6 +32,7 @@ mod shape;
 mod signal;
 mod softmax;
 mod string;
+mod tensor_scatter;
 
 pub use attention::{AttentionHeads, HeadsLayout, RotaryShape};
 pub use linalg::{MatrixProducts, gemm_c_strides, gemm_products, matmul_products};
@@ -50,6 +51,7 @@ pub fn register_all(r: &mut Registry) {
     cast::register(r);
     shape::register(r);
     indexing::register(r);
+    tensor_scatter::register(r);
     generators::register(r);
     reduce::register(r);
     normalization::register(r);
