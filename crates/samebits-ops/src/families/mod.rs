@@ -18,6 +18,7 @@ mod grid_sample;
 mod indexing;
 mod linalg;
 mod loss;
+mod ml;
 mod normalization;
 mod numeric;
 mod optional;
@@ -68,6 +69,7 @@ pub fn register_all(r: &mut Registry) {
     recurrent::register(r);
     random::register(r);
     loss::register(r);
+    ml::register(r);
     signal::register(r);
     fourier::register(r);
     gguf_matmul::register(r);
