@@ -34,6 +34,7 @@ mod signal;
 mod softmax;
 mod string;
 mod tensor_scatter;
+mod tfidf;
 
 pub use attention::{AttentionHeads, HeadsLayout, RotaryShape};
 pub use linalg::{MatrixProducts, gemm_c_strides, gemm_products, matmul_products};
@@ -49,6 +50,7 @@ pub fn register_all(r: &mut Registry) {
     quantize::register(r);
     sequence::register(r);
     string::register(r);
+    tfidf::register(r);
     cast::register(r);
     shape::register(r);
     indexing::register(r);
