@@ -28,6 +28,7 @@ mod random;
 mod recurrent;
 mod reduce;
 mod resize;
+mod roi_align;
 mod sequence;
 mod shape;
 mod signal;
@@ -68,6 +69,7 @@ pub fn register_all(r: &mut Registry) {
     resize::register(r);
     grid_sample::register(r);
     detection::register(r);
+    roi_align::register(r);
     recurrent::register(r);
     random::register(r);
     loss::register(r);
