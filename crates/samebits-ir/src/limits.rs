@@ -5,8 +5,9 @@
 //!
 //! Each limit has a documented default and an environment variable that raises (or lowers) it
 //! for models that legitimately need more: `SAMEBITS_MAX_TENSOR_BYTES`,
-//! `SAMEBITS_MAX_WINDOW_ATTRIBUTE`, `SAMEBITS_MAX_LOOP_ITERATIONS` and
-//! `SAMEBITS_MAX_FUNCTION_CALLS`. The variables are read once per process.
+//! `SAMEBITS_MAX_WINDOW_ATTRIBUTE`, `SAMEBITS_MAX_LOOP_ITERATIONS`,
+//! `SAMEBITS_MAX_FUNCTION_CALLS` and `SAMEBITS_MAX_DFT_WORK`. The variables are read once per
+//! process.
 
 use std::sync::OnceLock;
 
@@ -29,6 +30,12 @@ pub const DEFAULT_MAX_LOOP_ITERATIONS: u64 = 1 << 20;
 /// model. Real models call a few thousand; functions that each call the next twice, thirty deep,
 /// would expand to a billion nodes.
 pub const DEFAULT_MAX_FUNCTION_CALLS: u64 = 1 << 20;
+
+/// Default of [`max_dft_work`]: 2^35 complex multiply-adds for one DFT or STFT node (its
+/// lines × transform length × output bins, as the contract's direct sum does them): a
+/// minute of 16 kHz audio with 2048-point frames needs a quarter of it, and a hostile
+/// `dft_length` cannot make one node run for hours.
+pub const DEFAULT_MAX_DFT_WORK: u64 = 1 << 35;
 
 fn from_env(name: &str, default: u64, cell: &'static OnceLock<u64>) -> u64 {
     *cell.get_or_init(|| {
@@ -76,6 +83,28 @@ pub fn max_function_calls() -> u64 {
         DEFAULT_MAX_FUNCTION_CALLS,
         &CELL,
     )
+}
+
+/// The most complex multiply-adds one DFT or STFT node may do (`SAMEBITS_MAX_DFT_WORK`).
+pub fn max_dft_work() -> u64 {
+    static CELL: OnceLock<u64> = OnceLock::new();
+    from_env("SAMEBITS_MAX_DFT_WORK", DEFAULT_MAX_DFT_WORK, &CELL)
+}
+
+/// Errors unless `lines` transforms of length `len` with `bins` output bins each fit
+/// [`max_dft_work`]; `op` names the node's op in the message.
+pub fn check_dft_work(op: &str, lines: usize, len: usize, bins: usize) -> Result<()> {
+    let limit = max_dft_work();
+    let work = (lines as u64)
+        .checked_mul(len as u64)
+        .and_then(|w| w.checked_mul(bins as u64));
+    match work {
+        Some(w) if w <= limit => Ok(()),
+        _ => Err(crate::invalid!(
+            "{op}: {lines} transforms of length {len} into {bins} bins would take more than \
+             {limit} multiply-adds (the limit SAMEBITS_MAX_DFT_WORK sets)"
+        )),
+    }
 }
 
 /// Errors unless a tensor of `shape` and `dtype` fits [`max_tensor_bytes`]; `what` names it in

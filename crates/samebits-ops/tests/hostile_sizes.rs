@@ -155,3 +155,24 @@ fn loops_with_huge_trip_counts_stop_at_the_iteration_limit() {
         "{message}"
     );
 }
+
+/// A DFT's direct sum costs lines × length × bins multiply-adds: a `dft_length` of 2^30 on a
+/// four-sample signal would take about 2^60, hours, though its output fits the size limit. It
+/// is refused by `SAMEBITS_MAX_DFT_WORK` before any twiddle is computed.
+#[test]
+fn dft_lengths_whose_work_is_unbounded_are_refused() {
+    let message = refusal(
+        "DFT",
+        17,
+        vec![
+            f32s(&[1, 4, 1], &[1.0, 2.0, 3.0, 4.0]).into(),
+            scalar(1 << 30),
+        ],
+        &[],
+    );
+    assert!(
+        message.contains("DFT: 1 transforms of length 1073741824")
+            && message.contains("SAMEBITS_MAX_DFT_WORK"),
+        "{message}"
+    );
+}

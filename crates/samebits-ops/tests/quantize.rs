@@ -283,3 +283,162 @@ fn dynamic_quantize_linear_matches_the_onnx_example() {
         "{e}"
     );
 }
+
+/// QLinearMatMul of `a` and `b` with scales `(a_s, b_s, y_s)` of one dtype and zero points.
+fn qlinear_matmul(
+    a: Tensor,
+    a_zp: Tensor,
+    b: Tensor,
+    b_zp: Tensor,
+    scales: [Tensor; 3],
+    y_zp: Tensor,
+) -> Result<Tensor, OpError> {
+    let [a_s, b_s, y_s] = scales;
+    run(
+        "QLinearMatMul",
+        &[
+            Some(a),
+            Some(a_s),
+            Some(a_zp),
+            Some(b),
+            Some(b_s),
+            Some(b_zp),
+            Some(y_s),
+            Some(y_zp),
+        ],
+        &[],
+    )
+}
+
+fn f32_scales(a: f32, b: f32, y: f32) -> [Tensor; 3] {
+    [t(&[], &[a]), t(&[], &[b]), t(&[], &[y])]
+}
+
+#[test]
+fn qlinear_matmul_requantizes_exact_integer_products() {
+    // A - 1 = [[1, 3], [2, 0]], B - 2 = [[1, -1], [2, 5]]: C = [[7, 14], [2, -2]].
+    // M = (0.5 * 0.25) / 0.25 = 0.5: C * M = [[3.5, 7], [1, -1]] -> [[4, 7], [1, -1]] + 100.
+    let y = qlinear_matmul(
+        t(&[2, 2], &[2u8, 4, 3, 1]),
+        t(&[], &[1u8]),
+        t(&[2, 2], &[3u8, 1, 4, 7]),
+        t(&[], &[2u8]),
+        f32_scales(0.5, 0.25, 0.25),
+        t(&[], &[100u8]),
+    )
+    .unwrap();
+    assert_eq!(y.as_slice::<u8>().unwrap(), [104, 107, 101, 99]);
+    // Ties round to even (2.5 -> 2), and the result saturates to the output type.
+    let y = qlinear_matmul(
+        t(&[1, 2], &[5i8, 127]),
+        t(&[], &[0i8]),
+        t(&[2, 2], &[1i8, 0, 0, 127]),
+        t(&[], &[0i8]),
+        f32_scales(1.0, 1.0, 2.0),
+        t(&[], &[0i8]),
+    )
+    .unwrap();
+    assert_eq!(y.as_slice::<i8>().unwrap(), [2, 127]);
+}
+
+#[test]
+fn qlinear_matmul_multiplier_is_rounded_to_the_scales_precision() {
+    // a_s = b_s = 1 + 2^-8: the product 1 + 2^-7 + 2^-16 rounds to 1 + 2^-7 in f16 but is
+    // exact in f32, so C = 64 gives 64.5 (ties to even: 64) in f16 and 64.5 + 2^-10 (65) in f32.
+    let s = 1.0 + 2f32.powi(-8);
+    let run_with = |scales: [Tensor; 3]| {
+        qlinear_matmul(
+            t(&[1, 1], &[8u8]),
+            t(&[], &[0u8]),
+            t(&[1, 1], &[8u8]),
+            t(&[], &[0u8]),
+            scales,
+            t(&[], &[0u8]),
+        )
+        .unwrap()
+    };
+    let half = |v: f32| t(&[], &[f16::from_f32(v)]);
+    assert_eq!(
+        run_with([half(s), half(s), half(1.0)])
+            .as_slice::<u8>()
+            .unwrap(),
+        [64]
+    );
+    assert_eq!(
+        run_with(f32_scales(s, s, 1.0)).as_slice::<u8>().unwrap(),
+        [65]
+    );
+}
+
+#[test]
+fn qlinear_matmul_bits_do_not_depend_on_threads_or_batch() {
+    const BATCH: usize = 3;
+    let (m, k, n) = (5, 70, 4);
+    let bytes = |len: usize, seed: u64| -> Vec<i8> {
+        pseudo_random(len, seed)
+            .iter()
+            .map(|v| (v * 127.0) as i8)
+            .collect()
+    };
+    let a = bytes(BATCH * m * k, 1);
+    let b = bytes(BATCH * k * n, 2);
+    // Per-row scales and zero points of A, per-column ones of B.
+    let scales = |y: f32| {
+        [
+            t(&[m], &[0.02f32, 0.03, 0.05, 0.07, 0.11]),
+            t(&[n], &[0.013f32, 0.017, 0.019, 0.023]),
+            t(&[], &[y]),
+        ]
+    };
+    let run_batch = |a: &[i8], b: &[i8], batch: usize| {
+        qlinear_matmul(
+            t(&[batch, m, k], a),
+            t(&[m], &[0i8, 1, -2, 3, -4]),
+            t(&[batch, k, n], b),
+            t(&[n], &[5i8, -6, 7, -8]),
+            scales(0.37),
+            t(&[], &[-3i8]),
+        )
+        .unwrap()
+    };
+    let one = with_threads(1, || run_batch(&a, &b, BATCH));
+    let four = with_threads(4, || run_batch(&a, &b, BATCH));
+    let one = one.as_slice::<i8>().unwrap().to_vec();
+    assert_eq!(one, four.as_slice::<i8>().unwrap());
+    assert!(
+        one.iter().any(|&v| v != one[0]),
+        "all outputs equal: {one:?}"
+    );
+    for i in 0..BATCH {
+        let alone = run_batch(&a[i * m * k..][..m * k], &b[i * k * n..][..k * n], 1);
+        assert_eq!(&one[i * m * n..][..m * n], alone.as_slice::<i8>().unwrap());
+    }
+}
+
+#[test]
+fn qlinear_matmul_errors_name_the_input() {
+    let err = qlinear_matmul(
+        t(&[1, 2], &[1u8, 2]),
+        t(&[3], &[0u8, 0, 0]),
+        t(&[2, 1], &[1u8, 2]),
+        t(&[], &[0u8]),
+        f32_scales(1.0, 1.0, 1.0),
+        t(&[], &[0u8]),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("zero point of A"), "{err}");
+    let err = qlinear_matmul(
+        t(&[1, 2], &[1u8, 2]),
+        t(&[], &[0u8]),
+        t(&[2, 1], &[1u8, 2]),
+        t(&[], &[0u8]),
+        [
+            t(&[], &[1.0f32]),
+            t(&[], &[1.0f32]),
+            t(&[2], &[1.0f32, 2.0]),
+        ],
+        t(&[], &[0u8]),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("y_scale"), "{err}");
+}

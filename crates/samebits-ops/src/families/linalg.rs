@@ -529,8 +529,9 @@ struct MatMulInteger;
 
 /// The elements of an 8-bit integer tensor minus its zero point, as i32. `zero_index(e)` is
 /// the zero-point element that applies to element `e` when the zero point has `zero_len`
-/// elements (1 means per tensor).
+/// elements (1 means per tensor). `op` names the op in errors.
 fn shifted_i32(
+    op: &str,
     t: &Tensor,
     zero_point: Option<&Tensor>,
     what: &str,
@@ -538,10 +539,7 @@ fn shifted_i32(
     zero_index: impl Fn(usize) -> usize,
 ) -> Result<Vec<i32>> {
     if !matches!(t.dtype(), DType::U8 | DType::I8) {
-        unsupported!(
-            "MatMulInteger input {what} of dtype {} (u8 and i8)",
-            t.dtype()
-        );
+        unsupported!("{op} input {what} of dtype {} (u8 and i8)", t.dtype());
     }
     let values = t.to_i64_vec()?;
     let Some(zp) = zero_point else {
@@ -549,7 +547,7 @@ fn shifted_i32(
     };
     if zp.dtype() != t.dtype() {
         bail!(
-            "MatMulInteger: zero point of {what} has dtype {}, {what} {}",
+            "{op}: zero point of {what} has dtype {}, {what} {}",
             zp.dtype(),
             t.dtype()
         );
@@ -558,15 +556,45 @@ fn shifted_i32(
     let index: Box<dyn Fn(usize) -> usize> = match zp.len() {
         1 => Box::new(|_| 0),
         len if len == zero_len => Box::new(zero_index),
-        len => bail!(
-            "MatMulInteger: zero point of {what} has {len} elements; expected 1 or {zero_len}"
-        ),
+        len => bail!("{op}: zero point of {what} has {len} elements; expected 1 or {zero_len}"),
     };
     Ok(values
         .iter()
         .enumerate()
         .map(|(e, &v)| (v - zp[index(e)]) as i32)
         .collect())
+}
+
+/// The result of [`integer_matmul`]: the products, the output shape, and the rows `m` and
+/// columns `n` of each matrix product.
+pub(super) struct IntegerProducts {
+    pub values: Vec<i32>,
+    pub shape: Vec<usize>,
+    pub m: usize,
+    pub n: usize,
+}
+
+/// The integer products of MatMulInteger and QLinearMatMul: `(A - a_zp) x (B - b_zp)` with
+/// u8 / i8 operands, zero points per tensor, per row of A or per column of B, products and sums
+/// in wrapping i32 (exact and order independent).
+pub(super) fn integer_matmul(
+    op: &str,
+    a: &Tensor,
+    a_zero_point: Option<&Tensor>,
+    b: &Tensor,
+    b_zero_point: Option<&Tensor>,
+) -> Result<IntegerProducts> {
+    let (p, shape) = matmul_products(a.shape(), b.shape())?;
+    samebits_ir::limits::check_tensor_size(&format!("{op} output"), &shape, DType::I32)?;
+    let (m, k, n) = (p.m, p.k, p.n);
+    let a = shifted_i32(op, a, a_zero_point, "A", m, |e| e / k % m)?;
+    let b = shifted_i32(op, b, b_zero_point, "B", n, |e| e % n)?;
+    Ok(IntegerProducts {
+        values: p.run_plain(&a, &b),
+        shape,
+        m,
+        n,
+    })
 }
 
 impl Op for MatMulInteger {
@@ -580,11 +608,16 @@ impl Op for MatMulInteger {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let (a, b) = (inputs.tensor(0)?, inputs.tensor(1)?);
-        let (p, shape) = matmul_products(a.shape(), b.shape())?;
-        let (m, k, n) = (p.m, p.k, p.n);
-        let a = shifted_i32(a, inputs.opt_tensor(2)?, "A", m, |e| e / k % m)?;
-        let b = shifted_i32(b, inputs.opt_tensor(3)?, "B", n, |e| e % n)?;
-        Ok(vec![Tensor::from_vec(shape, p.run_plain(&a, &b))?.into()])
+        let products = integer_matmul(
+            "MatMulInteger",
+            a,
+            inputs.opt_tensor(2)?,
+            b,
+            inputs.opt_tensor(3)?,
+        )?;
+        Ok(vec![
+            Tensor::from_vec(products.shape, products.values)?.into(),
+        ])
     }
 }
 

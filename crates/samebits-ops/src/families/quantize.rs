@@ -1,7 +1,7 @@
 //! Linear quantization: QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear, per tensor,
 //! per axis or blocked (`block_size`), to and from int8/uint8/int16/uint16, int4/uint4,
 //! int2/uint2, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) and float4 e2m1 (and from int32 for
-//! DequantizeLinear). The formulas, operation by operation, are in docs/contract.md,
+//! DequantizeLinear), and QLinearMatMul (integer products, then one requantization). The formulas, operation by operation, are in docs/contract.md,
 //! "Quantization"; float8 and float4 values convert by `samebits_ir::small_types`, and their
 //! zero points must be zero.
 
@@ -16,6 +16,7 @@ pub fn register(r: &mut Registry) {
     r.register("", "DynamicQuantizeLinear", |_| {
         Ok(Box::new(DynamicQuantizeLinear))
     });
+    r.register("", "QLinearMatMul", |_| Ok(Box::new(QLinearMatMul)));
 }
 
 /// An integer type quantized values are stored in.
@@ -517,5 +518,94 @@ impl Op for DynamicQuantizeLinear {
             Tensor::scalar(scale).into(),
             Tensor::scalar(zero_point as u8).into(),
         ])
+    }
+}
+
+/// QLinearMatMul (opsets 10 and 21; contract: qlinear-matmul): `C = (A - a_zp) x (B - b_zp)`
+/// exactly in i32, then per output `y = saturate(round_half_even(f64(C) * f64(M)) + y_zp)` with
+/// the multiplier `M = P(P(a_s * b_s) / y_s)` in the scales' precision `P`. Scales and zero
+/// points of A are per tensor or per row, those of B per tensor or per column.
+#[derive(Debug)]
+struct QLinearMatMul;
+
+impl QLinearMatMul {
+    /// The scale values of input `i` (`what` in errors): one, or `count` of them.
+    fn scales(inputs: &Inputs, i: usize, what: &str, count: usize) -> Result<Vec<f64>> {
+        let t = inputs.tensor(i)?;
+        let values = t.to_f64_vec()?;
+        if values.len() != 1 && values.len() != count {
+            bail!(
+                "QLinearMatMul: input {i} ({what}) has {} elements; expected 1 or {count}",
+                values.len()
+            );
+        }
+        Ok(values)
+    }
+}
+
+impl Op for QLinearMatMul {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let dtype = inputs
+            .get(7)
+            .and_then(|t| t.as_ref()?.dtype())
+            .unwrap_or(DType::U8);
+        Ok(vec![Some(ValueType::tensor(dtype, None))])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let (a, b) = (inputs.tensor(0)?, inputs.tensor(3)?);
+        let products = super::linalg::integer_matmul(
+            "QLinearMatMul",
+            a,
+            inputs.opt_tensor(2)?,
+            b,
+            inputs.opt_tensor(5)?,
+        )?;
+        let (m, n, shape) = (products.m, products.n, products.shape);
+        let scale = inputs.tensor(1)?;
+        let precision = Precision::of(scale.dtype(), "QLinearMatMul input 1 (a_scale)")?;
+        for (i, what) in [(4, "b_scale"), (6, "y_scale")] {
+            let dtype = inputs.tensor(i)?.dtype();
+            if dtype != scale.dtype() {
+                bail!(
+                    "QLinearMatMul: input {i} ({what}) has dtype {dtype}, a_scale {}",
+                    scale.dtype()
+                );
+            }
+        }
+        let a_scale = Self::scales(inputs, 1, "a_scale", m)?;
+        let b_scale = Self::scales(inputs, 4, "b_scale", n)?;
+        let y_scale = match Self::scales(inputs, 6, "y_scale", 1)?.as_slice() {
+            [s] => *s,
+            _ => bail!("QLinearMatMul: input 6 (y_scale) must hold one element"),
+        };
+        let zero = inputs.opt_tensor(7)?;
+        let (y_zp, dtype) = match zero {
+            Some(z) if z.numel() == 1 => (z.to_i64_vec()?[0], z.dtype()),
+            Some(z) => bail!(
+                "QLinearMatMul: input 7 (y_zero_point) must hold one element, got shape {:?}",
+                z.shape()
+            ),
+            None => (0, DType::U8),
+        };
+        // The multiplier of output (i, j), in the scales' precision (contract: qlinear-matmul).
+        let multiplier = |i: usize, j: usize| {
+            let (sa, sb) = (a_scale[i % a_scale.len()], b_scale[j % b_scale.len()]);
+            precision.divide(precision.round(sa * sb), y_scale)
+        };
+        let requantize = |e: usize, c: i32| {
+            let (i, j) = (e / n % m, e % n);
+            (c as f64) * multiplier(i, j)
+        };
+        let out: Tensor = with_quant_int!(dtype, Q => {
+            let values: Vec<Q> = products
+                .values
+                .iter()
+                .enumerate()
+                .map(|(e, &c)| saturate_round::<Q>(requantize(e, c), y_zp))
+                .collect();
+            Tensor::from_vec(shape, values)?
+        }, else unsupported!("QLinearMatMul output of dtype {dtype} (y_zero_point: u8 or i8)"));
+        Ok(vec![out.into()])
     }
 }
