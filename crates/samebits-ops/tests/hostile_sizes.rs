@@ -176,3 +176,31 @@ fn dft_lengths_whose_work_is_unbounded_are_refused() {
         "{message}"
     );
 }
+
+/// Empty tensors where a kernel splits its output into blocks: LogSoftmax over axis 0 of a
+/// `[61, 4, 0]` input and Attention with a query sequence of length 0 (with the QK output
+/// requested) split into chunks of size 0 and panicked (both found by the `onnx_model` fuzz
+/// target; fuzz/regressions/onnx_model replays the inputs). Both give empty outputs.
+#[test]
+fn empty_blocks_give_empty_outputs() {
+    let x: Value = Tensor::from_vec(vec![61, 4, 0], Vec::<f32>::new())
+        .unwrap()
+        .into();
+    let out = run_node_opset(
+        "LogSoftmax",
+        13,
+        &[Some(x)],
+        &[("axis", Attribute::Int(0))],
+        1,
+    )
+    .unwrap();
+    assert_eq!(tensor(&out[0]).shape(), &[61, 4, 0]);
+
+    let q: Value = Tensor::from_vec(vec![2, 3, 0, 8], Vec::<f32>::new())
+        .unwrap()
+        .into();
+    let kv = || -> Option<Value> { Some(f32s(&[2, 3, 6, 8], &[0.5; 2 * 3 * 6 * 8]).into()) };
+    let inputs = vec![Some(q), kv(), kv()];
+    let out = run_node_opset("Attention", 23, &inputs, &[], 1).unwrap();
+    assert_eq!(tensor(&out[0]).shape(), &[2, 3, 0, 8]);
+}

@@ -524,7 +524,8 @@ impl Op for Attention {
         let isa = Isa::active();
         let rows = group * q.seq;
         let qk_groups: Vec<Vec<f32>> = y
-            .par_chunks_mut(rows * vsize.max(1))
+            // No query rows (a sequence of 0) leaves `y` empty: chunks of 1 then yield none.
+            .par_chunks_mut((rows * vsize.max(1)).max(1))
             .enumerate()
             .map(|(bg, y_group)| {
                 with_isa(isa, || {

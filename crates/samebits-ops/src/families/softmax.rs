@@ -106,7 +106,8 @@ impl Softmax {
         let mut out = vec![R::ZERO; data.len()];
         let log = self.normalizer == Normalizer::LogSoftmax;
         let cr = self.correctly_rounded;
-        if len > 0 {
+        // An empty axis or an empty inner block leaves nothing to normalise.
+        if len > 0 && inner > 0 {
             out.par_chunks_mut(len * inner)
                 .enumerate()
                 .for_each(|(o, block)| {
