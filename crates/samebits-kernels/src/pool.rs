@@ -157,9 +157,12 @@ pub fn pool_f32(geometry: &PoolGeometry, kind: PoolKind, input: &[f32], out: &mu
     let dilations = widen(&geometry.dilations, 1);
     let pads_begin = widen(&geometry.pads_begin, 0);
     let pads_end = widen(&geometry.pads_end, 0);
+    // Planes by index, not `input.par_chunks(in_len)`: an empty input plane (padding only)
+    // still has output windows, and chunks of 0 would panic.
     out.par_chunks_mut(out_len)
-        .zip(input.par_chunks(in_len))
-        .for_each(|(out_plane, plane)| {
+        .enumerate()
+        .for_each(|(p, out_plane)| {
+            let plane = &input[p * in_len..(p + 1) * in_len];
             for (o, slot) in out_plane.iter_mut().enumerate() {
                 let o_idx = [
                     o / (output_dims[1] * output_dims[2]),

@@ -204,3 +204,50 @@ fn empty_blocks_give_empty_outputs() {
     let out = run_node_opset("Attention", 23, &inputs, &[], 1).unwrap();
     assert_eq!(tensor(&out[0]).shape(), &[2, 3, 0, 8]);
 }
+
+/// MaxPool over an input whose width is 0 but whose pads leave output windows (each covering
+/// only padding), and SoftmaxCrossEntropyLoss with 0 classes, split by blocks of size 0 and
+/// panicked (found by the `onnx_model` fuzz target; fuzz/regressions/onnx_model replays the
+/// inputs). A window over padding alone is the empty max, `-inf` (contract: pool); the loss
+/// refuses its targets, which cannot lie in 0 classes.
+#[test]
+fn padding_only_windows_and_zero_classes_do_not_panic() {
+    let x: Value = Tensor::from_vec(vec![1, 1, 5, 0], Vec::<f32>::new())
+        .unwrap()
+        .into();
+    let out = run_node_opset(
+        "MaxPool",
+        22,
+        &[Some(x)],
+        &[
+            ("kernel_shape", Attribute::Ints(vec![5, 5])),
+            ("pads", Attribute::Ints(vec![2, 96, 2, 49])),
+        ],
+        1,
+    )
+    .unwrap();
+    let y = tensor(&out[0]);
+    assert_eq!(y.shape(), &[1, 1, 5, 141]);
+    assert!(
+        y.as_slice::<f32>()
+            .unwrap()
+            .iter()
+            .all(|&v| v == f32::NEG_INFINITY)
+    );
+
+    let scores: Value = Tensor::from_vec(vec![3, 0, 2], Vec::<f32>::new())
+        .unwrap()
+        .into();
+    let target = i64s(&[3, 2], &[0; 6]).into();
+    let result = run_node_opset(
+        "SoftmaxCrossEntropyLoss",
+        13,
+        &[Some(scores), Some(target)],
+        &[("reduction", Attribute::String("none".into()))],
+        1,
+    );
+    assert!(
+        result.is_err(),
+        "a target class among 0 classes was accepted"
+    );
+}

@@ -83,7 +83,8 @@ impl Loss {
             None => None,
         };
         let mut scores = R::read(x, "input 0 (scores)")?.into_owned();
-        if self.log_softmax {
+        // No classes or no positions: nothing to normalise (and no chunks of 0).
+        if self.log_softmax && c * d > 0 {
             let mut row = vec![R::ZERO; c];
             for block in scores.chunks_mut(c * d) {
                 for j in 0..d {
