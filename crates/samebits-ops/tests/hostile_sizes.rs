@@ -113,19 +113,6 @@ fn pads_whose_sum_overflows_are_refused() {
     assert!(message.contains("do not leave a valid size"), "{message}");
 }
 
-/// Loop body: `cond_out = cond_in`, `v_out = v_in + 1`, and `v_out` as a scan output.
-fn endless_body() -> Attribute {
-    subgraph(
-        &["iter", "cond_in", "v_in"],
-        vec![
-            node("Identity", &["cond_in"], &["cond_out"], &[]),
-            node("Add", &["v_in", "one"], &["v_out"], &[]),
-            node("Identity", &["v_out"], &["v_scan"], &[]),
-        ],
-        &["cond_out", "v_out", "v_scan"],
-    )
-}
-
 fn run_loop(m: i64, carried: Tensor) -> String {
     let result = run_node_in_scope(
         "Loop",
@@ -136,7 +123,7 @@ fn run_loop(m: i64, carried: Tensor) -> String {
             Some(carried.into()),
         ],
         &[("one", f32s(&[1], &[1.0]).into())],
-        &[("body", endless_body())],
+        &[("body", endless_loop_body())],
         2,
     );
     match result {

@@ -204,3 +204,17 @@ pub fn infer_shape(
         .flatten()
         .and_then(|t| t.shape().and_then(|s| s.concrete())))
 }
+
+/// Loop body whose condition never turns false: `cond_out = cond_in`, `v_out = v_in + one`
+/// (`one` from the outer scope), and `v_out` as a scan output (the size-limit tests).
+pub fn endless_loop_body() -> Attribute {
+    subgraph(
+        &["iter", "cond_in", "v_in"],
+        vec![
+            node("Identity", &["cond_in"], &["cond_out"], &[]),
+            node("Add", &["v_in", "one"], &["v_out"], &[]),
+            node("Identity", &["v_out"], &["v_scan"], &[]),
+        ],
+        &["cond_out", "v_out", "v_scan"],
+    )
+}
