@@ -1,5 +1,5 @@
-//! Fused elementwise steps (kernels/fused.cu) for the executor's fusions
-//! (`executor/fusion.rs`): the operations of the replaced steps in their order, each rounded
+//! Fused elementwise steps (kernels/fused.cu) for decoder fusion's ops (samebits-passes'
+//! `decoder_fusion.rs`): the operations of the replaced steps in their order, each rounded
 //! once, so the same bits.
 
 use cudarc::driver::PushKernelArg;

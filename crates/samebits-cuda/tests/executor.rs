@@ -214,12 +214,12 @@ fn gguf_node(w: &str, x: &str, out: &str, rows: usize, cols: usize, ty: GgmlType
     }
 }
 
-/// The fused products of a llama layer (executor/fusion.rs), for every weight type the device
-/// takes, give the CPU's bits: RMSNorm then Q, K, V products then interleaved rotaries of Q
-/// and K (partial rotary width, rows over two and a half 64-term tiles); RMSNorm then gate and
-/// up products then the SiLU gate (one SiluGate after decoder fusion); RMSNorm then one wide
-/// product. Decode-sized activations run
-/// them as three launches; 20 rows (the GEMM path) run the steps one by one.
+/// The fused products of a llama layer (three `GgufProducts` nodes after decoder fusion,
+/// executor/fused.rs), for every weight type the device takes, give the CPU's bits: RMSNorm
+/// then Q, K, V products then interleaved rotaries of Q and K (partial rotary width, rows over
+/// two and a half 64-term tiles); RMSNorm then gate and up products then the SiLU gate;
+/// RMSNorm then one wide product. Decode-sized activations run them as three launches; 20 rows
+/// (the GEMM path) run their bodies step by step on the device (12 steps, 12 launches).
 #[test]
 fn fused_products_match_the_cpu() {
     let Some(backend) = cuda("executor::fused_products_match_the_cpu") else {
@@ -300,7 +300,7 @@ fn fused_products_match_the_cpu() {
         ];
         let plan = fused_plan(graph);
         let executor = CudaExecutor::new(Arc::clone(&backend), Arc::clone(&plan));
-        for (m, launches) in [(1, 3), (3, 3), (20, 12)] {
+        for (m, steps) in [(1, 3), (3, 3), (20, 12)] {
             let mut x = |shape: Vec<usize>, scale: f32| -> Value {
                 let n = shape.iter().product();
                 Tensor::from_vec(shape, rng.values(n, scale))
@@ -316,9 +316,10 @@ fn fused_products_match_the_cpu() {
             let (got, stats) = executor.run_with(inputs, RunOptions::default()).unwrap();
             assert_eq!(
                 (stats.device_steps, stats.device_launches),
-                (12, launches),
+                (steps, steps),
                 "{ty}, {m} rows: {stats:?}"
             );
+            assert!(stats.host_steps.is_empty(), "{ty}, {m} rows: {stats:?}");
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 let (g, w) = (g.as_tensor().unwrap(), w.as_tensor().unwrap());
                 assert_eq!(g.shape(), w.shape());
@@ -333,8 +334,10 @@ fn fused_products_match_the_cpu() {
 }
 
 /// Attention of few queries, the GGUF product of its output and a residual Add (one
-/// MatMulGgufAdd after decoder fusion) run as one attention launch (executor/fusion.rs) and give the CPU's bits, for every weight type, one
-/// and three queries, pasts from none to one that splits the keys over blocks.
+/// AttentionProduct after decoder fusion) run as one attention launch (executor/fused.rs) and
+/// give the CPU's bits, for every weight type, one and three queries, pasts from none to one
+/// that splits the keys over blocks; 20 queries run the body (attention, then the product with
+/// its Add) as two launches.
 #[test]
 fn fused_attention_product_matches_the_cpu() {
     let Some(backend) = cuda("executor::fused_attention_product_matches_the_cpu") else {
@@ -390,7 +393,7 @@ fn fused_attention_product_matches_the_cpu() {
         ];
         let plan = fused_plan(graph);
         let executor = CudaExecutor::new(Arc::clone(&backend), Arc::clone(&plan));
-        for (s, past) in [(1, 0), (3, 70), (1, 300)] {
+        for (s, past, launches) in [(1, 0, 1), (3, 70, 1), (1, 300, 1), (20, 5, 2)] {
             let mut x = |shape: Vec<usize>, scale: f32| -> Value {
                 let n = shape.iter().product();
                 Tensor::from_vec(shape, rng.values(n, scale))
@@ -409,7 +412,7 @@ fn fused_attention_product_matches_the_cpu() {
             let (got, stats) = executor.run_with(inputs, RunOptions::default()).unwrap();
             assert_eq!(
                 (stats.device_steps, stats.device_launches),
-                (2, 1),
+                (launches, launches),
                 "{ty}, {s} queries after {past}: {stats:?}"
             );
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {

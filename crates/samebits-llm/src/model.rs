@@ -27,9 +27,11 @@
 //! ```
 //!
 //! Before it is compiled, the graph is rewritten by samebits-passes' decoder fusion: each SiLU
-//! gate becomes one `samebits::SiluGate` node and each product with its residual Add one
-//! `samebits::MatMulGgufAdd` node (the same bits: their CPU evaluation runs the nodes they
-//! replace; a GPU runs each as one launch).
+//! gate becomes one `samebits::SiluGate` node, each product with its residual Add one
+//! `samebits::MatMulGgufAdd`, the attention with its output product one
+//! `samebits::AttentionProduct`, and each norm with the products of its output (and their
+//! rotaries or gate) one `samebits::GgufProducts` (the same bits: their CPU evaluation runs the
+//! nodes they replace; a GPU runs each as one launch when a decode step's few rows fit it).
 //!
 //! Inputs `input_ids` `[1, S]` i64, `rotary_cos`, `rotary_sin` `[1, S, rotary_dim / 2]` (the rows
 //! of [`rotary_tables`] for the S positions, computed per call so that no table for the whole
@@ -207,7 +209,7 @@ impl Llm {
                 )));
             }
             let (mut graph, opsets) = build_graph(weights, &config, device == Device::Cpu, &range)?;
-            decoder_fusion::run(&mut graph, fusion_rules());
+            decoder_fusion::run(&mut graph, &fusion_rules());
             let plan = Plan::build(&graph, &opsets, operation_set, &[])?;
             stages.push(DecoderStage {
                 layers: range,
@@ -426,12 +428,17 @@ pub fn layer_bytes(weights: &dyn WeightSource, c: &ModelConfig) -> Result<Vec<u6
 }
 
 /// The decoder-fusion rules the graph is rewritten with (samebits-passes' `decoder_fusion.rs`):
-/// all of them, or none with `SAMEBITS_CUDA_FUSE=0`, the switch that also turns off the CUDA
-/// executor's own fusions (for measuring; the bits are the same either way).
-fn fusion_rules() -> &'static [decoder_fusion::Rule] {
+/// all of them; none with `SAMEBITS_CUDA_FUSE=0`; all but the attention with its product with
+/// `SAMEBITS_CUDA_FUSE=no-attention` (switches for measuring; the bits are the same either
+/// way).
+fn fusion_rules() -> Vec<decoder_fusion::Rule> {
+    let all = decoder_fusion::RULES.iter().copied();
     match std::env::var("SAMEBITS_CUDA_FUSE").as_deref() {
-        Ok("0") => &[],
-        _ => decoder_fusion::RULES,
+        Ok("0") => Vec::new(),
+        Ok("no-attention") => all
+            .filter(|r| r.name != decoder_fusion::ATTENTION_PRODUCT_RULE.name)
+            .collect(),
+        _ => all.collect(),
     }
 }
 

@@ -104,10 +104,49 @@ pub enum DeviceKernel {
         rows: usize,
         cols: usize,
     },
+    /// `samebits::GgufProducts` (`decoder_fused.rs`): a row norm, products of the normalized
+    /// rows and their epilogue, see [`GgufProductsKernel`].
+    GgufProducts(GgufProductsKernel),
+    /// `samebits::AttentionProduct` (`decoder_fused.rs`): [`DeviceKernel::Attention`] (these
+    /// attributes) of inputs q, k, v, past_key, past_value (0 to 4; no mask), then
+    /// [`DeviceKernel::MatMulGgufAdd`] (`ggml_type`, `rows`, `cols`) of its output Y with the
+    /// weights of input 5 and the residual term of input 6; outputs the sum, present_key and
+    /// present_value.
+    AttentionProduct {
+        is_causal: bool,
+        q_num_heads: usize,
+        kv_num_heads: usize,
+        scale: Option<f32>,
+        ggml_type: GgmlType,
+        rows: usize,
+        cols: usize,
+    },
     /// The op's [`ShapedKernel`] for the actual input shapes comes from
     /// [`crate::Op::shaped_kernel`].
     Shaped,
 }
+
+/// `samebits::GgufProducts`: `RMSNormalization` over the last axis of input 0 with the scale
+/// of input 1 (`epsilon`), then [`DeviceKernel::MatMulGguf`] of the normalized rows with each
+/// of `count` matrices (inputs `2..2 + count`, one `ggml_type` and width `cols`, `rows[j]`
+/// rows each), then either the SiLU gate `(p0 * sigmoid(p0)) * p1` of the two products
+/// (`gate`, one output) or, for each product `j` with `rotary[j]`, the interleaved
+/// RotaryEmbedding (`num_heads`, `rotary_embedding_dim`) with the cos and sin tables of the
+/// two inputs after the matrices; otherwise one output per product, in matrix order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GgufProductsKernel {
+    pub epsilon: f32,
+    pub ggml_type: GgmlType,
+    pub cols: usize,
+    pub count: usize,
+    pub rows: [usize; GGUF_PRODUCTS_MAX],
+    /// Per product, its rotary's `(num_heads, rotary_embedding_dim)`, if it has one.
+    pub rotary: [Option<(usize, usize)>; GGUF_PRODUCTS_MAX],
+    pub gate: bool,
+}
+
+/// The most products one [`GgufProductsKernel`] computes.
+pub const GGUF_PRODUCTS_MAX: usize = 3;
 
 /// A device computation with every shape-dependent quantity resolved (module docs). Inputs
 /// not named by [`ShapedKernel::reads_on_device`] are read on the host while resolving.

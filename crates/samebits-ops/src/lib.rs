@@ -31,8 +31,8 @@ mod staging;
 pub use args::{NodeArgs, normalize_axis};
 pub use device_kernel::{
     BinaryKernel, ChainKernel, ChainLayout, ChainOp, ChainOperand, ChainStep, CopyPart,
-    DeviceKernel, ResizeTaps, SOURCE_KERNEL_MAX_BUFFERS, SOURCE_KERNEL_MAX_FLOATS,
-    SOURCE_KERNEL_MAX_INTS, ShapedKernel, SourceKernel, UnaryKernel,
+    DeviceKernel, GGUF_PRODUCTS_MAX, GgufProductsKernel, ResizeTaps, SOURCE_KERNEL_MAX_BUFFERS,
+    SOURCE_KERNEL_MAX_FLOATS, SOURCE_KERNEL_MAX_INTS, ShapedKernel, SourceKernel, UnaryKernel,
 };
 pub use error::{OpError, Result};
 pub use families::{

@@ -1,10 +1,11 @@
 //! The [`Op`] trait every operator implements, the [`BuildContext`] an op is built from, and the
 //! [`OperationSet`] it is built for.
 
-use crate::{DeviceKernel, OpError, Result, ShapedKernel};
+use crate::{DeviceKernel, OpError, Plan, Result, ShapedKernel};
 use samebits_ir::{Node, OpsetImports, Tensor, Value, ValueType};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 /// Which promise the kernels keep (docs/contract.md, "Operation sets").
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -93,6 +94,14 @@ pub trait Op: Send + Sync + fmt::Debug {
     /// The reproducible kernel this op's float32 evaluation equals, for backends other than
     /// the CPU interpreter; `None` (the default) makes them fall back to [`Op::eval`].
     fn device_kernel(&self) -> Option<DeviceKernel> {
+        None
+    }
+
+    /// For a fused op (decoder fusion's `samebits::` ops, `decoder_fused.rs`): the plan of the
+    /// nodes it stands for, whose inputs are the op's inputs and whose outputs are its outputs,
+    /// in order. A backend with no launch for the op's inputs runs this plan step by step, with
+    /// its own kernels, instead of falling back to [`Op::eval`].
+    fn body(&self) -> Option<&Arc<Plan>> {
         None
     }
 

@@ -379,7 +379,7 @@ impl Plan {
     }
 
     /// Runs the plan on `inputs` (in the order of [`Plan::inputs`]).
-    pub fn run(&self, inputs: Vec<Value>, mut options: RunOptions) -> Result<Vec<Value>> {
+    pub fn run(&self, inputs: Vec<Value>, options: RunOptions) -> Result<Vec<Value>> {
         if inputs.len() != self.inputs.len() {
             return Err(OpError::Invalid(format!(
                 "expected {} inputs ({}), got {}",
@@ -392,13 +392,21 @@ impl Plan {
                 inputs.len()
             )));
         }
+        let mut bindings = HashMap::new();
+        for ((name, _, ty), value) in self.inputs.iter().zip(&inputs) {
+            if let Some(ty) = ty {
+                check_input(name, ty, value, &mut bindings)?;
+            }
+        }
+        self.run_typed(inputs, options)
+    }
+
+    /// [`Plan::run`] on inputs already known to be of the declared types and count (a fused
+    /// op's body, fed what its node's plan typed): no check, nothing allocated but the slots.
+    pub fn run_typed(&self, inputs: Vec<Value>, mut options: RunOptions) -> Result<Vec<Value>> {
         // Values computed (or fed) in this run; constants are read from `self.constants`.
         let mut slots: Vec<Option<Value>> = vec![None; self.slot_count];
-        let mut bindings = HashMap::new();
-        for ((name, slot, ty), value) in self.inputs.iter().zip(inputs) {
-            if let Some(ty) = ty {
-                check_input(name, ty, &value, &mut bindings)?;
-            }
+        for ((_, slot, _), value) in self.inputs.iter().zip(inputs) {
             slots[*slot] = Some(value);
         }
         for step in &self.steps {

@@ -264,3 +264,264 @@ fn feed_forward_block_fuses_with_both_rules() {
         );
     }
 }
+
+/// An initializer of Q8_0 blocks for a `[rows, cols]` matrix.
+fn q8_0_initializer(g: &mut Graph, name: &str, rows: usize, cols: usize) {
+    let w = q8_0_blocks(name.len() as u64 * 7 + rows as u64, rows, cols);
+    g.initializers
+        .insert(name.into(), Tensor::from_vec(vec![w.len()], w).unwrap());
+}
+
+fn with_attributes(mut n: Node, attributes: &[(&str, Attribute)]) -> Node {
+    for (k, v) in attributes {
+        n.attributes.insert(k.to_string(), v.clone());
+    }
+    n
+}
+
+/// `RMSNormalization(x, scale)` over the last axis.
+fn rms_norm(x: &str, scale: &str, out: &str) -> Node {
+    with_attributes(
+        node("", "RMSNormalization", &[x, scale], out),
+        &[
+            ("axis", Attribute::Int(-1)),
+            ("epsilon", Attribute::Float(1e-5)),
+        ],
+    )
+}
+
+fn rotary(x: &str, heads: i64, out: &str) -> Node {
+    with_attributes(
+        node("", "RotaryEmbedding", &[x, "cos", "sin"], out),
+        &[
+            ("interleaved", Attribute::Int(1)),
+            ("num_heads", Attribute::Int(heads)),
+            ("rotary_embedding_dim", Attribute::Int(32)),
+        ],
+    )
+}
+
+/// The device kernel of each step of `graph`'s plan after the pass.
+fn fused_kernels(graph: &Graph) -> Vec<Option<samebits_ops::DeviceKernel>> {
+    let mut fused = graph.clone();
+    decoder_fusion::run(&mut fused, RULES);
+    let plan = Plan::build(&fused, &opsets(), OperationSet::Reproducible, &[]).unwrap();
+    plan.steps().map(|s| s.op.device_kernel()).collect()
+}
+
+const DIM: usize = 64;
+
+/// The attention half of a llama layer's projections as samebits-llm builds it: RMSNorm,
+/// Q (two heads of 32), K and V (one head) products, rotaries of Q and K over 32 features;
+/// outputs the rotated Q and K and V.
+fn qkv_graph() -> Graph {
+    let mut g = Graph::default();
+    for name in ["x", "cos", "sin"] {
+        g.inputs.push(f32_input(name, None));
+    }
+    for name in ["q_rot", "k_rot", "v"] {
+        g.outputs.push(output(name));
+    }
+    g.initializers.insert(
+        "scale".into(),
+        Tensor::from_vec(vec![DIM], random_f32(21, DIM)).unwrap(),
+    );
+    for (name, rows) in [("wq", 64), ("wk", 32), ("wv", 32)] {
+        q8_0_initializer(&mut g, name, rows, DIM);
+    }
+    g.nodes = vec![
+        rms_norm("x", "scale", "n"),
+        matmul_gguf("n", "wq", "q", 64, DIM),
+        matmul_gguf("n", "wk", "k", 32, DIM),
+        matmul_gguf("n", "wv", "v", 32, DIM),
+        rotary("q", 2, "q_rot"),
+        rotary("k", 1, "k_rot"),
+    ];
+    g
+}
+
+fn qkv_inputs(tokens: usize, seed: u64) -> Vec<Tensor> {
+    vec![
+        Tensor::from_vec(vec![1, tokens, DIM], random_f32(seed, tokens * DIM)).unwrap(),
+        Tensor::from_vec(vec![1, tokens, 16], random_f32(seed + 1, tokens * 16)).unwrap(),
+        Tensor::from_vec(vec![1, tokens, 16], random_f32(seed + 2, tokens * 16)).unwrap(),
+    ]
+}
+
+#[test]
+fn norm_qkv_rotary_equals_its_nodes() {
+    let graph = qkv_graph();
+    for tokens in [1, 5] {
+        let ops = fused_equals_unfused(&graph, &qkv_inputs(tokens, 30 + tokens as u64));
+        assert_eq!(ops, ["GgufProducts"], "{tokens} tokens");
+    }
+    let kernels = fused_kernels(&graph);
+    let [Some(samebits_ops::DeviceKernel::GgufProducts(k))] = kernels[..] else {
+        panic!("{kernels:?}");
+    };
+    assert_eq!(
+        (k.count, k.rows, k.cols, k.gate, k.rotary),
+        (
+            3,
+            [64, 32, 32],
+            DIM,
+            false,
+            [Some((2, 32)), Some((1, 32)), None]
+        )
+    );
+}
+
+/// Norm then gate and up products and the SiLU gate: `silu_gate` runs first, then
+/// `norm_gate_up` takes the norm, the products and the SiluGate.
+#[test]
+fn norm_gate_up_equals_its_nodes() {
+    let mut g = Graph::default();
+    g.inputs.push(f32_input("x", None));
+    g.outputs.push(output("h"));
+    g.initializers.insert(
+        "scale".into(),
+        Tensor::from_vec(vec![DIM], random_f32(22, DIM)).unwrap(),
+    );
+    q8_0_initializer(&mut g, "wg", 96, DIM);
+    q8_0_initializer(&mut g, "wu", 96, DIM);
+    g.nodes = vec![
+        rms_norm("x", "scale", "n"),
+        matmul_gguf("n", "wg", "gate", 96, DIM),
+        matmul_gguf("n", "wu", "up", 96, DIM),
+        node("", "Sigmoid", &["gate"], "sig"),
+        node("", "Mul", &["sig", "gate"], "silu"),
+        node("", "Mul", &["up", "silu"], "h"),
+    ];
+    for tokens in [1, 4] {
+        let x = Tensor::from_vec(vec![1, tokens, DIM], random_f32(40, tokens * DIM)).unwrap();
+        assert_eq!(fused_equals_unfused(&g, &[x]), ["GgufProducts"]);
+    }
+    let kernels = fused_kernels(&g);
+    let [Some(samebits_ops::DeviceKernel::GgufProducts(k))] = kernels[..] else {
+        panic!("{kernels:?}");
+    };
+    assert_eq!((k.count, k.rows, k.gate), (2, [96, 96, 0], true));
+}
+
+/// Norm with three, two and one products of its output (Qwen's biased Q, K, V; Gemma's GELU
+/// feed-forward; the logits): one `GgufProducts` each, one output per product.
+#[test]
+fn norm_products_equal_their_nodes() {
+    for count in 1..=3 {
+        let mut g = Graph::default();
+        g.inputs.push(f32_input("x", None));
+        g.initializers.insert(
+            "scale".into(),
+            Tensor::from_vec(vec![DIM], random_f32(23, DIM)).unwrap(),
+        );
+        g.nodes.push(rms_norm("x", "scale", "n"));
+        for j in 0..count {
+            let (w, y) = (format!("w{j}"), format!("y{j}"));
+            q8_0_initializer(&mut g, &w, 40 + j, DIM);
+            g.nodes.push(matmul_gguf("n", &w, &y, 40 + j, DIM));
+            g.outputs.push(output(&y));
+        }
+        let x = Tensor::from_vec(vec![1, 3, DIM], random_f32(41, 3 * DIM)).unwrap();
+        assert_eq!(fused_equals_unfused(&g, &[x]), ["GgufProducts"], "{count}");
+        let kernels = fused_kernels(&g);
+        let [Some(samebits_ops::DeviceKernel::GgufProducts(k))] = kernels[..] else {
+            panic!("{kernels:?}");
+        };
+        assert_eq!((k.count, k.gate, k.rotary), (count, false, [None; 3]));
+    }
+}
+
+/// A fused node's given output read by a node placed between the pattern's nodes leaves that
+/// pattern alone (the rewritten node sits where the pattern's last node was), so a smaller
+/// rule takes the norm and products; an intermediate read elsewhere leaves all alone.
+#[test]
+fn norm_products_need_a_consistent_order_and_private_intermediates() {
+    let mut early_reader = qkv_graph();
+    early_reader
+        .nodes
+        .insert(4, node("", "Neg", &["v"], "v_neg"));
+    early_reader.outputs.push(output("v_neg"));
+    let inputs = qkv_inputs(2, 50);
+    assert_eq!(
+        fused_equals_unfused(&early_reader, &inputs),
+        ["GgufProducts", "Neg", "RotaryEmbedding", "RotaryEmbedding"]
+    );
+
+    let mut shared_norm = qkv_graph();
+    shared_norm.outputs.push(output("n"));
+    assert_eq!(
+        fused_equals_unfused(&shared_norm, &inputs),
+        [
+            "RMSNormalization",
+            "MatMulGguf",
+            "MatMulGguf",
+            "MatMulGguf",
+            "RotaryEmbedding",
+            "RotaryEmbedding"
+        ]
+    );
+}
+
+/// Attention (two query heads of 32, one KV head, a past) and the product of its output with
+/// the residual Add: one `AttentionProduct` with the presents as outputs 1 and 2.
+#[test]
+fn attention_product_equals_its_nodes() {
+    let mut g = Graph::default();
+    for name in ["q", "k", "v", "past_key", "past_value", "r"] {
+        g.inputs.push(f32_input(name, None));
+    }
+    for name in ["out", "present_key", "present_value"] {
+        g.outputs.push(output(name));
+    }
+    q8_0_initializer(&mut g, "wo", DIM, DIM);
+    let mut attention = with_attributes(
+        node(
+            "",
+            "Attention",
+            &["q", "k", "v", "", "past_key", "past_value"],
+            "y",
+        ),
+        &[
+            ("is_causal", Attribute::Int(1)),
+            ("q_num_heads", Attribute::Int(2)),
+            ("kv_num_heads", Attribute::Int(1)),
+        ],
+    );
+    attention.outputs = vec!["y".into(), "present_key".into(), "present_value".into()];
+    g.nodes = vec![
+        attention,
+        matmul_gguf("y", "wo", "o", DIM, DIM),
+        node("", "Add", &["r", "o"], "out"),
+    ];
+    for (tokens, past) in [(1, 0), (1, 7), (4, 3)] {
+        let t = |shape: Vec<usize>, seed: u64| {
+            let n = shape.iter().product();
+            Tensor::from_vec(shape, random_f32(seed, n)).unwrap()
+        };
+        let inputs = [
+            t(vec![1, tokens, 64], 60),
+            t(vec![1, tokens, 32], 61),
+            t(vec![1, tokens, 32], 62),
+            t(vec![1, 1, past, 32], 63),
+            t(vec![1, 1, past, 32], 64),
+            t(vec![1, tokens, DIM], 65),
+        ];
+        let ops = fused_equals_unfused(&g, &inputs);
+        assert_eq!(ops, ["AttentionProduct"], "{tokens} tokens after {past}");
+    }
+    let kernels = fused_kernels(&g);
+    assert!(
+        matches!(
+            kernels[..],
+            [Some(samebits_ops::DeviceKernel::AttentionProduct {
+                is_causal: true,
+                q_num_heads: 2,
+                kv_num_heads: 1,
+                rows: DIM,
+                cols: DIM,
+                ..
+            })]
+        ),
+        "{kernels:?}"
+    );
+}

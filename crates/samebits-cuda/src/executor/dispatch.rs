@@ -28,7 +28,7 @@ use crate::gemm::{DeviceMat, GemmEpilogue, GemmShape};
 use crate::gguf::{GGUF_GEMM_MIN_ROWS, GgufMatrix, GgufProducts, GgufRotary, gguf_supported};
 use crate::reduce::row_len_supported;
 
-use super::DeviceValue;
+use super::{DeviceValue, fused};
 
 /// What the executor knows of an input before moving it: its dtype and shape, and its host
 /// value when it has one (integer indices are checked there).
@@ -100,14 +100,14 @@ pub(crate) enum Launch {
         out_shape: Vec<usize>,
         add: bool,
     },
-    /// Up to three MatMulGguf of one activation row set in one launch (`executor/fusion.rs`):
-    /// input 0 the activations, 1 the RMSNorm scale (with `norm`, its epsilon), 2 to 4 the
-    /// weights, 6 and 7 the rotary cos / sin tables; one output per matrix, or the one output
-    /// `(g * sigmoid(g)) * u` of a gate and an up matrix with `gate`.
+    /// `samebits::GgufProducts` in one launch (`executor/fused.rs`): input 0 the activations,
+    /// 1 the RMSNorm scale, then one weight per matrix, then the rotary cos / sin tables; one
+    /// output per matrix, or the one output `(g * sigmoid(g)) * u` of a gate and an up matrix
+    /// with `gate`.
     GgufProducts {
         ggml_type: GgmlType,
         cols: usize,
-        norm: Option<f32>,
+        epsilon: f32,
         /// Rows of each matrix and its interleaved rotary, if any.
         matrices: Vec<(usize, Option<FusedRotary>)>,
         gate: bool,
@@ -130,7 +130,7 @@ pub(crate) enum Launch {
         interleaved: bool,
     },
     /// Attention with its past (inputs 4, 5) extended by the new keys and values; outputs Y,
-    /// present_key, present_value. With `product` (`executor/fusion.rs`), output 0 is instead
+    /// present_key, present_value. With `product` (`executor/fused.rs`), output 0 is instead
     /// the GGUF product of Y with the weights of input 6 (that type, rows and output shape)
     /// plus input 7 (a residual term), computed by the attention launch.
     Attention {
@@ -151,7 +151,7 @@ impl Launch {
     pub(crate) fn takes_bytes(&self, i: usize) -> bool {
         match self {
             Launch::Gguf { .. } => i == 1,
-            Launch::GgufProducts { .. } => (2..5).contains(&i),
+            Launch::GgufProducts { matrices, .. } => (2..2 + matrices.len()).contains(&i),
             Launch::Gather { .. } => i <= 1,
             Launch::Attention {
                 product: Some(_), ..
@@ -172,6 +172,13 @@ pub(crate) fn plan_launch(
     args: &[Option<ArgInfo<'_>>],
     outputs: usize,
 ) -> Option<Launch> {
+    match kernel {
+        DeviceKernel::GgufProducts(k) => return fused::gguf_products(&k, args),
+        DeviceKernel::AttentionProduct { .. } => {
+            return fused::attention_product(kernel, args, outputs);
+        }
+        _ => {}
+    }
     if let DeviceKernel::Attention {
         is_causal,
         q_num_heads,
@@ -374,7 +381,7 @@ pub(crate) fn plan_launch(
 
 /// ONNX Attention: Q, K, V (3-D with the head attributes, or 4-D), no mask, optional past
 /// key and value (4-D, given together), no `nonpad_kv_seqlen`; every output computed.
-fn attention(
+pub(super) fn attention(
     args: &[Option<ArgInfo<'_>>],
     outputs: usize,
     causal: bool,
@@ -671,18 +678,16 @@ pub(crate) fn run_launch(
         Launch::GgufProducts {
             ggml_type,
             cols,
-            norm,
+            epsilon,
             matrices,
             gate,
             out_shapes,
         } => {
             let (x, _) = f32_input(inputs, 0)?;
-            let scale = match norm {
-                Some(eps) => Some((f32_input(inputs, 1)?.0, *eps)),
-                None => None,
-            };
+            let scale = Some((f32_input(inputs, 1)?.0, *epsilon));
+            let n = matrices.len();
             let tables = match matrices.iter().any(|(_, r)| r.is_some()) {
-                true => Some((f32_input(inputs, 6)?.0, f32_input(inputs, 7)?.0)),
+                true => Some((f32_input(inputs, 2 + n)?.0, f32_input(inputs, 3 + n)?.0)),
                 false => None,
             };
             let mut mats = Vec::with_capacity(matrices.len());

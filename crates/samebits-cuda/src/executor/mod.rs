@@ -8,6 +8,11 @@
 //! first use by a device step) and at the graph outputs. Constants (initializers) are uploaded
 //! once per executor and stay resident; quantized GGUF weights travel as raw bytes.
 //!
+//! A fused op (decoder fusion's `samebits::` ops) whose fused launch does not take its inputs
+//! runs its body ([`samebits_ops::Op::body`]) step by step on the device, through an executor
+//! of the body's plan; the executor fuses nothing itself (fusion is a graph rewrite,
+//! samebits-passes' `decoder_fusion.rs`).
+//!
 //! Every device kernel gives the CPU's bits (docs/contract.md), so a plan's outputs are the same
 //! whichever steps run where.
 //!
@@ -26,7 +31,7 @@
 //!   still decided per run from the inputs' dtypes and shapes).
 
 mod dispatch;
-mod fusion;
+mod fused;
 mod graph;
 mod shaped;
 
@@ -121,6 +126,9 @@ pub struct CudaExecutor {
     plan: Arc<Plan>,
     /// The device kernel of each step's op, if any.
     kernels: Vec<Option<DeviceKernel>>,
+    /// For each step whose op is fused (has a body): an executor of the body, which runs it
+    /// step by step where the fused launch does not take the inputs.
+    bodies: Vec<Option<CudaExecutor>>,
     /// Constant slots: their host values.
     constants: HashMap<usize, Value>,
     /// Device copies of constants, made on first use by a device step.
@@ -135,6 +143,13 @@ impl CudaExecutor {
     /// An executor of `plan` on `backend`'s device.
     pub fn new(backend: Arc<CudaBackend>, plan: Arc<Plan>) -> Self {
         let kernels = plan.steps().map(|s| s.op.device_kernel()).collect();
+        let bodies = plan
+            .steps()
+            .map(|s| {
+                s.op.body()
+                    .map(|body| CudaExecutor::new(Arc::clone(&backend), Arc::clone(body)))
+            })
+            .collect();
         let constants = plan.constants().map(|(s, v)| (s, v.clone())).collect();
         let kernel_set = match plan.operation_set() {
             OperationSet::Default => Kernels::Fast,
@@ -144,6 +159,7 @@ impl CudaExecutor {
             backend,
             plan,
             kernels,
+            bodies,
             constants,
             resident: Mutex::new(HashMap::new()),
             graphs: Mutex::new(graph::Graphs::default()),
@@ -286,8 +302,8 @@ impl CudaExecutor {
         slots
     }
 
-    /// Runs every step of the plan on `slots` (device kernels, or the CPU op); adjacent steps
-    /// fuse into one launch where `fusion.rs` allows (not under an observer).
+    /// Runs every step of the plan on `slots`: its device launch, else its body on the device
+    /// (fused ops), else the CPU op.
     fn run_steps(
         &self,
         slots: &mut [Slot],
@@ -295,16 +311,7 @@ impl CudaExecutor {
         options: &mut RunOptions,
     ) -> Result<()> {
         let steps: Vec<PlanStep> = self.plan.steps().collect();
-        let mut i = 0;
-        while i < steps.len() {
-            if options.observer.is_none()
-                && let Some(fused) =
-                    self.run_fused(&steps[i..], &self.kernels[i..], slots, stats)?
-            {
-                i += fused;
-                continue;
-            }
-            let step = steps[i];
+        for (i, &step) in steps.iter().enumerate() {
             let view = match self.kernels[i] {
                 Some(DeviceKernel::View) => device_view(&step, slots),
                 _ => None,
@@ -335,9 +342,19 @@ impl CudaExecutor {
                     if let Launch::Gather { rows, .. } = &launch {
                         graph::note_gather(step.inputs[1], *rows);
                     }
-                    self.run_device(&launch, step.inputs, step.outputs, slots, stats)
+                    let inputs = match self.kernels[i] {
+                        Some(DeviceKernel::AttentionProduct { .. }) => {
+                            fused::attention_product_slots(step.inputs).into()
+                        }
+                        _ => std::borrow::Cow::Borrowed(step.inputs),
+                    };
+                    self.run_device(&launch, &inputs, step.outputs, slots, stats)
                         .map_err(&at)?;
                     stats.device_steps += 1;
+                }
+                None if self.bodies[i].is_some() => {
+                    let body = self.bodies[i].as_ref().expect("checked");
+                    self.run_body(body, &step, slots, stats).map_err(&at)?;
                 }
                 None => {
                     for s in step.inputs.iter().flatten() {
@@ -383,7 +400,49 @@ impl CudaExecutor {
             for slot in step.release {
                 slots[*slot] = Slot::default();
             }
-            i += 1;
+        }
+        Ok(())
+    }
+
+    /// Runs `body`, the executor of the fused `step`'s body, on the step's input slots (values
+    /// stay where they are; constants, the weights, go to the device once, kept resident by
+    /// this executor) into its output slots.
+    fn run_body(
+        &self,
+        body: &CudaExecutor,
+        step: &PlanStep,
+        outer: &mut [Slot],
+        stats: &mut RunStats,
+    ) -> Result<()> {
+        for &s in step.inputs.iter().flatten() {
+            let dtype = match &self.constants.get(&s) {
+                Some(Value::Tensor(t)) => t.dtype(),
+                _ => continue,
+            };
+            match dtype {
+                DType::F32 => self.on_device(outer, s, false, stats)?,
+                DType::U8 => self.on_device(outer, s, true, stats)?,
+                _ => continue,
+            };
+        }
+        let inputs = step
+            .inputs
+            .iter()
+            .map(|s| {
+                let slot = &outer[s.ok_or_else(|| {
+                    CudaError::Invalid("a fused op's body takes every input".into())
+                })?];
+                match (&slot.device, &slot.host) {
+                    (Some(device), _) => Ok(IoValue::Device(DeviceTensor(Arc::clone(device)))),
+                    (None, Some(host)) => Ok(IoValue::Host(host.clone())),
+                    (None, None) => Err(CudaError::Invalid("an input was not computed".into())),
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut slots = body.slots(inputs);
+        body.run_steps(&mut slots, stats, &mut RunOptions::default())?;
+        for (outer_slot, slot) in step.outputs.iter().zip(body.plan.output_slots()) {
+            outer[*outer_slot] = std::mem::take(&mut slots[slot]);
         }
         Ok(())
     }
@@ -400,7 +459,11 @@ impl CudaExecutor {
             .iter()
             .map(|s| s.and_then(|s| arg_info(&slots[s])))
             .collect();
-        plan_launch(kernel?, &args, step.outputs.len())
+        let launch = plan_launch(kernel?, &args, step.outputs.len())?;
+        match launch {
+            Launch::GgufProducts { cols, .. } if !self.backend.gguf_products_fit(cols) => None,
+            launch => Some(launch),
+        }
     }
 
     /// Runs `launch` on the values of slots `inputs` (moved to the device) into slots
