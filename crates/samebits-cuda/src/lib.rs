@@ -28,8 +28,9 @@
 //!   ([`CudaBackend::gemm_with`]), loaded at run time; no promise about bits.
 //! - [`executor`]: [`CudaExecutor`] runs a compiled `samebits_ops::Plan` on the device, each
 //!   step on its device kernel or, failing that, on the CPU, values kept on the device between
-//!   device steps and, as [`IoValue::Device`], between runs; some adjacent steps fuse into one
-//!   launch, and decode steps replay as CUDA graphs.
+//!   device steps and, as [`IoValue::Device`], between runs; decoder fusion's ops run as one
+//!   launch where their inputs fit (else their bodies step by step), and decode steps replay as
+//!   CUDA graphs.
 //! - `testing`: the `test_device!` macro that runs one test body on
 //!   the CPU (the samebits-ops op) and on CUDA.
 

@@ -11,6 +11,11 @@ use std::sync::Arc;
 /// Something that owns a run of bytes: a heap vector, a memory map.
 pub trait ByteSource: Send + Sync {
     fn bytes(&self) -> &[u8];
+
+    /// Says that the `len` bytes from `offset` will not be read again soon: a memory map lets
+    /// their resident pages go (a later read brings them back from the file); other sources
+    /// keep them.
+    fn release(&self, _offset: usize, _len: usize) {}
 }
 
 impl<T: bytemuck::Pod + Send + Sync> ByteSource for Vec<T> {
@@ -22,6 +27,15 @@ impl<T: bytemuck::Pod + Send + Sync> ByteSource for Vec<T> {
 impl ByteSource for memmap2::Mmap {
     fn bytes(&self) -> &[u8] {
         self
+    }
+
+    #[cfg(unix)]
+    fn release(&self, offset: usize, len: usize) {
+        // SAFETY: a read-only map is never written through, so dropping its pages loses
+        // nothing: the next read faults them in from the file again. An error only means the
+        // pages stay resident.
+        let _ =
+            unsafe { self.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
     }
 }
 
@@ -238,6 +252,23 @@ impl Tensor {
                 len,
             } => Ok(&source.bytes()[*offset..*offset + *len]),
             Data::Strings(_) => Err(invalid!("string tensors have no byte representation")),
+        }
+    }
+
+    /// Lets the memory behind `bytes` (a range of [`Tensor::bytes`]) go where it is a memory
+    /// map ([`ByteSource::release`]): for a caller that has made its own copy (a repacked
+    /// weight) and will not read these bytes again soon. The tensor stays valid; a later read
+    /// brings the pages back.
+    pub fn release_pages(&self, bytes: std::ops::Range<usize>) {
+        if let Data::Bytes {
+            source,
+            offset,
+            len,
+        } = &self.data
+            && bytes.start <= bytes.end
+            && bytes.end <= *len
+        {
+            source.release(offset + bytes.start, bytes.len());
         }
     }
 

@@ -383,7 +383,6 @@ impl WeightSource for HfWeights<'_> {
             ggml_type,
             rows,
             cols,
-            layout: "rows",
         })
     }
 

@@ -11,7 +11,6 @@
 //! per layer i:
 //!   h = RMSNormalization(x, attn_norm)
 //!   q, k, v = MatMulGguf(h, attn_q | attn_k | attn_v) (+ attn_q | attn_k | attn_v bias, if any)
-//!             or Split(MatMulGguf(h, [attn_q; attn_k; attn_v]))  (one stacked panel matrix, CPU)
 //!   q, k = Reshape(RMSNormalization(Reshape(q | k, [heads, head_dim]), attn_q_norm | attn_k_norm))
 //!          (qwen3 only: each head's features normalized, in the adjacent-pair order below)
 //!   q, k = RotaryEmbedding(q | k, rotary_cos, rotary_sin; interleaved)  (GGUF permutes Q/K rows
@@ -21,7 +20,7 @@
 //!   x = x + MatMulGguf(a, attn_output) (+ attn_output bias, if any)
 //!       (Gemma 3: RMSNormalization(.., post_attention_norm) of the product first)
 //!   h = RMSNormalization(x, ffn_norm)
-//!   g, u = MatMulGguf(h, ffn_gate | ffn_up)      or Split(MatMulGguf(h, [ffn_gate; ffn_up]))
+//!   g, u = MatMulGguf(h, ffn_gate | ffn_up)
 //!   x = x + MatMulGguf((g * Sigmoid(g)) * u, ffn_down)
 //! logits = MatMulGguf(RMSNormalization(x, output_norm), output | token_embd (tied))
 //! ```
@@ -39,10 +38,9 @@
 //! `[1, kv_heads, P, head_dim]` f32 (P = 0 for a prefill); outputs `logits` `[1, S, vocab]` and
 //! `present_key_i`, `present_value_i` `[1, kv_heads, P + S, head_dim]`. Every op computes each
 //! token's row in the contract's canonical order, independent of S and P, so one prefill over a
-//! sequence and token-by-token decode give the same logits bit for bit. Stacking matrices changes
-//! no bit either: each output is the dot product of its own weight row. On the CPU the GGUF
-//! source repacks Q4_0 / Q4_1 / Q8_0 matrices into row panels (the CPU kernels' layout); on a GPU
-//! they keep their ggml rows (the layout the GPU kernel reads).
+//! sequence and token-by-token decode give the same logits bit for bit. The graph is the same
+//! whatever device runs it: matrices stay in their ggml rows (the CPU's `MatMulGguf` packs the
+//! row panels of its kernels itself, on first use).
 
 use crate::weights::{GgufWeights, MatrixWeight, WeightSource};
 use crate::{LlmError, Result};
@@ -208,7 +206,7 @@ impl Llm {
                     config.block_count
                 )));
             }
-            let (mut graph, opsets) = build_graph(weights, &config, device == Device::Cpu, &range)?;
+            let (mut graph, opsets) = build_graph(weights, &config, &range)?;
             decoder_fusion::run(&mut graph, &fusion_rules());
             let plan = Plan::build(&graph, &opsets, operation_set, &[])?;
             stages.push(DecoderStage {
@@ -417,7 +415,7 @@ impl DecoderStage {
 pub fn layer_bytes(weights: &dyn WeightSource, c: &ModelConfig) -> Result<Vec<u64>> {
     (0..c.block_count)
         .map(|i| {
-            let (graph, _) = build_graph(weights, c, false, &(i..i + 1))?;
+            let (graph, _) = build_graph(weights, c, &(i..i + 1))?;
             let mut bytes = 0u64;
             for t in graph.initializers.values() {
                 bytes += t.bytes()?.len() as u64;
@@ -449,8 +447,6 @@ fn opsets() -> OpsetImports {
 
 /// Appends nodes to a graph under generated value names.
 struct GraphBuilder {
-    /// Ask the weight source for row panels (the CPU's layout) where it has them.
-    panels: bool,
     graph: Graph,
 }
 
@@ -492,20 +488,7 @@ impl GraphBuilder {
         name.to_string()
     }
 
-    /// The matrix `name`: in row panels when the builder asks for them and the source has
-    /// them, else in ggml rows.
-    fn matrix(&self, weights: &dyn WeightSource, name: &str) -> Result<MatrixWeight> {
-        if self.panels
-            && let Some(w) = weights.panels(&[name])?
-        {
-            return Ok(w);
-        }
-        weights.matrix(name)
-    }
-
-    /// [`GraphBuilder::linear`] for each of `names` (outputs `outs`): one product with the
-    /// matrices stacked into panels and a Split when the source can stack them and none has a
-    /// bias, else one product each.
+    /// [`GraphBuilder::linear`] for each of `names` (outputs `outs`).
     fn linears(
         &mut self,
         weights: &dyn WeightSource,
@@ -513,44 +496,11 @@ impl GraphBuilder {
         names: &[String],
         outs: &[String],
     ) -> Result<Vec<String>> {
-        let matrices: Vec<String> = names.iter().map(|n| format!("{n}.weight")).collect();
-        let refs: Vec<&str> = matrices.iter().map(String::as_str).collect();
-        // Only a panel source can stack; ask about biases only then.
-        let mut stackable = self.panels;
-        for name in names {
-            if !stackable {
-                break;
-            }
-            stackable = weights.optional_vector(&format!("{name}.bias"))?.is_none();
-        }
-        let stacked = match stackable {
-            true => weights.panels(&refs)?,
-            false => None,
-        };
-        let Some(w) = stacked else {
-            return names
-                .iter()
-                .zip(outs)
-                .map(|(name, out)| self.linear(weights, x, name, out))
-                .collect();
-        };
-        let mut sizes = Vec::with_capacity(refs.len());
-        for name in &refs {
-            sizes.push(weights.matrix(name)?.rows as i64);
-        }
-        let stacked_out = outs.join("+");
-        self.matmul_weight(x, &matrices.join("+"), w, &stacked_out);
-        let split_name = format!("{stacked_out}.split");
-        let count = sizes.len();
-        self.initializer(&split_name, Tensor::from_vec(vec![count], sizes)?);
-        let out_refs: Vec<&str> = outs.iter().map(String::as_str).collect();
-        self.node(
-            ("", "Split"),
-            &[&stacked_out, &split_name],
-            &out_refs,
-            &[("axis", Attribute::Int(-1))],
-        );
-        Ok(outs.to_vec())
+        names
+            .iter()
+            .zip(outs)
+            .map(|(name, out)| self.linear(weights, x, name, out))
+            .collect()
     }
 
     /// `x · Wᵀ` for the weight `w`, stored as initializer `name`; the output is named `out`.
@@ -571,7 +521,7 @@ impl GraphBuilder {
         out: &str,
     ) -> Result<String> {
         let (weight, bias) = (format!("{name}.weight"), format!("{name}.bias"));
-        let w = self.matrix(weights, &weight)?;
+        let w = weights.matrix(&weight)?;
         let Some(b) = weights.optional_vector(&bias)? else {
             return Ok(self.matmul_weight(x, &weight, w, out));
         };
@@ -680,12 +630,10 @@ pub fn rotary_tables(
 fn build_graph(
     weights: &dyn WeightSource,
     c: &ModelConfig,
-    panels: bool,
     layers: &Range<usize>,
 ) -> Result<(Graph, OpsetImports)> {
     let (first, last) = (layers.start == 0, layers.end == c.block_count);
     let mut b = GraphBuilder {
-        panels,
         graph: Graph {
             name: "llama".into(),
             ..Graph::default()
@@ -722,7 +670,7 @@ fn build_graph(
     }
 
     let embedding = match first || (last && c.tied_embeddings) {
-        true => Some(b.matrix(weights, "token_embd.weight")?),
+        true => Some(weights.matrix("token_embd.weight")?),
         false => None,
     };
     if let Some(e) = &embedding

@@ -5,11 +5,8 @@
 //! read by `samebits::MatMulGguf` and `samebits::GatherGguf`; a norm scale or a bias becomes a
 //! plain f32 tensor.
 //!
-//! For the CPU, a GGUF source can also repack Q4_0 / Q4_1 / Q8_0 matrices once into row panels
-//! (`docs/gguf.md`, "Row panels"), read from the file piece by piece with positioned reads so
-//! that the memory map's pages never become resident beside the packed copy. Matrices that
-//! multiply the same activations (Q, K, V; gate, up) can be stacked into one panel matrix whose
-//! output the graph splits, which changes no bit: every output row is its own dot product.
+//! The weights are the same whatever device runs the graph: the CPU's `MatMulGguf` packs Q4_0 /
+//! Q4_1 / Q8_0 rows into its row panels itself, on first use (samebits-ops `gguf_matmul.rs`).
 //!
 //! Q and K matrices (and biases) are in GGUF's row order: within each head, the rows are permuted
 //! so that rotary embedding rotates adjacent pairs `(2i, 2i + 1)`. A source in Hugging Face's
@@ -20,7 +17,6 @@
 use crate::{LlmError, Result};
 use samebits_gguf::{GgmlType, GgufFile, ModelConfig, TensorData};
 use samebits_ir::{Attribute, Tensor};
-use samebits_kernels::{has_panel_layout, pack_panels};
 
 /// A `[rows, cols]` weight matrix in its ggml encoding.
 pub struct MatrixWeight {
@@ -29,18 +25,15 @@ pub struct MatrixWeight {
     pub ggml_type: GgmlType,
     pub rows: usize,
     pub cols: usize,
-    /// `"rows"` (ggml rows as in the file) or `"panels"`: the ops' `layout` attribute.
-    pub layout: &'static str,
 }
 
 impl MatrixWeight {
     /// The attributes of a `MatMulGguf` / `GatherGguf` node reading this weight.
-    pub fn attributes(&self) -> [(&'static str, Attribute); 4] {
+    pub fn attributes(&self) -> [(&'static str, Attribute); 3] {
         [
             ("ggml_type", Attribute::Int(i64::from(self.ggml_type.id()))),
             ("rows", Attribute::Int(self.rows as i64)),
             ("cols", Attribute::Int(self.cols as i64)),
-            ("layout", Attribute::String(self.layout.into())),
         ]
     }
 }
@@ -53,13 +46,6 @@ pub trait WeightSource {
     fn optional_vector(&self, name: &str) -> Result<Option<Tensor>>;
     /// The error for a required tensor the model lacks.
     fn missing(&self, name: &str) -> LlmError;
-
-    /// The matrices `names` stacked along their rows (in that order) and packed into row panels,
-    /// or `None` when this source has no panel layout for them (then each is read with
-    /// [`WeightSource::matrix`]).
-    fn panels(&self, _names: &[&str]) -> Result<Option<MatrixWeight>> {
-        Ok(None)
-    }
 
     /// The vector `name`, which the model must have.
     fn vector(&self, name: &str) -> Result<Tensor> {
@@ -109,7 +95,7 @@ pub(crate) fn fused_rows(part: &str, c: &ModelConfig) -> Option<(&'static str, u
 ///   ([`crate::hf::half_split_row`]).
 ///
 /// A whole tensor in its own order is a view of the memory map; any other range is copied once,
-/// row by row with positioned reads (also when packed into the CPU's row panels).
+/// row by row with positioned reads.
 pub struct GgufWeights<'a> {
     pub file: &'a GgufFile,
     pub config: &'a ModelConfig,
@@ -236,58 +222,7 @@ impl WeightSource for GgufWeights<'_> {
             ggml_type,
             rows: range.rows,
             cols,
-            layout: "rows",
         })
-    }
-
-    /// The matrices `names` stacked along their rows (in that order) and packed into panels, or
-    /// `None` when they differ in type or columns, or their type has no panel layout.
-    fn panels(&self, names: &[&str]) -> Result<Option<MatrixWeight>> {
-        let parts = names
-            .iter()
-            .map(|name| self.locate(name))
-            .collect::<Result<Vec<_>>>()?;
-        let Some(&(_, ggml_type, cols)) = parts.first() else {
-            return Ok(None);
-        };
-        if !has_panel_layout(ggml_type) || parts.iter().any(|p| (p.1, p.2) != (ggml_type, cols)) {
-            return Ok(None);
-        }
-        let row_bytes = ggml_type
-            .row_bytes(cols)
-            .ok_or_else(|| self.error(names[0], format!("rows of {cols} {ggml_type} elements")))?;
-        // The first (stacked) row of each part.
-        let starts: Vec<usize> = parts
-            .iter()
-            .scan(0, |next, p| {
-                let start = *next;
-                *next += p.0.rows;
-                Some(start)
-            })
-            .collect();
-        let rows = parts.iter().map(|p| p.0.rows).sum();
-        let packed = pack_panels(ggml_type, rows, cols, |first, out| {
-            let (mut row, mut at) = (first, 0);
-            while at < out.len() {
-                let part = starts
-                    .iter()
-                    .rposition(|&s| s <= row)
-                    .expect("row 0 starts part 0");
-                let range = &parts[part].0;
-                let count = (starts[part] + range.rows - row).min((out.len() - at) / row_bytes);
-                let bytes = &mut out[at..at + count * row_bytes];
-                self.read_rows(range, row - starts[part], row_bytes, bytes)?;
-                (row, at) = (row + count, at + count * row_bytes);
-            }
-            Ok::<(), samebits_gguf::Error>(())
-        })?;
-        Ok(Some(MatrixWeight {
-            blocks: Tensor::from_vec(vec![packed.len()], packed)?,
-            ggml_type,
-            rows,
-            cols,
-            layout: "panels",
-        }))
     }
 
     fn optional_vector(&self, name: &str) -> Result<Option<Tensor>> {

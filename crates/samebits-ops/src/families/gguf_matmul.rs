@@ -13,22 +13,32 @@
 //!   rows picked by `indices` (an embedding lookup that dequantizes only those rows).
 //!
 //! Both take an optional attribute `layout`: `"rows"` (default, the ggml rows as stored in the
-//! file) or `"panels"` (the row panels of `samebits_kernels::pack_panels`, packed at load time for
-//! Q4_0 / Q4_1 / Q8_0; docs/gguf.md, "Row panels"). Over panels, both the one-row and the
-//! several-row products run `PanelMatrix::matmul` on tasks of whole panels: SIMD lanes are rows,
-//! each its own canonical chain, so the bits equal the rows layout's for any token count, ISA
-//! and thread count.
+//! file) or `"panels"` (the row panels of `samebits_kernels::pack_panels` for Q4_0 / Q4_1 /
+//! Q8_0; docs/gguf.md, "Row panels"). Over panels, both the one-row and the several-row products
+//! run `PanelMatrix::matmul` on tasks of whole panels: SIMD lanes are rows, each its own
+//! canonical chain, so the bits equal the rows layout's for any token count, ISA and thread
+//! count. A graph keeps its weights in ggml rows whatever device runs it (the GPU kernels read
+//! rows); the CPU evaluation of `MatMulGguf` packs a rows weight of those types into panels on
+//! first use and keeps the packing for the next calls with the same weight (a plan's constant:
+//! packed once per op), so the CPU runs its panel kernels on the device-independent graph.
 
 use crate::registry::Registry;
 use crate::{BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, bail};
 use rayon::prelude::*;
 use samebits_ggml::{GgmlType, QuantError, dequantize_row};
 use samebits_ir::{DType, Tensor, Value, ValueType};
-use samebits_kernels::{Isa, MatRef, PANEL_ROWS, PanelMatrix, gemm_f32, matvec_q_f32, panel_bytes};
+use samebits_kernels::{
+    Isa, MatRef, PANEL_ROWS, PanelMatrix, gemm_f32, has_panel_layout, matvec_q_f32, pack_panels,
+    panel_bytes,
+};
+use std::sync::{Arc, Mutex};
 
 pub fn register(r: &mut Registry) {
     r.register("samebits", "MatMulGguf", |ctx| {
-        Ok(Box::new(MatMulGguf(QuantizedMatrix::build(ctx)?)))
+        Ok(Box::new(MatMulGguf(
+            QuantizedMatrix::build(ctx)?,
+            PackedPanels::default(),
+        )))
     });
     r.register("samebits", "GatherGguf", |ctx| {
         Ok(Box::new(GatherGguf(QuantizedMatrix::build(ctx)?)))
@@ -39,6 +49,8 @@ pub fn register(r: &mut Registry) {
 const ROWS_PER_TASK: usize = 64;
 /// Weight rows dequantized together by the several-rows (prefill) path.
 const ROWS_PER_TILE: usize = 256;
+/// Bytes of a weight's rows packed into panels between two releases of their pages.
+const RELEASE_BYTES: usize = 4 << 20;
 /// Panels per parallel task over a panel matrix.
 const PANELS_PER_TASK: usize = 4;
 
@@ -156,8 +168,46 @@ impl QuantizedMatrix {
     }
 }
 
+/// The row panels a rows-layout weight was packed into on first use (module docs), with the
+/// weight tensor they come from. Holding the tensor keeps its bytes where they are, so a later
+/// input whose bytes have the same address and length is that very (immutable) tensor.
+#[derive(Debug, Default)]
+struct PackedPanels(Mutex<Option<(Tensor, Arc<Vec<u8>>)>>);
+
+impl PackedPanels {
+    /// The panels of `weight` (whose bytes are `blocks`), packed now unless already cached.
+    fn of(&self, w: &QuantizedMatrix, weight: &Tensor, blocks: &[u8]) -> Result<Arc<Vec<u8>>> {
+        let mut cached = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((tensor, panels)) = cached.as_ref()
+            && tensor
+                .bytes()
+                .is_ok_and(|b| std::ptr::eq(b.as_ptr(), blocks.as_ptr()) && b.len() == blocks.len())
+        {
+            return Ok(Arc::clone(panels));
+        }
+        // The rows are not read again here: a memory-mapped file's pages need not stay
+        // resident beside the packed copy. They are let go every few MiB (a fault maps the
+        // pages around it too, so letting each panel's rows go at once would not last).
+        let mut kept = 0;
+        let packed = pack_panels(w.ggml_type, w.rows, w.cols, |first, out: &mut [u8]| {
+            let at = first * w.row_bytes;
+            out.copy_from_slice(&blocks[at..at + out.len()]);
+            if at + out.len() - kept >= RELEASE_BYTES {
+                weight.release_pages(kept..at + out.len());
+                kept = at + out.len();
+            }
+            Ok::<(), QuantError>(())
+        })
+        .map_err(|e| crate::OpError::Invalid(e.to_string()))?;
+        weight.release_pages(0..blocks.len());
+        let packed = Arc::new(packed);
+        *cached = Some((weight.clone(), Arc::clone(&packed)));
+        Ok(packed)
+    }
+}
+
 #[derive(Debug)]
-struct MatMulGguf(QuantizedMatrix);
+struct MatMulGguf(QuantizedMatrix, PackedPanels);
 
 impl Op for MatMulGguf {
     fn infer(&self, _inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
@@ -182,6 +232,11 @@ impl Op for MatMulGguf {
         let mut y = vec![0f32; m * w.rows];
         if w.layout == Layout::Panels {
             panels_matmul(&w.panels(inputs, 1)?, x, m, &mut y)?;
+        } else if has_panel_layout(w.ggml_type) && m > 0 {
+            let packed = self.1.of(w, inputs.tensor(1)?, blocks)?;
+            let panels = PanelMatrix::new(w.ggml_type, w.rows, w.cols, &packed)
+                .map_err(|e| crate::OpError::Invalid(format!("input 1: {e}")))?;
+            panels_matmul(&panels, x, m, &mut y)?;
         } else if m == 1 {
             y.par_chunks_mut(ROWS_PER_TASK)
                 .enumerate()
