@@ -481,6 +481,35 @@ mod tests {
         }
     }
 
+    /// The CPU's packing of a rows weight into panels follows the weight: one op fed two
+    /// different weights in turn (and a copy of the first, at another address) gives each
+    /// weight's own products, never a stale packing.
+    #[test]
+    fn packed_panels_follow_the_weight() {
+        let (rows, cols) = (40, 64);
+        let first = q8_0_blocks(rows, cols);
+        let mut second = first.clone();
+        second.rotate_left(GgmlType::Q8_0.row_bytes(cols).unwrap());
+        let op = build(&node("MatMulGguf", GgmlType::Q8_0, rows, cols));
+        let x = Tensor::from_vec(vec![1, cols], (0..cols).map(|i| i as f32 / 9.0).collect())
+            .unwrap();
+        let reference = |blocks: &[u8]| -> Vec<u32> {
+            blocks
+                .chunks_exact(GgmlType::Q8_0.row_bytes(cols).unwrap())
+                .map(|row| {
+                    dot_q_f32(GgmlType::Q8_0, row, x.as_slice::<f32>().unwrap())
+                        .unwrap()
+                        .to_bits()
+                })
+                .collect()
+        };
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        for blocks in [&first, &second, &first.clone(), &second] {
+            let w = Tensor::from_vec(vec![blocks.len()], blocks.clone()).unwrap();
+            assert_eq!(bits(run(op.as_ref(), x.clone(), w)), reference(blocks));
+        }
+    }
+
     #[test]
     fn gather_dequantizes_the_picked_rows() {
         let (rows, cols) = (5, 64);
