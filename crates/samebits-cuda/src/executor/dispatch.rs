@@ -166,6 +166,14 @@ impl Launch {
     }
 }
 
+/// Argument `i` if it is present and float32.
+pub(super) fn f32_arg<'a>(args: &[Option<ArgInfo<'a>>], i: usize) -> Option<ArgInfo<'a>> {
+    args.get(i)
+        .copied()
+        .flatten()
+        .filter(|a| a.dtype == DType::F32)
+}
+
 /// The launch of `kernel` on these inputs, or `None` to fall back to the CPU.
 pub(crate) fn plan_launch(
     kernel: DeviceKernel,
@@ -191,12 +199,7 @@ pub(crate) fn plan_launch(
     if outputs != 1 {
         return None;
     }
-    let f32_arg = |i: usize| {
-        args.get(i)
-            .copied()
-            .flatten()
-            .filter(|a| a.dtype == DType::F32)
-    };
+    let f32_arg = |i: usize| f32_arg(args, i);
     match kernel {
         DeviceKernel::Unary(u) if args.len() == 1 => {
             f32_arg(0)?;
@@ -388,12 +391,7 @@ pub(super) fn attention(
     (q_heads, kv_heads): (usize, usize),
     scale: Option<f32>,
 ) -> Option<Launch> {
-    let f32_arg = |i: usize| {
-        args.get(i)
-            .copied()
-            .flatten()
-            .filter(|a| a.dtype == DType::F32)
-    };
+    let f32_arg = |i: usize| f32_arg(args, i);
     let absent = |i: usize| args.get(i).copied().flatten().is_none();
     if !(3..=6).contains(&args.len()) || outputs != 3 || !absent(3) || args.len() > 6 {
         return None;

@@ -15,7 +15,9 @@ use samebits_ir::DType;
 use samebits_kernels::REDUCTION_TILE;
 use samebits_ops::{DeviceKernel, GgufProductsKernel};
 
-use super::dispatch::{ArgInfo, GROUPED_ATTENTION_MIN_QUERIES, Launch, attention, plan_launch};
+use super::dispatch::{
+    ArgInfo, GROUPED_ATTENTION_MIN_QUERIES, Launch, attention, f32_arg, plan_launch,
+};
 use crate::attention::HeadsLayout;
 use crate::gguf::GGUF_GEMM_MIN_ROWS;
 
@@ -25,12 +27,7 @@ pub(super) fn gguf_products(
     k: &GgufProductsKernel,
     args: &[Option<ArgInfo<'_>>],
 ) -> Option<Launch> {
-    let f32_arg = |i: usize| {
-        args.get(i)
-            .copied()
-            .flatten()
-            .filter(|a| a.dtype == DType::F32)
-    };
+    let f32_arg = |i: usize| f32_arg(args, i);
     let x = f32_arg(0)?.shape;
     let m = x.iter().product::<usize>() / k.cols.max(1);
     let tables = match k.rotary.iter().any(Option::is_some) {

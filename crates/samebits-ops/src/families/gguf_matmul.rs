@@ -491,8 +491,8 @@ mod tests {
         let mut second = first.clone();
         second.rotate_left(GgmlType::Q8_0.row_bytes(cols).unwrap());
         let op = build(&node("MatMulGguf", GgmlType::Q8_0, rows, cols));
-        let x = Tensor::from_vec(vec![1, cols], (0..cols).map(|i| i as f32 / 9.0).collect())
-            .unwrap();
+        let x =
+            Tensor::from_vec(vec![1, cols], (0..cols).map(|i| i as f32 / 9.0).collect()).unwrap();
         let reference = |blocks: &[u8]| -> Vec<u32> {
             blocks
                 .chunks_exact(GgmlType::Q8_0.row_bytes(cols).unwrap())
