@@ -174,212 +174,297 @@ pub(super) fn f32_arg<'a>(args: &[Option<ArgInfo<'a>>], i: usize) -> Option<ArgI
         .filter(|a| a.dtype == DType::F32)
 }
 
-/// The launch of `kernel` on these inputs, or `None` to fall back to the CPU.
+/// The launch of `kernel` on these inputs, or `None` to fall back to the CPU: one row per
+/// kernel, the match exhaustive, so a new [`DeviceKernel`] does not compile without its row.
+/// (`View` and `Shaped` steps are resolved by the executor, `shaped.rs`, not here.)
 pub(crate) fn plan_launch(
     kernel: DeviceKernel,
     args: &[Option<ArgInfo<'_>>],
     outputs: usize,
 ) -> Option<Launch> {
+    use DeviceKernel as K;
     match kernel {
-        DeviceKernel::GgufProducts(k) => return fused::gguf_products(&k, args),
-        DeviceKernel::AttentionProduct { .. } => {
-            return fused::attention_product(kernel, args, outputs);
-        }
-        _ => {}
-    }
-    if let DeviceKernel::Attention {
-        is_causal,
-        q_num_heads,
-        kv_num_heads,
-        scale,
-    } = kernel
-    {
-        return attention(args, outputs, is_causal, (q_num_heads, kv_num_heads), scale);
-    }
-    if outputs != 1 {
-        return None;
-    }
-    let f32_arg = |i: usize| f32_arg(args, i);
-    match kernel {
-        DeviceKernel::Unary(u) if args.len() == 1 => {
-            f32_arg(0)?;
-            Some(Launch::Unary(u))
-        }
-        DeviceKernel::Binary(op) if args.len() == 2 => {
-            let (a, b) = (f32_arg(0)?, f32_arg(1)?);
-            BroadcastLayout::new(a.shape, b.shape).ok()?;
-            Some(Launch::Binary {
-                op,
-                a: a.shape.to_vec(),
-                b: b.shape.to_vec(),
-            })
-        }
-        DeviceKernel::MatMul if args.len() == 2 => {
-            let (products, out_shape) =
-                matmul_products(f32_arg(0)?.shape, f32_arg(1)?.shape).ok()?;
-            gemm_launch(&products, None, out_shape)
-        }
-        DeviceKernel::Gemm {
+        K::Attention {
+            is_causal,
+            q_num_heads,
+            kv_num_heads,
+            scale,
+        } => attention(args, outputs, is_causal, (q_num_heads, kv_num_heads), scale),
+        K::AttentionProduct { .. } => fused::attention_product(kernel, args, outputs),
+        K::GgufProducts(k) => fused::gguf_products(&k, args),
+        // Every other kernel computes one output.
+        _ if outputs != 1 => None,
+        K::Unary(u) => unary(args, u),
+        K::Binary(op) => binary(args, op),
+        K::MatMul => matmul(args),
+        K::Gemm {
             trans_a,
             trans_b,
             alpha,
             beta,
-        } if (2..=3).contains(&args.len()) => {
-            let c = match args.get(2).copied().flatten() {
-                Some(_) => Some(f32_arg(2)?.shape),
-                None => None,
-            };
-            gemm(
-                f32_arg(0)?.shape,
-                f32_arg(1)?.shape,
-                c,
-                (trans_a, trans_b),
-                alpha,
-                beta,
-            )
-        }
-        DeviceKernel::Softmax {
+        } => gemm_op(args, (trans_a, trans_b), alpha, beta),
+        K::Softmax {
             axis,
             log,
             coerce_2d,
-        } if args.len() == 1 => {
-            let shape = f32_arg(0)?.shape;
-            let axis = normalize_axis(axis, shape.len()).ok()?;
-            let len: usize = if coerce_2d {
-                shape[axis..].iter().product()
-            } else {
-                // Rows must be contiguous: nothing but unit axes after `axis`.
-                if shape[axis + 1..].iter().product::<usize>() != 1 {
-                    return None;
-                }
-                shape[axis]
-            };
-            (row_len_supported(len) && shape.iter().product::<usize>() > 0)
-                .then_some(Launch::Softmax { len, log })
-        }
-        DeviceKernel::LayerNorm { axis, epsilon } if (2..=3).contains(&args.len()) => {
-            let norm = normalized_shape(f32_arg(0)?.shape, axis)?;
-            per_row_parameter(f32_arg(1)?.shape, norm)?;
-            if args.get(2).copied().flatten().is_some() {
-                per_row_parameter(f32_arg(2)?.shape, norm)?;
-            }
-            Some(Launch::LayerNorm { epsilon })
-        }
-        DeviceKernel::RmsNorm { axis, epsilon } if args.len() == 2 => {
-            let norm = normalized_shape(f32_arg(0)?.shape, axis)?;
-            per_row_parameter(f32_arg(1)?.shape, norm)?;
-            Some(Launch::RmsNorm { epsilon })
-        }
-        DeviceKernel::MatMulGguf {
+        } => softmax(args, axis, log, coerce_2d),
+        K::LayerNorm { axis, epsilon } => layer_norm(args, axis, epsilon),
+        K::RmsNorm { axis, epsilon } => rms_norm(args, axis, epsilon),
+        K::MatMulGguf {
             ggml_type,
             rows,
             cols,
-        } if args.len() == 2 => {
-            let x = f32_arg(0)?.shape;
-            let w = args[1].filter(|w| w.dtype == DType::U8)?;
-            let row_bytes = ggml_type.row_bytes(cols)?;
-            let m = x.iter().rev().skip(1).product::<usize>();
-            let fits = gguf_supported(ggml_type)
-                && x.last() == Some(&cols)
-                && cols > 0
-                && m > 0
-                && m <= 65_535
-                && w.shape.iter().product::<usize>() == rows * row_bytes;
-            fits.then(|| Launch::Gguf {
-                ggml_type,
-                rows,
-                cols,
-                out_shape: x[..x.len() - 1].iter().copied().chain([rows]).collect(),
-                add: false,
-            })
-        }
-        DeviceKernel::MatMulGgufAdd {
+        } => gguf_product(args, ggml_type, rows, cols),
+        K::MatMulGgufAdd {
             ggml_type,
             rows,
             cols,
-        } if args.len() == 3 => {
-            let product = DeviceKernel::MatMulGguf {
-                ggml_type,
-                rows,
-                cols,
-            };
-            let Launch::Gguf {
-                out_shape,
-                add: false,
-                ..
-            } = plan_launch(product, &args[..2], 1)?
-            else {
-                return None;
-            };
-            (f32_arg(2)?.shape == out_shape.as_slice()).then_some(Launch::Gguf {
-                ggml_type,
-                rows,
-                cols,
-                out_shape,
-                add: true,
-            })
-        }
-        DeviceKernel::SiluGate if args.len() == 2 => {
-            let (g, u) = (f32_arg(0)?, f32_arg(1)?);
-            (g.shape == u.shape).then_some(Launch::SiluMul)
-        }
-        DeviceKernel::GatherGguf {
+        } => gguf_product_add(args, ggml_type, rows, cols),
+        K::SiluGate => silu_gate(args),
+        K::GatherGguf {
             ggml_type,
             rows,
             cols,
-        } if args.len() == 2 => {
-            let w = args[0].filter(|w| w.dtype == DType::U8)?;
-            let ids = args[1].filter(|a| a.dtype == DType::I64)?;
-            // Indices are checked on the host (an index out of range is the CPU op's error).
-            let in_range = ids
-                .host?
-                .as_slice::<i64>()
-                .ok()?
-                .iter()
-                .all(|&i| i >= -(rows as i64) && i < rows as i64);
-            let fits = gguf_supported(ggml_type)
-                && in_range
-                && cols > 0
-                && w.shape.iter().product::<usize>() == rows * ggml_type.row_bytes(cols)?;
-            fits.then(|| Launch::Gather {
-                ggml_type,
-                rows,
-                cols,
-                count: ids.shape.iter().product(),
-                out_shape: ids.shape.iter().copied().chain([cols]).collect(),
-            })
-        }
-        DeviceKernel::Rotary {
+        } => gather_gguf(args, ggml_type, rows, cols),
+        K::Rotary {
             interleaved,
             num_heads,
             rotary_dim,
-        } if args.len() == 3 => {
-            let cos = f32_arg(1)?.shape;
-            let RotaryShape {
-                heads: layout,
-                rot,
-                width,
-                cache_rows,
-            } = RotaryShape::resolve(
-                f32_arg(0)?.shape,
-                [cos, f32_arg(2)?.shape],
-                i64::try_from(num_heads).ok()?,
-                i64::try_from(rotary_dim).ok()?,
-            )
-            .ok()?;
-            // Without position_ids: one cache row per token, read from a 2-D or 3-D cache.
-            let fits = width > 0
-                && cache_rows >= layout.batch * layout.seq
-                && (cos.len() == 2 || cos.len() == 3);
-            fits.then_some(Launch::Rotary {
-                layout,
-                width,
-                rot,
-                interleaved,
-            })
-        }
-        _ => None,
+        } => rotary(args, interleaved, num_heads, rotary_dim),
+        K::View | K::Shaped => None,
     }
+}
+
+/// Elementwise `f(x)`.
+fn unary(args: &[Option<ArgInfo<'_>>], u: UnaryKernel) -> Option<Launch> {
+    if args.len() != 1 {
+        return None;
+    }
+    f32_arg(args, 0)?;
+    Some(Launch::Unary(u))
+}
+
+/// `a op b` with NumPy broadcasting.
+fn binary(args: &[Option<ArgInfo<'_>>], op: BinaryKernel) -> Option<Launch> {
+    let (a, b) = (f32_arg(args, 0)?, f32_arg(args, 1)?);
+    if args.len() != 2 {
+        return None;
+    }
+    BroadcastLayout::new(a.shape, b.shape).ok()?;
+    Some(Launch::Binary {
+        op,
+        a: a.shape.to_vec(),
+        b: b.shape.to_vec(),
+    })
+}
+
+/// ONNX MatMul, its products resolved by samebits-ops' `matmul_products`.
+fn matmul(args: &[Option<ArgInfo<'_>>]) -> Option<Launch> {
+    if args.len() != 2 {
+        return None;
+    }
+    let (products, out_shape) =
+        matmul_products(f32_arg(args, 0)?.shape, f32_arg(args, 1)?.shape).ok()?;
+    gemm_launch(&products, None, out_shape)
+}
+
+/// ONNX Gemm (A, B and the optional C).
+fn gemm_op(
+    args: &[Option<ArgInfo<'_>>],
+    trans: (bool, bool),
+    alpha: f32,
+    beta: f32,
+) -> Option<Launch> {
+    if !(2..=3).contains(&args.len()) {
+        return None;
+    }
+    let c = match args.get(2).copied().flatten() {
+        Some(_) => Some(f32_arg(args, 2)?.shape),
+        None => None,
+    };
+    gemm(
+        f32_arg(args, 0)?.shape,
+        f32_arg(args, 1)?.shape,
+        c,
+        trans,
+        alpha,
+        beta,
+    )
+}
+
+/// Softmax or LogSoftmax along `axis` (rows contiguous), or over the coerced 2-D rows.
+fn softmax(args: &[Option<ArgInfo<'_>>], axis: i64, log: bool, coerce_2d: bool) -> Option<Launch> {
+    if args.len() != 1 {
+        return None;
+    }
+    let shape = f32_arg(args, 0)?.shape;
+    let axis = normalize_axis(axis, shape.len()).ok()?;
+    let len: usize = if coerce_2d {
+        shape[axis..].iter().product()
+    } else {
+        // Rows must be contiguous: nothing but unit axes after `axis`.
+        if shape[axis + 1..].iter().product::<usize>() != 1 {
+            return None;
+        }
+        shape[axis]
+    };
+    (row_len_supported(len) && shape.iter().product::<usize>() > 0)
+        .then_some(Launch::Softmax { len, log })
+}
+
+/// LayerNormalization (output 0) with a per-row scale and optional bias.
+fn layer_norm(args: &[Option<ArgInfo<'_>>], axis: i64, epsilon: f32) -> Option<Launch> {
+    if !(2..=3).contains(&args.len()) {
+        return None;
+    }
+    let norm = normalized_shape(f32_arg(args, 0)?.shape, axis)?;
+    per_row_parameter(f32_arg(args, 1)?.shape, norm)?;
+    if args.get(2).copied().flatten().is_some() {
+        per_row_parameter(f32_arg(args, 2)?.shape, norm)?;
+    }
+    Some(Launch::LayerNorm { epsilon })
+}
+
+/// RMSNormalization with a per-row scale.
+fn rms_norm(args: &[Option<ArgInfo<'_>>], axis: i64, epsilon: f32) -> Option<Launch> {
+    if args.len() != 2 {
+        return None;
+    }
+    let norm = normalized_shape(f32_arg(args, 0)?.shape, axis)?;
+    per_row_parameter(f32_arg(args, 1)?.shape, norm)?;
+    Some(Launch::RmsNorm { epsilon })
+}
+
+/// `samebits::MatMulGguf` over ggml rows of a type the device dequantizes.
+fn gguf_product(
+    args: &[Option<ArgInfo<'_>>],
+    ggml_type: GgmlType,
+    rows: usize,
+    cols: usize,
+) -> Option<Launch> {
+    if args.len() != 2 {
+        return None;
+    }
+    let x = f32_arg(args, 0)?.shape;
+    let w = args[1].filter(|w| w.dtype == DType::U8)?;
+    let row_bytes = ggml_type.row_bytes(cols)?;
+    let m = x.iter().rev().skip(1).product::<usize>();
+    let fits = gguf_supported(ggml_type)
+        && x.last() == Some(&cols)
+        && cols > 0
+        && m > 0
+        && m <= 65_535
+        && w.shape.iter().product::<usize>() == rows * row_bytes;
+    fits.then(|| Launch::Gguf {
+        ggml_type,
+        rows,
+        cols,
+        out_shape: x[..x.len() - 1].iter().copied().chain([rows]).collect(),
+        add: false,
+    })
+}
+
+/// `samebits::MatMulGgufAdd`: the product, then input 2 (of the product's shape) added.
+fn gguf_product_add(
+    args: &[Option<ArgInfo<'_>>],
+    ggml_type: GgmlType,
+    rows: usize,
+    cols: usize,
+) -> Option<Launch> {
+    if args.len() != 3 {
+        return None;
+    }
+    let Launch::Gguf {
+        out_shape,
+        add: false,
+        ..
+    } = gguf_product(&args[..2], ggml_type, rows, cols)?
+    else {
+        return None;
+    };
+    (f32_arg(args, 2)?.shape == out_shape.as_slice()).then_some(Launch::Gguf {
+        ggml_type,
+        rows,
+        cols,
+        out_shape,
+        add: true,
+    })
+}
+
+/// `samebits::SiluGate` of two tensors of one shape.
+fn silu_gate(args: &[Option<ArgInfo<'_>>]) -> Option<Launch> {
+    if args.len() != 2 {
+        return None;
+    }
+    let (g, u) = (f32_arg(args, 0)?, f32_arg(args, 1)?);
+    (g.shape == u.shape).then_some(Launch::SiluMul)
+}
+
+/// `samebits::GatherGguf` with indices on the host, every one in range.
+fn gather_gguf(
+    args: &[Option<ArgInfo<'_>>],
+    ggml_type: GgmlType,
+    rows: usize,
+    cols: usize,
+) -> Option<Launch> {
+    if args.len() != 2 {
+        return None;
+    }
+    let w = args[0].filter(|w| w.dtype == DType::U8)?;
+    let ids = args[1].filter(|a| a.dtype == DType::I64)?;
+    // Indices are checked on the host (an index out of range is the CPU op's error).
+    let in_range = ids
+        .host?
+        .as_slice::<i64>()
+        .ok()?
+        .iter()
+        .all(|&i| i >= -(rows as i64) && i < rows as i64);
+    let fits = gguf_supported(ggml_type)
+        && in_range
+        && cols > 0
+        && w.shape.iter().product::<usize>() == rows * ggml_type.row_bytes(cols)?;
+    fits.then(|| Launch::Gather {
+        ggml_type,
+        rows,
+        cols,
+        count: ids.shape.iter().product(),
+        out_shape: ids.shape.iter().copied().chain([cols]).collect(),
+    })
+}
+
+/// ONNX RotaryEmbedding without position_ids, its shape resolved by samebits-ops'
+/// `RotaryShape`.
+fn rotary(
+    args: &[Option<ArgInfo<'_>>],
+    interleaved: bool,
+    num_heads: usize,
+    rotary_dim: usize,
+) -> Option<Launch> {
+    if args.len() != 3 {
+        return None;
+    }
+    let cos = f32_arg(args, 1)?.shape;
+    let RotaryShape {
+        heads: layout,
+        rot,
+        width,
+        cache_rows,
+    } = RotaryShape::resolve(
+        f32_arg(args, 0)?.shape,
+        [cos, f32_arg(args, 2)?.shape],
+        i64::try_from(num_heads).ok()?,
+        i64::try_from(rotary_dim).ok()?,
+    )
+    .ok()?;
+    // Without position_ids: one cache row per token, read from a 2-D or 3-D cache.
+    let fits =
+        width > 0 && cache_rows >= layout.batch * layout.seq && (cos.len() == 2 || cos.len() == 3);
+    fits.then_some(Launch::Rotary {
+        layout,
+        width,
+        rot,
+        interleaved,
+    })
 }
 
 /// ONNX Attention: Q, K, V (3-D with the head attributes, or 4-D), no mask, optional past
