@@ -7,6 +7,7 @@
 
 use crate::registry;
 use crate::{BuildContext, Op, OpError, OperationSet, Result};
+use rayon::prelude::*;
 use samebits_ir::{Attribute, Dim, Graph, Node, OpsetImports, Value, ValueType};
 use std::collections::{BTreeSet, HashMap};
 
@@ -410,22 +411,7 @@ impl Plan {
             slots[*slot] = Some(value);
         }
         for step in &self.steps {
-            let outputs = {
-                let args: Vec<Option<&Value>> = step
-                    .inputs
-                    .iter()
-                    .map(|s| s.and_then(|s| slots[s].as_ref().or(self.constants[s].as_ref())))
-                    .collect();
-                step.op.eval(&args).map_err(|e| e.at(&step.node))?
-            };
-            if outputs.len() < step.outputs.len() {
-                return Err(OpError::Invalid(format!(
-                    "{}: produced {} outputs, the graph expects {}",
-                    step.node,
-                    outputs.len(),
-                    step.outputs.len()
-                )));
-            }
+            let outputs = self.eval_step(step, &slots)?;
             if let Some(observer) = options.observer.as_mut() {
                 observer(&step.node, &outputs);
             }
@@ -436,6 +422,75 @@ impl Plan {
                 slots[*slot] = None;
             }
         }
+        self.outputs_of(slots)
+    }
+
+    /// [`Plan::run_typed`] for a fused op's body: consecutive steps that read none of each
+    /// other's outputs (the products of one normalized row) are evaluated at once on the
+    /// thread pool, with the calling thread's ISA, then stored in order. Each op computes what
+    /// it computes alone, so the bits are those of [`Plan::run_typed`].
+    pub fn run_body(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        let mut slots: Vec<Option<Value>> = vec![None; self.slot_count];
+        for ((_, slot, _), value) in self.inputs.iter().zip(inputs) {
+            slots[*slot] = Some(value);
+        }
+        let isa = samebits_kernels::Isa::active();
+        let mut first = 0;
+        while first < self.steps.len() {
+            let mut end = first + 1;
+            while end < self.steps.len()
+                && !self.steps[end].inputs.iter().flatten().any(|s| {
+                    self.steps[first..end]
+                        .iter()
+                        .any(|step| step.outputs.contains(s))
+                })
+            {
+                end += 1;
+            }
+            let group = &self.steps[first..end];
+            let results: Vec<Result<Vec<Value>>> = match group {
+                [step] => vec![self.eval_step(step, &slots)],
+                _ => group
+                    .par_iter()
+                    .map(|step| samebits_kernels::with_isa(isa, || self.eval_step(step, &slots)))
+                    .collect(),
+            };
+            for (step, outputs) in group.iter().zip(results) {
+                for (slot, value) in step.outputs.iter().zip(outputs?) {
+                    slots[*slot] = Some(value);
+                }
+            }
+            for step in group {
+                for slot in &step.release {
+                    slots[*slot] = None;
+                }
+            }
+            first = end;
+        }
+        self.outputs_of(slots)
+    }
+
+    /// Evaluates one step on the values of `slots` (and the constants).
+    fn eval_step(&self, step: &Step, slots: &[Option<Value>]) -> Result<Vec<Value>> {
+        let args: Vec<Option<&Value>> = step
+            .inputs
+            .iter()
+            .map(|s| s.and_then(|s| slots[s].as_ref().or(self.constants[s].as_ref())))
+            .collect();
+        let outputs = step.op.eval(&args).map_err(|e| e.at(&step.node))?;
+        if outputs.len() < step.outputs.len() {
+            return Err(OpError::Invalid(format!(
+                "{}: produced {} outputs, the graph expects {}",
+                step.node,
+                outputs.len(),
+                step.outputs.len()
+            )));
+        }
+        Ok(outputs)
+    }
+
+    /// The plan's outputs from the slots of a finished run.
+    fn outputs_of(&self, slots: Vec<Option<Value>>) -> Result<Vec<Value>> {
         self.outputs
             .iter()
             .map(|(name, slot)| {

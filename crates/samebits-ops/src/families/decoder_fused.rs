@@ -26,7 +26,7 @@
 use crate::registry::Registry;
 use crate::{
     BuildContext, DeviceKernel, GGUF_PRODUCTS_MAX, GgufProductsKernel, Inputs, InputsExt, NodeArgs,
-    Op, Plan, PlanStep, Result, RunOptions,
+    Op, Plan, PlanStep, Result,
 };
 use samebits_ir::{Graph, Value, ValueType};
 use std::sync::Arc;
@@ -264,7 +264,7 @@ impl Op for BodyOp {
         let fed = (0..self.inputs)
             .map(|i| inputs.value(i).cloned())
             .collect::<Result<Vec<_>>>()?;
-        self.body.run_typed(fed, RunOptions::default())
+        self.body.run_body(fed)
     }
 
     fn device_kernel(&self) -> Option<DeviceKernel> {
