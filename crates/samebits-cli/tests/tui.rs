@@ -161,8 +161,9 @@ fn tui_runs_smollm2_streams_verifies_and_quits_cleanly() {
     };
     let receipts = tempfile::tempdir().unwrap();
     let tmux = Tmux::start("run", &model, receipts.path());
+    // The whole first screen: the terminal may be captured while it is still being drawn.
     let start = tmux.wait("the UI", Duration::from_secs(60), |s| {
-        s.contains("samebits · settings")
+        s.contains("samebits · settings") && s.contains("q quit")
     });
     for shown in [
         "Model",
