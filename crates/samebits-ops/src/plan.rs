@@ -10,6 +10,7 @@ use crate::{BuildContext, Op, OpError, OperationSet, Result};
 use rayon::prelude::*;
 use samebits_ir::{Attribute, Dim, Graph, Node, OpsetImports, Value, ValueType};
 use std::collections::{BTreeSet, HashMap};
+use std::sync::OnceLock;
 
 /// Called after each step with the node's description and its outputs (tracing, dumps); `Send`
 /// so that a run may move to a thread of the rayon pool.
@@ -52,6 +53,37 @@ pub struct PlanStep<'a> {
     pub release: &'a [usize],
 }
 
+impl Step {
+    fn view(&self) -> PlanStep<'_> {
+        PlanStep {
+            node: &self.node,
+            op_type: &self.op_type,
+            domain: &self.domain,
+            op: self.op.as_ref(),
+            inputs: &self.inputs,
+            outputs: &self.outputs,
+            release: &self.release,
+        }
+    }
+}
+
+impl PlanStep<'_> {
+    /// [`Op::eval`] of the step on its inputs' values `args`, errors naming the node, and an
+    /// error when the op gives fewer outputs than the graph expects.
+    pub fn eval(&self, args: &[Option<&Value>]) -> Result<Vec<Value>> {
+        let outputs = self.op.eval(args).map_err(|e| e.at(self.node))?;
+        if outputs.len() < self.outputs.len() {
+            return Err(OpError::Invalid(format!(
+                "{}: produced {} outputs, the graph expects {}",
+                self.node,
+                outputs.len(),
+                self.outputs.len()
+            )));
+        }
+        Ok(outputs)
+    }
+}
+
 /// A graph ready to run on the CPU.
 #[derive(Debug)]
 pub struct Plan {
@@ -63,6 +95,8 @@ pub struct Plan {
     constants: Vec<Option<Value>>,
     /// The promise its ops were built for.
     operation_set: OperationSet,
+    /// [`Plan::independent_runs`], once a body run asked for them.
+    independent_runs: OnceLock<Vec<std::ops::Range<usize>>>,
 }
 
 /// Names a graph's nodes read from enclosing scopes (recursively through nested subgraphs).
@@ -300,6 +334,7 @@ impl Plan {
             outputs,
             constants: constant_slots,
             operation_set,
+            independent_runs: OnceLock::new(),
         })
     }
 
@@ -326,15 +361,7 @@ impl Plan {
 
     /// The steps in execution order, for executors other than [`Plan::run`].
     pub fn steps(&self) -> impl ExactSizeIterator<Item = PlanStep<'_>> {
-        self.steps.iter().map(|s| PlanStep {
-            node: &s.node,
-            op_type: &s.op_type,
-            domain: &s.domain,
-            op: s.op.as_ref(),
-            inputs: &s.inputs,
-            outputs: &s.outputs,
-            release: &s.release,
-        })
+        self.steps.iter().map(Step::view)
     }
 
     /// Number of value slots the steps address.
@@ -380,7 +407,7 @@ impl Plan {
     }
 
     /// Runs the plan on `inputs` (in the order of [`Plan::inputs`]).
-    pub fn run(&self, inputs: Vec<Value>, options: RunOptions) -> Result<Vec<Value>> {
+    pub fn run(&self, inputs: Vec<Value>, mut options: RunOptions) -> Result<Vec<Value>> {
         if inputs.len() != self.inputs.len() {
             return Err(OpError::Invalid(format!(
                 "expected {} inputs ({}), got {}",
@@ -399,17 +426,7 @@ impl Plan {
                 check_input(name, ty, value, &mut bindings)?;
             }
         }
-        self.run_typed(inputs, options)
-    }
-
-    /// [`Plan::run`] on inputs already known to be of the declared types and count (a fused
-    /// op's body, fed what its node's plan typed): no check, nothing allocated but the slots.
-    pub fn run_typed(&self, inputs: Vec<Value>, mut options: RunOptions) -> Result<Vec<Value>> {
-        // Values computed (or fed) in this run; constants are read from `self.constants`.
-        let mut slots: Vec<Option<Value>> = vec![None; self.slot_count];
-        for ((_, slot, _), value) in self.inputs.iter().zip(inputs) {
-            slots[*slot] = Some(value);
-        }
+        let mut slots = self.fed_slots(inputs);
         for step in &self.steps {
             let outputs = self.eval_step(step, &slots)?;
             if let Some(observer) = options.observer.as_mut() {
@@ -425,29 +442,16 @@ impl Plan {
         self.outputs_of(slots)
     }
 
-    /// [`Plan::run_typed`] for a fused op's body: consecutive steps that read none of each
-    /// other's outputs (the products of one normalized row) are evaluated at once on the
-    /// thread pool, with the calling thread's ISA, then stored in order. Each op computes what
-    /// it computes alone, so the bits are those of [`Plan::run_typed`].
+    /// [`Plan::run`] for a fused op's body, on inputs its node's plan typed (not checked
+    /// again): consecutive steps that read none of each other's outputs (the products of one
+    /// normalized row) are evaluated at once on the thread pool, with the calling thread's ISA,
+    /// then stored in order. Each op computes what it computes alone, so the bits are those of
+    /// [`Plan::run`].
     pub fn run_body(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
-        let mut slots: Vec<Option<Value>> = vec![None; self.slot_count];
-        for ((_, slot, _), value) in self.inputs.iter().zip(inputs) {
-            slots[*slot] = Some(value);
-        }
+        let mut slots = self.fed_slots(inputs);
         let isa = samebits_kernels::Isa::active();
-        let mut first = 0;
-        while first < self.steps.len() {
-            let mut end = first + 1;
-            while end < self.steps.len()
-                && !self.steps[end].inputs.iter().flatten().any(|s| {
-                    self.steps[first..end]
-                        .iter()
-                        .any(|step| step.outputs.contains(s))
-                })
-            {
-                end += 1;
-            }
-            let group = &self.steps[first..end];
+        for range in self.independent_runs() {
+            let group = &self.steps[range.clone()];
             let results: Vec<Result<Vec<Value>>> = match group {
                 [step] => vec![self.eval_step(step, &slots)],
                 _ => group
@@ -465,9 +469,39 @@ impl Plan {
                     slots[*slot] = None;
                 }
             }
-            first = end;
         }
         self.outputs_of(slots)
+    }
+
+    /// The steps cut into runs of consecutive steps that read none of each other's outputs,
+    /// worked out on the first [`Plan::run_body`] and kept.
+    fn independent_runs(&self) -> &[std::ops::Range<usize>] {
+        self.independent_runs.get_or_init(|| {
+            let mut runs = Vec::new();
+            let mut first = 0;
+            let mut written = BTreeSet::new();
+            for (i, step) in self.steps.iter().enumerate() {
+                if step.inputs.iter().flatten().any(|s| written.contains(s)) {
+                    runs.push(first..i);
+                    first = i;
+                    written.clear();
+                }
+                written.extend(step.outputs.iter().copied());
+            }
+            if first < self.steps.len() {
+                runs.push(first..self.steps.len());
+            }
+            runs
+        })
+    }
+
+    /// Value slots with the plan's inputs placed (constants are read from `self.constants`).
+    fn fed_slots(&self, inputs: Vec<Value>) -> Vec<Option<Value>> {
+        let mut slots: Vec<Option<Value>> = vec![None; self.slot_count];
+        for ((_, slot, _), value) in self.inputs.iter().zip(inputs) {
+            slots[*slot] = Some(value);
+        }
+        slots
     }
 
     /// Evaluates one step on the values of `slots` (and the constants).
@@ -477,16 +511,7 @@ impl Plan {
             .iter()
             .map(|s| s.and_then(|s| slots[s].as_ref().or(self.constants[s].as_ref())))
             .collect();
-        let outputs = step.op.eval(&args).map_err(|e| e.at(&step.node))?;
-        if outputs.len() < step.outputs.len() {
-            return Err(OpError::Invalid(format!(
-                "{}: produced {} outputs, the graph expects {}",
-                step.node,
-                outputs.len(),
-                step.outputs.len()
-            )));
-        }
-        Ok(outputs)
+        step.view().eval(&args)
     }
 
     /// The plan's outputs from the slots of a finished run.
