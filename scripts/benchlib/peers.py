@@ -26,7 +26,7 @@ TORCH_PINS = ["torch==2.15.0", "numpy", "gguf"]
 # Top-level parts of the llama.cpp tree a CPU or CUDA build of llama-bench and libllama needs
 # (the GPU machine gets only these: one call carries at most 64 MiB).
 LLAMA_BUILD_PARTS = ["CMakeLists.txt", "cmake", "common", "ggml", "include", "src", "tools", "vendor",
-                     "licenses", "LICENSE", "gguf-py"]
+                     "licenses", "LICENSE", "gguf-py", "scripts/ui-assets.cmake"]
 
 
 def log(msg):

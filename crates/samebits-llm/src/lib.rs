@@ -11,11 +11,14 @@
 //!   `samebits::MatMulGguf` / `samebits::GatherGguf`, compiled once into a [`samebits_ops::Plan`]
 //!   with symbolic sequence and cache lengths; [`Llm::forward`] runs it over new tokens and a
 //!   [`KvCache`].
+//! - `batched`: [`Llm::forward_last_batch`], several sequences' new tokens in one pass, each
+//!   sequence's logits the bits it gets alone (the server's continuous batching).
 //! - [`sampling`]: greedy and temperature / top-k / top-p sampling with a counter-based RNG
 //!   (docs/contract.md, section `sampling`).
 //! - [`generate`]: prompt → tokens, prefill, decode, streaming text.
 //! - [`receipt`]: generation receipts and their verification by one prefill pass.
 
+mod batched;
 pub mod checkpoint;
 pub mod embed;
 mod error;

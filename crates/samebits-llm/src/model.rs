@@ -41,7 +41,11 @@
 //! sequence and token-by-token decode give the same logits bit for bit. The graph is the same
 //! whatever device runs it: matrices stay in their ggml rows (the CPU's `MatMulGguf` packs the
 //! row panels of its kernels itself, on first use).
+//!
+//! Each stage also compiles the batched form of its graph (`crate::batched`: several sequences'
+//! rows at once, each attending to its own cache), over the same initializers.
 
+use crate::batched::batched_graph;
 use crate::weights::{GgufWeights, MatrixWeight, WeightSource};
 use crate::{LlmError, Result};
 use samebits_gguf::{GgufFile, ModelConfig};
@@ -95,6 +99,8 @@ pub struct DecoderStage {
     layers: Range<usize>,
     config: ModelConfig,
     executor: Executor,
+    /// The stage's batched plan (crate::batched), on the same device.
+    batched: Executor,
 }
 
 /// What a model file or folder gives besides its weights: where it is, its configuration,
@@ -111,8 +117,8 @@ pub struct LoadSource<'a> {
 /// them in place.
 pub struct KvCache {
     /// `[key_a, value_a, key_a+1, value_a+1, ...]`, each `[1, kv_heads, len, head_dim]`.
-    layers: Vec<IoValue>,
-    len: usize,
+    pub(crate) layers: Vec<IoValue>,
+    pub(crate) len: usize,
 }
 
 impl KvCache {
@@ -207,12 +213,17 @@ impl Llm {
                 )));
             }
             let (mut graph, opsets) = build_graph(weights, &config, &range)?;
-            decoder_fusion::run(&mut graph, &fusion_rules());
-            let plan = Plan::build(&graph, &opsets, operation_set, &[])?;
+            let mut batched = batched_graph(&graph, range.end == config.block_count)?;
+            let compile = |graph: &mut Graph| -> Result<Executor> {
+                decoder_fusion::run(graph, &fusion_rules());
+                let plan = Plan::build(graph, &opsets, operation_set, &[])?;
+                Ok(Executor::new(Arc::new(plan), device)?)
+            };
             stages.push(DecoderStage {
                 layers: range,
                 config: config.clone(),
-                executor: Executor::new(Arc::new(plan), device)?,
+                executor: compile(&mut graph)?,
+                batched: compile(&mut batched)?,
             });
         }
         Ok(Llm {
@@ -270,23 +281,7 @@ impl Llm {
 
     /// [`Llm::forward`], or with `last_row` only the last token's logits.
     fn run(&self, tokens: &[u32], cache: &mut KvCache, last_row: bool) -> Result<Vec<f32>> {
-        let mut next = 0;
-        for stage in &self.stages {
-            if stage.layers.start != next {
-                break;
-            }
-            next = stage.layers.end;
-        }
-        if next != self.config.block_count || self.stages.is_empty() {
-            return Err(LlmError::Usage(format!(
-                "this process holds layers {:?} of {}, not the whole decoder",
-                self.stages
-                    .iter()
-                    .map(|s| s.layers.clone())
-                    .collect::<Vec<_>>(),
-                self.config.block_count
-            )));
-        }
+        self.check_whole()?;
         let ids: Vec<i64> = tokens.iter().map(|&t| i64::from(t)).collect();
         let mut x = Tensor::from_vec(vec![1, tokens.len()], ids)?;
         let mut layers = std::mem::take(&mut cache.layers).into_iter();
@@ -304,6 +299,28 @@ impl Llm {
         cache.len += tokens.len();
         Ok(x.as_slice::<f32>()?.to_vec())
     }
+
+    /// Running the whole decoder needs stages covering every layer, in order.
+    pub(crate) fn check_whole(&self) -> Result<()> {
+        let mut next = 0;
+        for stage in &self.stages {
+            if stage.layers.start != next {
+                break;
+            }
+            next = stage.layers.end;
+        }
+        if next != self.config.block_count || self.stages.is_empty() {
+            return Err(LlmError::Usage(format!(
+                "this process holds layers {:?} of {}, not the whole decoder",
+                self.stages
+                    .iter()
+                    .map(|s| s.layers.clone())
+                    .collect::<Vec<_>>(),
+                self.config.block_count
+            )));
+        }
+        Ok(())
+    }
 }
 
 fn empty_cache(c: &ModelConfig, layers: usize) -> KvCache {
@@ -319,6 +336,16 @@ impl DecoderStage {
     /// The decoder layers of this stage.
     pub fn layers(&self) -> Range<usize> {
         self.layers.clone()
+    }
+
+    /// The model's configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The executor of the stage's batched plan (crate::batched).
+    pub(crate) fn batched(&self) -> &samebits_runtime::Executor {
+        &self.batched
     }
 
     /// Where the stage runs, as receipts record it (`cpu`, `cuda:0 (<GPU name>)`).
@@ -599,7 +626,7 @@ fn tensor_info(name: &str, dtype: DType, dims: Vec<Dim>) -> ValueInfo {
 /// and `sin` of the angle, every operation one f32 rounding with samebits-math's correctly
 /// rounded exp, log, cos and sin.
 pub fn rotary_tables(
-    positions: Range<usize>,
+    positions: impl ExactSizeIterator<Item = usize>,
     rotary_dim: usize,
     base: f32,
     divisors: Option<&[f32]>,

@@ -681,6 +681,7 @@ fn checkpoint_and_gguf_give_identical_logits_matching_the_float64_reference() {
                     .all(|(x, y)| x.to_bits() == y.to_bits())
             );
         }
+        batched_sequences_get_their_own_bits(&hf, tokens, &a, v.name);
         // The two tokenizers agree, and the checkpoint's special token and template are used.
         let text = "AB!<|end|>O";
         assert_eq!(
@@ -693,6 +694,40 @@ fn checkpoint_and_gguf_give_identical_logits_matching_the_float64_reference() {
         );
         assert_eq!(hf.tokenizer.eos_id(), Some(47));
         assert!(hf.chat_template.is_some());
+    }
+}
+
+/// Three sequences over `tokens` run in batches (`Llm::forward_last_batch`) of mixed prefills
+/// and decode steps, each at its own length, give at every step the bits of `prefill` (the
+/// logits of all of `tokens` in one pass) at that sequence's position.
+fn batched_sequences_get_their_own_bits(llm: &Llm, tokens: &[u32], prefill: &[f32], name: &str) {
+    let vocab = llm.vocab_size();
+    let mut caches = [llm.new_cache(), llm.new_cache(), llm.new_cache()];
+    // Per round, the new tokens (a range of `tokens`) of each sequence that takes part.
+    let rounds: [&[(usize, std::ops::Range<usize>)]; 5] = [
+        &[(0, 0..2), (1, 0..1)],
+        &[(0, 2..3), (1, 1..5), (2, 0..7)],
+        &[(1, 5..6), (0, 3..4)],
+        &[(0, 4..5), (1, 6..7)],
+        &[(0, 5..7)],
+    ];
+    for (r, round) in rounds.iter().enumerate() {
+        let mut pending: Vec<Option<&mut samebits_llm::KvCache>> =
+            caches.iter_mut().map(Some).collect();
+        let mut batch: Vec<(&[u32], &mut samebits_llm::KvCache)> = round
+            .iter()
+            .map(|(s, range)| (&tokens[range.clone()], pending[*s].take().unwrap()))
+            .collect();
+        let logits = llm.forward_last_batch(&mut batch).unwrap();
+        for ((s, range), got) in round.iter().zip(&logits) {
+            let expected = &prefill[(range.end - 1) * vocab..range.end * vocab];
+            assert!(
+                got.iter()
+                    .zip(expected)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{name}: round {r}, sequence {s} (tokens {range:?}) differs from its prefill"
+            );
+        }
     }
 }
 

@@ -5,6 +5,8 @@
 //! - greedy continuations and logits agree with the independent float64 reference of
 //!   `tools/reference_forward.py` (fixtures in `tests/fixtures/`, written by that script): on 5
 //!   prompts the 12 greedy tokens are equal and logits max |a - b| / max |b| <= 1e-4;
+//! - prompts generated together in batches of mixed prefills and decode steps get their lone
+//!   bits at every step, on every ISA and thread count;
 //! - a generation receipt verifies, and one with a changed token is rejected at that step.
 
 use samebits_kernels::{Isa, with_isa};
@@ -74,6 +76,85 @@ fn logits_are_identical_on_every_isa_and_thread_count() {
             let got = in_pool(threads, isa);
             let differing = got.iter().zip(&reference).filter(|(a, b)| a != b).count();
             assert_eq!(differing, 0, "{isa}, {threads} threads: logits differ");
+        }
+    }
+}
+
+/// Four prompts generated greedily in one batch (`Llm::forward_last_batch`), joining at
+/// different rounds so that prefills and decode steps of caches of different lengths share
+/// each pass, give every step the bits each prompt gets alone, on every ISA and with 1 or 2
+/// threads: what makes a server's output independent of the other requests it runs.
+#[test]
+fn batched_sequences_get_their_lone_bits_on_every_isa_and_thread_count() {
+    let Some(llm) = load() else { return };
+    let prompts: Vec<Vec<u32>> = [
+        "The capital of France is",
+        "1, 2, 3,",
+        "Once upon a time, in a land far away, there lived",
+        "Hi",
+    ]
+    .iter()
+    .map(|p| llm.tokenizer.encode(p, true).unwrap())
+    .collect();
+    let steps = 4;
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    // Alone: the prefill's last row, then `steps` greedy decode steps.
+    let alone: Vec<Vec<Vec<u32>>> = prompts
+        .iter()
+        .map(|prompt| {
+            let mut cache = llm.new_cache();
+            let mut logits = llm.forward_last(prompt, &mut cache).unwrap();
+            let mut rows = vec![bits(&logits)];
+            for _ in 0..steps {
+                logits = llm.forward(&[argmax(&logits)], &mut cache).unwrap();
+                rows.push(bits(&logits));
+            }
+            rows
+        })
+        .collect();
+    // Batched: prompt `p` joins at round `p` (its prefill beside the others' decode steps).
+    let batched = || {
+        let mut caches: Vec<_> = prompts.iter().map(|_| llm.new_cache()).collect();
+        let mut rows: Vec<Vec<Vec<u32>>> = vec![Vec::new(); prompts.len()];
+        let mut next: Vec<Vec<u32>> = prompts.clone();
+        for round in 0..prompts.len() + steps {
+            let members: Vec<usize> = (0..prompts.len())
+                .filter(|&p| p <= round && rows[p].len() <= steps)
+                .collect();
+            let mut batch: Vec<(&[u32], &mut samebits_llm::KvCache)> = caches
+                .iter_mut()
+                .enumerate()
+                .filter(|(p, _)| members.contains(p))
+                .map(|(p, cache)| (next[p].as_slice(), cache))
+                .collect();
+            let logits = llm.forward_last_batch(&mut batch).unwrap();
+            for (&p, row) in members.iter().zip(&logits) {
+                next[p] = vec![argmax(row)];
+                rows[p].push(bits(row));
+            }
+        }
+        rows
+    };
+    let in_pool = |threads: usize, isa: Isa| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| with_isa(isa, batched))
+    };
+    for isa in Isa::available() {
+        for threads in [1, 2] {
+            let got = in_pool(threads, isa);
+            for (p, (got, alone)) in got.iter().zip(&alone).enumerate() {
+                for (step, (g, a)) in got.iter().zip(alone).enumerate() {
+                    let differing = g.iter().zip(a).filter(|(x, y)| x != y).count();
+                    assert_eq!(
+                        differing, 0,
+                        "{isa}, {threads} threads: prompt {p} step {step} differs from alone"
+                    );
+                }
+                assert_eq!(got.len(), steps + 1);
+            }
         }
     }
 }

@@ -1,12 +1,14 @@
 //! The engine: one thread that owns the model and generates for every request, with continuous
-//! batching at token boundaries. Requests wait in a bounded queue; between two decode steps the
-//! engine admits waiting ones (up to `max_running` sequences: prefill and first token) and
-//! drops those whose client went away, then advances every running sequence by one token.
+//! batching at token boundaries. Requests wait in a bounded queue; between two rounds the
+//! engine admits waiting ones (up to `max_running` sequences) and drops those whose client
+//! went away; each round then runs every running sequence's next tokens (a new sequence's
+//! prompt, the others' last token) in one batched forward pass and takes one token for each.
+//! (On a GPU, sequences admitted while few run take their own pass: [`GPU_BATCH_FROM`].)
 //!
-//! Each sequence keeps its own KV cache and runs its own forward pass, so every product and
-//! attention reduction of a sequence has the canonical order it has alone: its logits, tokens
-//! and receipt do not depend on which other requests share the engine, or when they came
-//! (docs/serve.md). Token `i` of a sequence is sampled with the request's own `seed` at step
+//! Each sequence keeps its own KV cache; the batched pass ([`Llm::forward_last_batch`]) gives
+//! each sequence the bits it gets alone (every product row and every attention reduction keeps
+//! its canonical order), so its logits, tokens and receipt do not depend on which other
+//! requests share the engine, or when they came (docs/serve.md). Token `i` of a sequence is sampled with the request's own `seed` at step
 //! `i`, as `samebits generate` samples it.
 
 use crate::api::{ApiError, GenerationRequest, Prompt, usage};
@@ -72,6 +74,12 @@ pub struct EngineOptions {
     pub device: Device,
     /// Most sequences generated at once; further requests wait in the queue.
     pub max_running: usize,
+    /// Most prompt tokens one round prefills; other new sequences wait for a later round (a
+    /// longer prompt still runs, alone among the prefills).
+    pub max_batch_tokens: usize,
+    /// From how many running sequences (the new one included) a new sequence joins the batched
+    /// pass instead of running its own; `None`: 1 on the CPU, [`GPU_BATCH_FROM`] on a GPU.
+    pub batch_from: Option<usize>,
 }
 
 /// The loaded model, as the server describes it.
@@ -117,8 +125,12 @@ impl Engine {
                     info: &info,
                     metrics: &metrics,
                     receipts: &receipts,
+                    batch_from: options.batch_from.unwrap_or(match options.device {
+                        Device::Cpu => 1,
+                        Device::Cuda(_) => GPU_BATCH_FROM,
+                    }),
                 };
-                engine.run(jobs, options.max_running.max(1));
+                engine.run(jobs, options.max_running.max(1), options.max_batch_tokens);
             })
             .map_err(|e| format!("cannot start the engine thread: {e}"))?;
         match ready.recv() {
@@ -164,7 +176,18 @@ struct Scheduler<'a> {
     info: &'a ModelInfo,
     metrics: &'a Metrics,
     receipts: &'a ReceiptStore,
+    /// From how many running sequences (this one included) a new sequence joins the batched
+    /// pass: 1 on the CPU; on a GPU [`GPU_BATCH_FROM`].
+    batch_from: usize,
 }
+
+/// On a GPU a sequence runs its own forward pass (CUDA graphs, its KV cache on the device)
+/// while fewer than this many sequences run; from then on new sequences join the batched pass,
+/// whose attention has no GPU kernel yet and runs on the host (same bits), which pays off only
+/// with many sequences: measured on an H100 with SmolLM2-135M (docs/serve.md), the batched pass
+/// gave 181 / 398 / 597 / 732 tok/s at 1 / 8 / 32 / 64 clients against 482 / 456 / 473 / 454
+/// for one pass per sequence.
+const GPU_BATCH_FROM: usize = 16;
 
 /// A sequence being generated.
 struct Running<'a> {
@@ -172,8 +195,12 @@ struct Running<'a> {
     options: GenerateOptions,
     sequence: Sequence<'a>,
     cache: KvCache,
-    /// The token to run next.
-    next: u32,
+    /// The tokens to run next: the prompt until the prefill ran, then the last token taken.
+    next: Vec<u32>,
+    /// Whether the prompt has been run (its prefill happens in the sequence's first round).
+    started: bool,
+    /// Whether the sequence runs in the batched pass (its cache on the host), else its own.
+    batched: bool,
     stop: StopFilter,
     prefill_time: Duration,
     decode_started: Instant,
@@ -189,7 +216,7 @@ enum Progress {
 }
 
 impl<'a> Scheduler<'a> {
-    fn run(&self, jobs: Receiver<Job>, max_running: usize) {
+    fn run(&self, jobs: Receiver<Job>, max_running: usize, max_batch_tokens: usize) {
         let mut running: Vec<Running<'a>> = Vec::new();
         let mut open = true;
         loop {
@@ -213,7 +240,8 @@ impl<'a> Scheduler<'a> {
                     }
                 };
                 self.metrics.dequeued();
-                if let Some(sequence) = self.admit(job) {
+                let batched = running.len() + 1 >= self.batch_from;
+                if let Some(sequence) = self.admit(job, batched) {
                     running.push(sequence);
                 }
                 self.metrics.set_running(running.len());
@@ -221,22 +249,14 @@ impl<'a> Scheduler<'a> {
             if running.is_empty() && !open {
                 return;
             }
-            let mut still = Vec::with_capacity(running.len());
-            for mut sequence in running.drain(..) {
-                match self.advance(&mut sequence) {
-                    Progress::Continue => still.push(sequence),
-                    Progress::Finished(reason) => self.finish(sequence, reason),
-                    Progress::Ended => {}
-                }
-            }
-            running = still;
+            running = self.round(running, max_batch_tokens);
             self.metrics.set_running(running.len());
         }
     }
 
-    /// Tokenizes and prefills a request and takes its first token; `None` when it already
-    /// ended (finished, failed or cancelled).
-    fn admit(&self, job: Job) -> Option<Running<'a>> {
+    /// Tokenizes and checks a request; `None` when it already ended (failed or cancelled).
+    /// Its prompt runs in the next round, in the batched pass when `batched`.
+    fn admit(&self, job: Job, batched: bool) -> Option<Running<'a>> {
         let llm = self.llm;
         if job.events.is_closed() {
             self.metrics.ended(Outcome::Cancelled);
@@ -273,59 +293,97 @@ impl<'a> Scheduler<'a> {
                 return None;
             }
         };
-        let mut cache = llm.new_cache();
-        let start = Instant::now();
-        let logits = match llm.forward_last(sequence.prompt_tokens(), &mut cache) {
-            Ok(logits) => logits,
-            Err(e) => {
-                self.fail(&job, internal(e));
-                return None;
-            }
-        };
-        let prompt_tokens = sequence.prompt_tokens().len();
-        self.metrics.prompt_tokens(prompt_tokens);
-        let _ = job.events.send(Event::Started { prompt_tokens });
         let now = Instant::now();
-        self.metrics.time_to_first_token(now - job.received);
-        let mut running = Running {
+        Some(Running {
             stop: StopFilter::new(&job.request.stop),
             job,
             options,
+            next: sequence.prompt_tokens().to_vec(),
+            started: false,
+            batched,
             sequence,
-            cache,
-            next: 0,
-            prefill_time: now - start,
+            cache: llm.new_cache(),
+            prefill_time: Duration::ZERO,
             decode_started: now,
             last_token: now,
-        };
-        match self.take(&mut running, &logits) {
-            Progress::Continue => Some(running),
-            Progress::Finished(reason) => {
-                self.finish(running, reason);
-                None
-            }
-            Progress::Ended => None,
-        }
+        })
     }
 
-    /// One decode step of `running`.
-    fn advance(&self, running: &mut Running<'a>) -> Progress {
-        if running.job.events.is_closed() {
-            self.metrics.ended(Outcome::Cancelled);
-            return Progress::Ended;
+    /// One round: every running sequence whose client is still there runs its next tokens
+    /// (the started ones their last token, new ones their prompt, in arrival order while their
+    /// prompts fit `max_batch_tokens`, at least one), the batched ones in one batched forward
+    /// pass and the others in their own, then takes its next token. Returns the sequences
+    /// that go on.
+    fn round(&self, running: Vec<Running<'a>>, max_batch_tokens: usize) -> Vec<Running<'a>> {
+        let running: Vec<Running<'a>> = running
+            .into_iter()
+            .filter(|r| {
+                let open = !r.job.events.is_closed();
+                if !open {
+                    self.metrics.ended(Outcome::Cancelled);
+                }
+                open
+            })
+            .collect();
+        if running.is_empty() {
+            return running;
         }
-        match self.llm.forward(&[running.next], &mut running.cache) {
-            Ok(logits) => {
-                let now = Instant::now();
-                self.metrics.inter_token_latency(now - running.last_token);
-                running.last_token = now;
-                self.take(running, &logits)
+        let mut prefill = 0;
+        let (running, waiting): (Vec<_>, Vec<_>) = running.into_iter().partition(|r| {
+            let fits = r.started || prefill == 0 || prefill + r.next.len() <= max_batch_tokens;
+            if fits && !r.started {
+                prefill += r.next.len();
             }
-            Err(e) => {
-                self.fail(&running.job, internal(e));
-                Progress::Ended
+            fits
+        });
+        let start = Instant::now();
+        let (mut together, alone): (Vec<_>, Vec<_>) = running.into_iter().partition(|r| r.batched);
+        let mut batch: Vec<(&[u32], &mut KvCache)> = together
+            .iter_mut()
+            .map(|r| (r.next.as_slice(), &mut r.cache))
+            .collect();
+        let rows: Vec<Result<Vec<f32>, ApiError>> = match batch.is_empty() {
+            true => Vec::new(),
+            false => match self.llm.forward_last_batch(&mut batch) {
+                Ok(rows) => rows.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(internal(e)); together.len()],
+            },
+        };
+        let mut results: Vec<(Running<'a>, Result<Vec<f32>, ApiError>)> =
+            together.into_iter().zip(rows).collect();
+        for mut r in alone {
+            let logits = self.llm.forward_last(&r.next, &mut r.cache);
+            results.push((r, logits.map_err(internal)));
+        }
+        let now = Instant::now();
+        let mut still = waiting;
+        for (mut r, logits) in results {
+            let logits = match logits {
+                Ok(logits) => logits,
+                Err(e) => {
+                    self.fail(&r.job, e);
+                    continue;
+                }
+            };
+            if r.started {
+                self.metrics.inter_token_latency(now - r.last_token);
+            } else {
+                r.started = true;
+                let prompt_tokens = r.next.len();
+                self.metrics.prompt_tokens(prompt_tokens);
+                let _ = r.job.events.send(Event::Started { prompt_tokens });
+                self.metrics.time_to_first_token(now - r.job.received);
+                r.prefill_time = now - start;
+                r.decode_started = now;
+            }
+            r.last_token = now;
+            match self.take(&mut r, &logits) {
+                Progress::Continue => still.push(r),
+                Progress::Finished(reason) => self.finish(r, reason),
+                Progress::Ended => {}
             }
         }
+        still
     }
 
     /// Samples the step's token from the last row of `logits` and releases its text.
@@ -346,7 +404,7 @@ impl<'a> Scheduler<'a> {
             }
             Ok(_) if stop.stopped() => Progress::Finished("stop"),
             Ok(Some(token)) => {
-                running.next = token;
+                running.next = vec![token];
                 Progress::Continue
             }
             Ok(None) if sequence.ended_with_eos() => Progress::Finished("stop"),

@@ -14,7 +14,7 @@ use samebits_serve::{ServeOptions, Server};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn model() -> Option<PathBuf> {
@@ -25,13 +25,20 @@ fn model() -> Option<PathBuf> {
     found
 }
 
-fn start(model: PathBuf, max_running: usize, max_queue: usize) -> Server {
+fn start(
+    model: PathBuf,
+    max_running: usize,
+    max_queue: usize,
+    batch_from: Option<usize>,
+) -> Server {
     Server::start(ServeOptions {
         engine: EngineOptions {
             model,
             operation_set: OperationSet::Reproducible,
             device: Device::Cpu,
             max_running,
+            max_batch_tokens: 64,
+            batch_from,
         },
         host: "127.0.0.1".into(),
         port: 0,
@@ -150,7 +157,15 @@ fn completion(prompt: &str, max_tokens: usize, seed: u64) -> Value {
 #[test]
 fn a_request_gets_the_same_bits_alone_and_amid_31_others() {
     let Some(model) = model() else { return };
-    let server = start(model.clone(), 32, 64);
+    // Every sequence in the batched pass; then the first five in their own passes (as a GPU
+    // server runs sequences while few run) and the rest, the probe among them, batched.
+    for batch_from in [None, Some(6)] {
+        probe_alone_and_amid_31_others(&model, batch_from);
+    }
+}
+
+fn probe_alone_and_amid_31_others(model: &Path, batch_from: Option<usize>) {
+    let server = start(model.to_path_buf(), 32, 64, batch_from);
     let addr = server.addr();
     let probe = completion("The capital of France is", 24, 5);
     let alone = post(addr, "/v1/completions", &probe);
@@ -203,7 +218,7 @@ fn a_request_gets_the_same_bits_alone_and_amid_31_others() {
 
     // The batched run's receipt verifies alone: one prefill over prompt + tokens.
     let receipt: GenerationReceipt = serde_json::from_value(b.clone()).unwrap();
-    let llm = Llm::load(&model, OperationSet::Reproducible).unwrap();
+    let llm = Llm::load(model, OperationSet::Reproducible).unwrap();
     let checked = check(&receipt, &llm, &mut |tokens| {
         llm.forward(tokens, &mut llm.new_cache())
     })
@@ -215,7 +230,7 @@ fn a_request_gets_the_same_bits_alone_and_amid_31_others() {
 #[test]
 fn limits_answer_413_and_429_with_json_errors() {
     let Some(model) = model() else { return };
-    let server = start(model, 1, 1);
+    let server = start(model, 1, 1, None);
     let addr = server.addr();
     let big = json!({"model": "smollm2", "prompt": "x".repeat(5000)});
     let response = post(addr, "/v1/completions", &big);
@@ -244,7 +259,7 @@ fn limits_answer_413_and_429_with_json_errors() {
 #[test]
 fn a_client_that_disconnects_cancels_its_sequence() {
     let Some(model) = model() else { return };
-    let server = start(model, 4, 4);
+    let server = start(model, 4, 4, None);
     let addr = server.addr();
     let mut body = completion("Count from one to a thousand:", 2000, 1);
     body["stream"] = json!(true);
@@ -267,7 +282,7 @@ fn a_client_that_disconnects_cancels_its_sequence() {
 #[test]
 fn a_stream_carries_the_text_and_the_receipt() {
     let Some(model) = model() else { return };
-    let server = start(model, 4, 4);
+    let server = start(model, 4, 4, None);
     let addr = server.addr();
     let mut body = completion("The capital of France is", 12, 0);
     body["temperature"] = json!(0);
@@ -304,7 +319,7 @@ fn a_stream_carries_the_text_and_the_receipt() {
 #[test]
 fn shutdown_lets_an_in_flight_request_finish() {
     let Some(model) = model() else { return };
-    let server = start(model, 4, 4);
+    let server = start(model, 4, 4, None);
     let addr = server.addr();
     let body = completion("Once upon a time", 40, 2);
     let client = std::thread::spawn(move || post(addr, "/v1/completions", &body));

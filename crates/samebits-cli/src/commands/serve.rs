@@ -51,6 +51,16 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 16,
           value_parser = clap::value_parser!(u16).range(1..=4096))]
     max_running: u16,
+    /// Most prompt tokens prefilled in one round (one batched forward pass, beside the running
+    /// sequences' decode steps); later new requests wait a round. A longer prompt still runs.
+    #[arg(long, value_name = "N", default_value_t = 2048,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_batch_tokens: u32,
+    /// A new request joins the batched forward pass once this many sequences run (itself
+    /// included); below that it runs its own pass. Default: 1 on the CPU, 16 on a GPU (where
+    /// the batched pass's attention runs on the host). Same bits either way.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    batch_from: Option<u16>,
     /// Most requests waiting for a place in the batch; more are answered 429.
     #[arg(long, value_name = "N", default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -78,6 +88,8 @@ pub fn main(args: Args) -> Result<ExitCode> {
             operation_set: args.operation_set,
             device: args.device.device,
             max_running: usize::from(args.max_running),
+            max_batch_tokens: args.max_batch_tokens as usize,
+            batch_from: args.batch_from.map(usize::from),
         },
         host: args.host,
         port: args.port,

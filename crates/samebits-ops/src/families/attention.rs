@@ -20,6 +20,7 @@ use std::borrow::Cow;
 
 pub fn register(r: &mut Registry) {
     r.register("", "Attention", Attention::build);
+    r.register("samebits", "RaggedAttention", RaggedAttention::build);
     r.register("", "RotaryEmbedding", Rotary::build);
 }
 
@@ -404,6 +405,10 @@ struct Attention {
 
 impl Attention {
     fn build(ctx: &BuildContext) -> Result<Box<dyn Op>> {
+        Ok(Box::new(Attention::parse(ctx)?))
+    }
+
+    fn parse(ctx: &BuildContext) -> Result<Attention> {
         let args = NodeArgs::new(ctx.node);
         let mode = args.int_or("qk_matmul_output_mode", 0)?;
         if !(0..=3).contains(&mode) {
@@ -413,7 +418,7 @@ impl Attention {
         if softcap < 0.0 {
             bail!("attribute \"softcap\" must not be negative, got {softcap}");
         }
-        Ok(Box::new(Attention {
+        Ok(Attention {
             is_causal: args.int_or("is_causal", 0)? != 0,
             q_num_heads: args.int_or("q_num_heads", 0)?,
             kv_num_heads: args.int_or("kv_num_heads", 0)?,
@@ -422,7 +427,7 @@ impl Attention {
             qk_matmul_output_mode: mode,
             correctly_rounded: ctx.operation_set.correctly_rounded_math(),
             qk_output: ctx.node.outputs.len() > 3,
-        }))
+        })
     }
 
     fn tanh(&self, x: f32) -> f32 {
@@ -603,6 +608,146 @@ impl Op for Attention {
             outputs.push(f32::store(dtype, vec![q.batch, q.heads, q.seq, total], qk)?.into());
         }
         Ok(outputs)
+    }
+}
+
+/// `samebits::RaggedAttention`: the attention of several sequences in one step, each over its
+/// own KV cache, for a batched decoder (samebits-llm's batched plan; docs/contract.md section
+/// `attention`, "Ragged batches").
+///
+/// Inputs: Q, K, V `[1, R, heads * size]` (the rows of every sequence, one after the other),
+/// `rows` i64 `[B]` (how many of those rows each sequence has), `past_key` and `past_value`,
+/// sequences of B tensors `[1, kv_heads, P_b, size]`. Outputs: Y `[1, R, q_heads * v_size]` and
+/// `present_key`, `present_value`, sequences of B tensors `[1, kv_heads, P_b + rows_b, size]`.
+/// Attributes: those of Attention (`is_causal`, `q_num_heads`, `kv_num_heads`, `scale`,
+/// `softcap`).
+///
+/// Sequence `b`'s rows are evaluated by this module's Attention on its own inputs, exactly as a
+/// lone sequence's step evaluates them, so its bits never depend on the other sequences (how
+/// many, how long): no padding, no shared reduction.
+#[derive(Debug)]
+struct RaggedAttention(Attention);
+
+impl RaggedAttention {
+    fn build(ctx: &BuildContext) -> Result<Box<dyn Op>> {
+        if ctx.node.outputs.len() > 3 {
+            bail!("RaggedAttention has 3 outputs (Y, present_key, present_value)");
+        }
+        Ok(Box::new(RaggedAttention(Attention::parse(ctx)?)))
+    }
+}
+
+/// Rows `rows` of a `[1, R, width]` tensor, as a tensor `[1, rows.len(), width]`.
+fn tensor_rows(t: &Tensor, rows: std::ops::Range<usize>, input: usize) -> Result<Tensor> {
+    let [1, r, width] = t.shape()[..] else {
+        bail!(
+            "input {input} must be [1, rows, width], has shape {:?}",
+            t.shape()
+        );
+    };
+    if rows.end > r {
+        bail!(
+            "input {input} has {r} rows, the sequences' rows need {}",
+            rows.end
+        );
+    }
+    let row_bytes = width * t.dtype().size();
+    let bytes = &t.bytes()?[rows.start * row_bytes..rows.end * row_bytes];
+    Ok(Tensor::from_le_bytes(
+        t.dtype(),
+        vec![1, rows.len(), width],
+        bytes,
+    )?)
+}
+
+impl Op for RaggedAttention {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let dtype = inputs.first().and_then(|t| t.as_ref()?.dtype());
+        let cache = inputs.get(4).cloned().flatten();
+        Ok(vec![
+            dtype.map(|d| ValueType::tensor(d, None)),
+            cache.clone(),
+            cache,
+        ])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let (q, k, v) = (inputs.tensor(0)?, inputs.tensor(1)?, inputs.tensor(2)?);
+        let rows = inputs.ints(3, "rows")?;
+        let caches = |i: usize, name: &str| -> Result<&[Tensor]> {
+            match inputs.value(i)? {
+                Value::Sequence(ts) if ts.len() == rows.len() => Ok(ts),
+                Value::Sequence(ts) => bail!(
+                    "input {i} ({name}) holds {} caches for {} sequences",
+                    ts.len(),
+                    rows.len()
+                ),
+                other => bail!(
+                    "input {i} ({name}) must be a sequence, got a {}",
+                    other.kind()
+                ),
+            }
+        };
+        let (past_keys, past_values) = (caches(4, "past_key")?, caches(5, "past_value")?);
+        let mut starts = Vec::with_capacity(rows.len());
+        let mut end = 0usize;
+        for &n in &rows {
+            let n = usize::try_from(n).map_err(|_| {
+                OpError::Invalid(format!(
+                    "input 3 (rows) must hold row counts >= 0, got {rows:?}"
+                ))
+            })?;
+            starts.push(end..end + n);
+            end += n;
+        }
+        let total = q.shape().get(1).copied().unwrap_or(0);
+        if end != total {
+            bail!("input 3 (rows) adds up to {end} rows, Q has {total}");
+        }
+        let isa = Isa::active();
+        let per_sequence: Vec<Vec<Value>> = starts
+            .par_iter()
+            .enumerate()
+            .map(|(b, range)| {
+                with_isa(isa, || {
+                    let (qb, kb, vb) = (
+                        tensor_rows(q, range.clone(), 0)?,
+                        tensor_rows(k, range.clone(), 1)?,
+                        tensor_rows(v, range.clone(), 2)?,
+                    );
+                    let (pk, pv) = (
+                        Value::from(past_keys[b].clone()),
+                        Value::from(past_values[b].clone()),
+                    );
+                    let (qb, kb, vb) = (Value::from(qb), Value::from(kb), Value::from(vb));
+                    self.0
+                        .eval(&[Some(&qb), Some(&kb), Some(&vb), None, Some(&pk), Some(&pv)])
+                        .map_err(|e| OpError::Invalid(format!("sequence {b}: {e}")))
+                })
+            })
+            .collect::<Result<_>>()?;
+        let mut y = Vec::new();
+        let (mut keys, mut values) = (Vec::new(), Vec::new());
+        let mut width = 0;
+        for outputs in per_sequence {
+            let mut outputs = outputs.into_iter();
+            let mut next = || {
+                outputs
+                    .next()
+                    .ok_or_else(|| OpError::Invalid("Attention gave too few outputs".into()))
+            };
+            let yb = next()?.into_tensor()?;
+            width = yb.shape().last().copied().unwrap_or(0);
+            y.extend_from_slice(yb.bytes()?);
+            keys.push(next()?.into_tensor()?);
+            values.push(next()?.into_tensor()?);
+        }
+        let y = Tensor::from_le_bytes(q.dtype(), vec![1, total, width], &y)?;
+        Ok(vec![
+            y.into(),
+            Value::Sequence(keys),
+            Value::Sequence(values),
+        ])
     }
 }
 

@@ -20,7 +20,8 @@
 //! count. A graph keeps its weights in ggml rows whatever device runs it (the GPU kernels read
 //! rows); the CPU evaluation of `MatMulGguf` packs a rows weight of those types into panels on
 //! first use and keeps the packing for the next calls with the same weight (a plan's constant:
-//! packed once per op), so the CPU runs its panel kernels on the device-independent graph.
+//! packed once per process, shared by every op that reads that weight tensor), so the CPU runs
+//! its panel kernels on the device-independent graph.
 
 use crate::registry::Registry;
 use crate::{BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, bail};
@@ -31,7 +32,7 @@ use samebits_kernels::{
     Isa, MatRef, PANEL_ROWS, PanelMatrix, gemm_f32, has_panel_layout, matvec_q_f32, pack_panels,
     panel_bytes,
 };
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 pub fn register(r: &mut Registry) {
     r.register("samebits", "MatMulGguf", |ctx| {
@@ -171,25 +172,51 @@ impl QuantizedMatrix {
 /// The row panels a rows-layout weight was packed into on first use (module docs), with the
 /// weight tensor they come from. Holding the tensor keeps its bytes where they are, so a later
 /// input whose bytes have the same address and length is that very (immutable) tensor.
+#[derive(Debug)]
+struct Packing {
+    weight: Tensor,
+    panels: Vec<u8>,
+}
+
+impl Packing {
+    fn packs(&self, blocks: &[u8]) -> bool {
+        self.weight
+            .bytes()
+            .is_ok_and(|b| std::ptr::eq(b.as_ptr(), blocks.as_ptr()) && b.len() == blocks.len())
+    }
+}
+
+/// Every packing alive in the process: plans compiled from one graph's weights (an LLM's
+/// one-sequence and batched plans) share one packing per weight instead of packing it each.
+static PACKINGS: Mutex<Vec<Weak<Packing>>> = Mutex::new(Vec::new());
+
+/// An op's packing of its weight (module docs), shared through [`PACKINGS`].
 #[derive(Debug, Default)]
-struct PackedPanels(Mutex<Option<(Tensor, Arc<Vec<u8>>)>>);
+struct PackedPanels(Mutex<Option<Arc<Packing>>>);
 
 impl PackedPanels {
-    /// The panels of `weight` (whose bytes are `blocks`), packed now unless already cached.
-    fn of(&self, w: &QuantizedMatrix, weight: &Tensor, blocks: &[u8]) -> Result<Arc<Vec<u8>>> {
+    /// The panels of `weight` (whose bytes are `blocks`), packed now unless already packed
+    /// for this op or another.
+    fn of(&self, w: &QuantizedMatrix, weight: &Tensor, blocks: &[u8]) -> Result<Arc<Packing>> {
         let mut cached = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((tensor, panels)) = cached.as_ref()
-            && tensor
-                .bytes()
-                .is_ok_and(|b| std::ptr::eq(b.as_ptr(), blocks.as_ptr()) && b.len() == blocks.len())
+        if let Some(packing) = cached.as_ref().filter(|p| p.packs(blocks)) {
+            return Ok(Arc::clone(packing));
+        }
+        let mut all = PACKINGS.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|p| p.strong_count() > 0);
+        if let Some(packing) = all
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|p| p.packs(blocks))
         {
-            return Ok(Arc::clone(panels));
+            *cached = Some(Arc::clone(&packing));
+            return Ok(packing);
         }
         // The rows are not read again here: a memory-mapped file's pages need not stay
         // resident beside the packed copy. They are let go every few MiB (a fault maps the
         // pages around it too, so letting each panel's rows go at once would not last).
         let mut kept = 0;
-        let packed = pack_panels(w.ggml_type, w.rows, w.cols, |first, out: &mut [u8]| {
+        let panels = pack_panels(w.ggml_type, w.rows, w.cols, |first, out: &mut [u8]| {
             let at = first * w.row_bytes;
             out.copy_from_slice(&blocks[at..at + out.len()]);
             if at + out.len() - kept >= RELEASE_BYTES {
@@ -200,9 +227,13 @@ impl PackedPanels {
         })
         .map_err(|e| crate::OpError::Invalid(e.to_string()))?;
         weight.release_pages(0..blocks.len());
-        let packed = Arc::new(packed);
-        *cached = Some((weight.clone(), Arc::clone(&packed)));
-        Ok(packed)
+        let packing = Arc::new(Packing {
+            weight: weight.clone(),
+            panels,
+        });
+        all.push(Arc::downgrade(&packing));
+        *cached = Some(Arc::clone(&packing));
+        Ok(packing)
     }
 }
 
@@ -234,7 +265,7 @@ impl Op for MatMulGguf {
             panels_matmul(&w.panels(inputs, 1)?, x, m, &mut y)?;
         } else if has_panel_layout(w.ggml_type) && m > 0 {
             let packed = self.1.of(w, inputs.tensor(1)?, blocks)?;
-            let panels = PanelMatrix::new(w.ggml_type, w.rows, w.cols, &packed)
+            let panels = PanelMatrix::new(w.ggml_type, w.rows, w.cols, &packed.panels)
                 .map_err(|e| crate::OpError::Invalid(format!("input 1: {e}")))?;
             panels_matmul(&panels, x, m, &mut y)?;
         } else if m == 1 {
@@ -508,6 +539,29 @@ mod tests {
             let w = Tensor::from_vec(vec![blocks.len()], blocks.clone()).unwrap();
             assert_eq!(bits(run(op.as_ref(), x.clone(), w)), reference(blocks));
         }
+    }
+
+    /// Two plans compiled from one graph (an LLM's one-sequence and batched plans) hold one
+    /// packing of a weight between them, and a packing goes when its last op goes.
+    #[test]
+    fn ops_reading_one_weight_share_its_packing() {
+        let (rows, cols) = (40, 64);
+        let blocks = q8_0_blocks(rows, cols);
+        let w = Tensor::from_vec(vec![blocks.len()], blocks.clone()).unwrap();
+        let m = QuantizedMatrix {
+            ggml_type: GgmlType::Q8_0,
+            rows,
+            cols,
+            row_bytes: GgmlType::Q8_0.row_bytes(cols).unwrap(),
+            layout: Layout::Rows,
+        };
+        let (one, other) = (PackedPanels::default(), PackedPanels::default());
+        let bytes = w.bytes().unwrap();
+        let first = one.of(&m, &w, bytes).unwrap();
+        assert!(Arc::ptr_eq(&first, &other.of(&m, &w, bytes).unwrap()));
+        let weak = Arc::downgrade(&first);
+        drop((first, one, other));
+        assert!(weak.upgrade().is_none());
     }
 
     #[test]
