@@ -57,7 +57,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "runtime",
         ],
     ),
-    ("serve", &["tokenizer", "llm", "runtime"]),
+    ("serve", &["tokenizer", "llm", "pipeline", "runtime"]),
     ("bindings", &["ir", "llm", "runtime"]),
     ("python", &["ir", "ops", "llm", "runtime", "bindings"]),
     ("capi", &["ir", "llm", "runtime", "bindings"]),

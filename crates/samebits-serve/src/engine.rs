@@ -8,8 +8,9 @@
 //! Each sequence keeps its own KV cache; the batched pass ([`Llm::forward_last_batch`]) gives
 //! each sequence the bits it gets alone (every product row and every attention reduction keeps
 //! its canonical order), so its logits, tokens and receipt do not depend on which other
-//! requests share the engine, or when they came (docs/serve.md). Token `i` of a sequence is sampled with the request's own `seed` at step
-//! `i`, as `samebits generate` samples it.
+//! requests share the engine, or when they came (docs/serve.md). Token `i` of a sequence is
+//! sampled with the request's own `seed` at step `i`, as `samebits generate` samples it. The
+//! model may run in several pipeline stages of this process (`partitions`), the same bits.
 
 use crate::api::{ApiError, GenerationRequest, Prompt, usage};
 use crate::metrics::{Metrics, Outcome};
@@ -17,8 +18,12 @@ use crate::receipts::ReceiptStore;
 use crate::stop::StopFilter;
 use axum::http::StatusCode;
 use samebits_llm::checkpoint::model_sha256;
+use samebits_llm::model::ChooseStages;
 use samebits_llm::receipt::GenerationReceipt;
-use samebits_llm::{GenerateOptions, KvCache, Llm, Sequence, chat_tokens, prompt_tokens};
+use samebits_llm::{
+    GenerateOptions, KvCache, Layers, Llm, LlmError, Sequence, chat_tokens, prompt_tokens,
+};
+use samebits_pipeline::boundaries::layer_stages;
 use samebits_runtime::receipt::FileRecord;
 use samebits_runtime::{Device, OperationSet};
 use serde_json::Value;
@@ -80,6 +85,10 @@ pub struct EngineOptions {
     /// From how many running sequences (the new one included) a new sequence joins the batched
     /// pass instead of running its own; `None`: 1 on the CPU, [`GPU_BATCH_FROM`] on a GPU.
     pub batch_from: Option<usize>,
+    /// Pipeline stages in this process: the decoder's layers cut into this many stages balanced
+    /// by parameter bytes (samebits-pipeline's `layer_stages`), stage `r` on `cuda:(K + r)` for
+    /// `device` `cuda:K`, or every stage on the CPU. The bits do not depend on it.
+    pub partitions: usize,
 }
 
 /// The loaded model, as the server describes it.
@@ -88,8 +97,10 @@ pub struct ModelInfo {
     /// The model file or folder, absolute, as receipts record it.
     pub record: FileRecord,
     pub context_length: usize,
-    /// Where it runs (`cpu`, `cuda:0 (<GPU name>)`).
+    /// Where it runs (`cpu`, `cuda:0 (<GPU name>)`; stages on several GPUs joined by ` + `).
     pub device: String,
+    /// Pipeline stages the decoder runs in.
+    pub partitions: usize,
 }
 
 /// The engine thread.
@@ -149,7 +160,24 @@ impl Engine {
 
 fn load(options: &EngineOptions) -> Result<(Llm, ModelInfo), String> {
     let path = &options.model;
-    let llm = Llm::load_on(path, options.operation_set, options.device)
+    let n = options.partitions.max(1);
+    let device = |r: usize| match options.device {
+        Device::Cpu => Device::Cpu,
+        Device::Cuda(k) => Device::Cuda(k + r),
+    };
+    let choose: ChooseStages = &|_, bytes| {
+        let ranges = layer_stages(bytes, n).map_err(|e| LlmError::Usage(e.to_string()))?;
+        Ok(ranges
+            .into_iter()
+            .enumerate()
+            .map(|(r, layers)| (layers, device(r)))
+            .collect())
+    };
+    let layers = match n {
+        1 => Layers::All(options.device),
+        _ => Layers::Stages(choose),
+    };
+    let llm = Llm::load_layers(path, options.operation_set, layers)
         .map_err(|e| format!("cannot load model {}: {e}", path.display()))?;
     let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
     let sha256 = model_sha256(path).map_err(|e| format!("cannot hash {}: {e}", path.display()))?;
@@ -160,6 +188,7 @@ fn load(options: &EngineOptions) -> Result<(Llm, ModelInfo), String> {
         },
         context_length: llm.config.context_length,
         device: llm.device_description(),
+        partitions: n,
     };
     Ok((llm, info))
 }
@@ -444,6 +473,7 @@ impl<'a> Scheduler<'a> {
             &generation,
         );
         receipt.messages = messages;
+        receipt.n_partitions = self.info.partitions;
         let receipt = serde_json::to_value(&receipt).expect("a receipt serializes");
         self.receipts.insert(&job.id, receipt.clone());
         self.metrics.ended(Outcome::Finished);

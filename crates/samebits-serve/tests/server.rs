@@ -30,6 +30,7 @@ fn start(
     max_running: usize,
     max_queue: usize,
     batch_from: Option<usize>,
+    partitions: usize,
 ) -> Server {
     Server::start(ServeOptions {
         engine: EngineOptions {
@@ -39,6 +40,7 @@ fn start(
             max_running,
             max_batch_tokens: 64,
             batch_from,
+            partitions,
         },
         host: "127.0.0.1".into(),
         port: 0,
@@ -158,14 +160,25 @@ fn completion(prompt: &str, max_tokens: usize, seed: u64) -> Value {
 fn a_request_gets_the_same_bits_alone_and_amid_31_others() {
     let Some(model) = model() else { return };
     // Every sequence in the batched pass; then the first five in their own passes (as a GPU
-    // server runs sequences while few run) and the rest, the probe among them, batched.
-    for batch_from in [None, Some(6)] {
-        probe_alone_and_amid_31_others(&model, batch_from);
-    }
+    // server runs sequences while few run) and the rest, the probe among them, batched; then
+    // the decoder in two pipeline stages. Every server gives the probe the same digest.
+    let digests: Vec<Value> = [(None, 1), (Some(6), 1), (None, 2)]
+        .into_iter()
+        .map(|(batch_from, partitions)| {
+            probe_alone_and_amid_31_others(&model, batch_from, partitions)
+        })
+        .collect();
+    assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
 }
 
-fn probe_alone_and_amid_31_others(model: &Path, batch_from: Option<usize>) {
-    let server = start(model.to_path_buf(), 32, 64, batch_from);
+/// The probe's logits digest, checked alone and amid 31 others on a server of `batch_from` and
+/// `partitions`.
+fn probe_alone_and_amid_31_others(
+    model: &Path,
+    batch_from: Option<usize>,
+    partitions: usize,
+) -> Value {
+    let server = start(model.to_path_buf(), 32, 64, batch_from, partitions);
     let addr = server.addr();
     let probe = completion("The capital of France is", 24, 5);
     let alone = post(addr, "/v1/completions", &probe);
@@ -225,12 +238,13 @@ fn probe_alone_and_amid_31_others(model: &Path, batch_from: Option<usize>) {
     .unwrap();
     assert_eq!(checked.first_mismatch, None);
     assert_eq!(checked.steps_matched, 24);
+    alone["samebits_receipt"]["logits_digest"].clone()
 }
 
 #[test]
 fn limits_answer_413_and_429_with_json_errors() {
     let Some(model) = model() else { return };
-    let server = start(model, 1, 1, None);
+    let server = start(model, 1, 1, None, 1);
     let addr = server.addr();
     let big = json!({"model": "smollm2", "prompt": "x".repeat(5000)});
     let response = post(addr, "/v1/completions", &big);
@@ -259,7 +273,7 @@ fn limits_answer_413_and_429_with_json_errors() {
 #[test]
 fn a_client_that_disconnects_cancels_its_sequence() {
     let Some(model) = model() else { return };
-    let server = start(model, 4, 4, None);
+    let server = start(model, 4, 4, None, 1);
     let addr = server.addr();
     let mut body = completion("Count from one to a thousand:", 2000, 1);
     body["stream"] = json!(true);
@@ -282,7 +296,7 @@ fn a_client_that_disconnects_cancels_its_sequence() {
 #[test]
 fn a_stream_carries_the_text_and_the_receipt() {
     let Some(model) = model() else { return };
-    let server = start(model, 4, 4, None);
+    let server = start(model, 4, 4, None, 1);
     let addr = server.addr();
     let mut body = completion("The capital of France is", 12, 0);
     body["temperature"] = json!(0);
@@ -319,7 +333,7 @@ fn a_stream_carries_the_text_and_the_receipt() {
 #[test]
 fn shutdown_lets_an_in_flight_request_finish() {
     let Some(model) = model() else { return };
-    let server = start(model, 4, 4, None);
+    let server = start(model, 4, 4, None, 1);
     let addr = server.addr();
     let body = completion("Once upon a time", 40, 2);
     let client = std::thread::spawn(move || post(addr, "/v1/completions", &body));

@@ -61,6 +61,12 @@ pub struct Args {
     /// the batched pass's attention runs on the host). Same bits either way.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     batch_from: Option<u16>,
+    /// Pipeline stages: the decoder's layers cut into N stages balanced by parameter bytes, run
+    /// in this process; with --device cuda:K stage r runs on GPU K+r (on the CPU, every stage
+    /// runs on the CPU). The same bits for every N.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    n_partitions: u16,
     /// Most requests waiting for a place in the batch; more are answered 429.
     #[arg(long, value_name = "N", default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -90,6 +96,7 @@ pub fn main(args: Args) -> Result<ExitCode> {
             max_running: usize::from(args.max_running),
             max_batch_tokens: args.max_batch_tokens as usize,
             batch_from: args.batch_from.map(usize::from),
+            partitions: usize::from(args.n_partitions),
         },
         host: args.host,
         port: args.port,
@@ -101,9 +108,13 @@ pub fn main(args: Args) -> Result<ExitCode> {
     };
     let server = Server::start(options)?;
     eprintln!(
-        "serving {} ({}, context {} tokens) on http://{}",
+        "serving {} ({}{}, context {} tokens) on http://{}",
         server.model_id(),
         server.info().device,
+        match server.info().partitions {
+            1 => String::new(),
+            n => format!(", {n} pipeline stages"),
+        },
         server.info().context_length,
         server.addr()
     );
