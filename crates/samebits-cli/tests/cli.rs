@@ -355,6 +355,35 @@ fn bench_on_a_gguf_model_writes_every_timed_run_of_every_test() {
         assert_eq!(seconds.len(), 2);
         assert!(seconds.iter().all(|s| s.as_f64().unwrap() > 0.0));
     }
+    // The CPU limits: both probes measured, and decode reads about the file's bytes per token
+    // (SmolLM2's output head is its tied embedding table, so every matrix counts: the file less
+    // its metadata and norm vectors).
+    let limits = &v["limits"];
+    assert!(limits["memory_read_bytes_per_s"].as_f64().unwrap() > 1e8);
+    assert!(limits["fma_flop_per_s"].as_f64().unwrap() > 1e8);
+    assert!(stdout.contains("limits: memory read"), "{stdout}");
+    let weights_mb: f64 = stdout
+        .lines()
+        .find(|l| l.starts_with("tg2 ") && l.contains("MB read per token"))
+        .and_then(|l| {
+            l.split('(')
+                .nth(1)?
+                .split(" MB weights")
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no tg2 limit line in {stdout}"));
+    let file_mb = std::fs::metadata(&model).unwrap().len() as f64 / 1e6;
+    assert!(
+        (0.9 * file_mb..=file_mb).contains(&weights_mb),
+        "{weights_mb} MB of weights per token from a {file_mb} MB file"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("pp5 ") && l.contains("% of FMA peak"))
+    );
 }
 
 #[test]

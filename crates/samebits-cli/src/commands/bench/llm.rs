@@ -1,18 +1,23 @@
 //! `samebits bench --model MODEL.gguf`: prompt-processing and generation tokens/s of a GGUF
 //! language model, the tests of llama.cpp's llama-bench: "ppN" times one prefill pass of N tokens
 //! into an empty cache returning the last position's logits (as llama-bench, and as generation
-//! needs), "tgN" times N decode steps of one token each from an empty cache.
+//! needs), "tgN" times N decode steps of one token each from an empty cache. On the CPU each
+//! test's speed is also set against the machine's limit (`limits.rs`): decode's bytes read per
+//! second against the measured memory bandwidth, prefill's FLOP/s against the FMA peak.
 
+use super::limits::{Limits, TokenCost};
 use super::{Args, quantile};
 use anyhow::{Context, Result, bail};
 use samebits_llm::Llm;
 use samebits_pipeline::{Loaded, ModelSpec, Pipeline, drivers};
+use samebits_runtime::Device;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
 /// One timed test: its name, tokens processed per run and each run's wall time.
 struct TestTimes {
+    test: Test,
     name: String,
     tokens: usize,
     seconds: Vec<f64>,
@@ -71,6 +76,52 @@ impl Test {
             }
         }
         Ok(start.elapsed().as_secs_f64())
+    }
+}
+
+/// The limits and, per test, how close its median speed comes: a decode test's weight and KV
+/// bytes per second against the memory read bandwidth (KV at the test's mean cached length), a
+/// prefill test's product and attention FLOP/s against the FMA peak.
+fn print_limits(results: &[TestTimes], limits: &Limits, cost: &TokenCost) {
+    println!(
+        "limits: memory read {:.1} GB/s, FMA peak {:.1} GFLOP/s ({}), {} threads",
+        limits.read_bytes_per_s / 1e9,
+        limits.flop_per_s / 1e9,
+        limits.fma_path,
+        rayon::current_num_threads()
+    );
+    for r in results {
+        let mut rates: Vec<f64> = r.seconds.iter().map(|s| r.tokens as f64 / s).collect();
+        rates.sort_by(f64::total_cmp);
+        let rate = quantile(&rates, 0.5);
+        let mean_cached = (r.test.tokens().saturating_sub(1)) as f64 / 2.0;
+        match r.test {
+            Test::Generate(_) => {
+                let kv = cost.kv_bytes_per_position * mean_cached;
+                let bytes = cost.weight_bytes + kv;
+                println!(
+                    "{:<8} {:.1} MB read per token ({:.1} MB weights + {:.2} MB KV) = {:.2} GB/s, \
+                     {:.0}% of memory read bandwidth",
+                    r.name,
+                    bytes / 1e6,
+                    cost.weight_bytes / 1e6,
+                    kv / 1e6,
+                    rate * bytes / 1e9,
+                    100.0 * rate * bytes / limits.read_bytes_per_s
+                );
+            }
+            Test::Prompt(_) => {
+                let flop = 2.0
+                    * (cost.product_elements + cost.attention_elements_per_position * mean_cached);
+                println!(
+                    "{:<8} {:.3} GFLOP per token = {:.1} GFLOP/s, {:.0}% of FMA peak",
+                    r.name,
+                    flop / 1e9,
+                    rate * flop / 1e9,
+                    100.0 * rate * flop / limits.flop_per_s
+                );
+            }
+        }
     }
 }
 
@@ -142,6 +193,7 @@ pub fn main(model: &Path, args: &Args) -> Result<ExitCode> {
             .collect::<Result<Vec<f64>>>()
             .with_context(|| format!("{} on {}", test.name(), model.display()))?;
         results.push(TestTimes {
+            test,
             name: test.name(),
             tokens: test.tokens() * sequences,
             seconds,
@@ -178,6 +230,14 @@ pub fn main(model: &Path, args: &Args) -> Result<ExitCode> {
             format!("{:.1}-{:.1}", quantile(&rates, 0.1), quantile(&rates, 0.9))
         );
     }
+    let on_cpu = pipeline.is_none() && args.options.device.device == Device::Cpu;
+    let limits = match on_cpu {
+        true => Some((Limits::measure(), TokenCost::of(model, &llm.config)?)),
+        false => None,
+    };
+    if let Some((limits, cost)) = &limits {
+        print_limits(&results, limits, cost);
+    }
     if let Some(path) = &args.times_json {
         let tests: Vec<_> = results
             .iter()
@@ -189,6 +249,11 @@ pub fn main(model: &Path, args: &Args) -> Result<ExitCode> {
             "operation_set": operation_set.to_string(),
             "threads": threads,
             "tests": tests,
+            "limits": limits.as_ref().map(|(l, _)| serde_json::json!({
+                "memory_read_bytes_per_s": l.read_bytes_per_s,
+                "fma_flop_per_s": l.flop_per_s,
+                "fma_path": l.fma_path,
+            })),
         });
         std::fs::write(path, json.to_string())
             .with_context(|| format!("writing {}", path.display()))?;

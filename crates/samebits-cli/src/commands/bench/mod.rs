@@ -4,6 +4,7 @@
 //! Both print a summary and, with `--times-json`, write every timed run for scripts
 //! (`scripts/bench.py` builds the cross-engine report from it).
 
+mod limits;
 mod llm;
 mod onnx;
 
