@@ -1,11 +1,11 @@
 //! The link between GPUs in a build without the `cuda` feature: there is none. Every check
-//! fails, before any work, with the runtime's one line saying that this build has no CUDA
-//! (opening a GPU fails, and no GPU value can exist), so `--device cuda` with `--n-partitions`
-//! is an error, never a panic; the launcher and the CLI's `pipeline-worker` are the same code in
-//! both builds.
+//! fails, before any work: with the runtime's one line saying that this build has no CUDA, or,
+//! where another crate turned on the runtime's CUDA and only this crate's NCCL is missing, with
+//! one line saying so. So `--device cuda` with `--n-partitions` is an error, never a panic; the
+//! launcher and the CLI's `pipeline-worker` are the same code in both builds.
 
-use crate::Result;
 use crate::link::{Link, Message};
+use crate::{PipelineError, Result};
 use samebits_runtime::device::cuda_backend;
 
 /// GPUs this process can use: none in this build.
@@ -13,19 +13,27 @@ pub fn visible_gpus() -> usize {
     0
 }
 
-/// Fails: no GPU opens in this build.
+/// Fails: no GPU opens in this build, or none has NCCL.
 pub fn check_gpus(_n: usize, first: usize) -> Result<()> {
-    match *cuda_backend(first)? {}
+    no_nccl(first)
 }
 
-/// Fails like [`check_gpus`]: there is no NCCL without CUDA.
+/// Fails like [`check_gpus`]: there is no NCCL without this crate's `cuda` feature.
 pub fn check_nccl() -> Result<()> {
-    match *cuda_backend(0)? {}
+    no_nccl(0)
 }
 
 /// Fails like [`check_gpus`].
 pub fn new_id() -> Result<[u8; 128]> {
-    match *cuda_backend(0)? {}
+    no_nccl(0)
+}
+
+/// The runtime's error opening GPU `gpu` (a build without CUDA), else the missing NCCL's.
+fn no_nccl<T>(gpu: usize) -> Result<T> {
+    cuda_backend(gpu)?;
+    Err(PipelineError::Usage(
+        "this build has no NCCL: samebits-pipeline was built without its cuda feature".into(),
+    ))
 }
 
 /// A rank's NCCL communicator: none in this build.
@@ -40,7 +48,7 @@ impl NcclLink {
         _id: &[u8; 128],
         _fingerprint: u64,
     ) -> Result<NcclLink> {
-        match *cuda_backend(gpu)? {}
+        no_nccl(gpu)
     }
 }
 
