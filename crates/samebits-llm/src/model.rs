@@ -343,6 +343,11 @@ impl DecoderStage {
         &self.config
     }
 
+    /// Whether the stage runs on the CPU.
+    pub(crate) fn on_cpu(&self) -> bool {
+        self.executor.device() == Device::Cpu
+    }
+
     /// The executor of the stage's batched plan (crate::batched).
     pub(crate) fn batched(&self) -> &samebits_runtime::Executor {
         &self.batched
