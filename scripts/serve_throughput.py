@@ -16,11 +16,11 @@ Prints one line per level, and with --json writes them as a list.
 """
 
 import argparse
-import http.client
 import json
 import threading
 import time
-import urllib.parse
+
+from serve_load import Server
 
 PROMPTS = [
     "The capital of France is",
@@ -31,22 +31,12 @@ PROMPTS = [
 PROBE = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
 
-def post(url, body):
-    """The JSON body of a POST to `url` (raises on a status other than 200)."""
-    parsed = urllib.parse.urlparse(url)
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=900)
-    conn.request("POST", parsed.path, json.dumps(body), {"Content-Type": "application/json"})
-    response = conn.getresponse()
-    data = response.read()
-    conn.close()
-    if response.status != 200:
-        raise RuntimeError(f"status {response.status}: {data[:200]!r}")
-    return json.loads(data)
-
-
-def completion(args, prompt, max_tokens):
-    body = {"model": args.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
-    got = post(args.url.rstrip("/") + "/v1/completions", body)
+def completion(server, prompt, max_tokens):
+    """(text, completion tokens) of a greedy completion; raises on a status other than 200."""
+    body = {"model": server.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+    status, got, _ = server.post("/v1/completions", body)
+    if status != 200:
+        raise RuntimeError(f"status {status}: {str(got)[:200]}")
     return got["choices"][0]["text"], got["usage"]["completion_tokens"]
 
 
@@ -60,7 +50,7 @@ def level(args, clients):
         n = 0
         while time.monotonic() < deadline:
             try:
-                _, tokens = completion(args, PROMPTS[(i + n) % len(PROMPTS)], args.max_tokens)
+                _, tokens = completion(args.server, PROMPTS[(i + n) % len(PROMPTS)], args.max_tokens)
                 with lock:
                     totals["tokens"] += tokens
                     totals["requests"] += 1
@@ -81,12 +71,12 @@ def level(args, clients):
 
 def invariant(args, clients):
     """Whether the probe's greedy text is the same alone and among `clients - 1` others."""
-    alone, _ = completion(args, PROBE, args.probe_tokens)
+    alone, _ = completion(args.server, PROBE, args.probe_tokens)
     results = {}
 
     def send(i):
         prompt = PROBE if i == 0 else PROMPTS[i % len(PROMPTS)]
-        results[i] = completion(args, prompt, args.probe_tokens)[0]
+        results[i] = completion(args.server, prompt, args.probe_tokens)[0]
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(clients)]
     for t in threads:
@@ -107,8 +97,9 @@ def main():
     parser.add_argument("--label", default="server", help="the engine's name in the output")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
+    args.server = Server(args.url, args.model)
     rows = []
-    completion(args, PROMPTS[0], 4)  # warm-up (first-use packing, CUDA modules)
+    completion(args.server, PROMPTS[0], 4)  # warm-up (first-use packing, CUDA modules)
     for clients in [int(c) for c in args.clients.split(",")]:
         tps, requests, failed = level(args, clients)
         same = invariant(args, clients)

@@ -22,10 +22,9 @@
 //! row-wise patterns; `RaggedAttention` is fused with nothing). docs/serve.md tells how the
 //! server uses it.
 
-use crate::model::{DecoderStage, KvCache, rotary_tables};
+use crate::model::{DecoderStage, KvCache, run_on_pool};
 use crate::{Llm, LlmError, Result};
 use samebits_ir::{Attribute, DType, Dim, Graph, Node, Shape, Tensor, Value, ValueInfo, ValueType};
-use samebits_kernels::{Isa, with_isa};
 use samebits_runtime::IoValue;
 
 /// The name of the batched graph's rows-per-sequence input.
@@ -125,14 +124,6 @@ impl Llm {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        // One sequence on the CPU takes the one-sequence plan: the same bits, without the
-        // batched plan's per-sequence steps (its caches are host tensors either way; a GPU's
-        // one-sequence caches live on the device, so there a batch of one stays batched).
-        if let [(tokens, cache)] = batch
-            && self.stages().iter().all(DecoderStage::on_cpu)
-        {
-            return Ok(vec![self.forward_last(tokens, cache)?]);
-        }
         let mut rows = Vec::with_capacity(batch.len());
         let mut ids = Vec::new();
         for (b, (tokens, _)) in batch.iter().enumerate() {
@@ -143,6 +134,14 @@ impl Llm {
             }
             rows.push(tokens.len());
             ids.extend(tokens.iter().map(|&t| i64::from(t)));
+        }
+        // One sequence on the CPU takes the one-sequence plan: the same bits, without the
+        // batched plan's per-sequence steps (its caches are host tensors either way; a GPU's
+        // one-sequence caches live on the device, so there a batch of one stays batched).
+        if let [(tokens, cache)] = batch
+            && self.stages().iter().all(DecoderStage::on_cpu)
+        {
+            return Ok(vec![self.forward_last(tokens, cache)?]);
         }
         let mut x = Tensor::from_vec(vec![1, ids.len()], ids)?;
         let mut caches: Vec<&mut KvCache> = batch.iter_mut().map(|(_, c)| &mut **c).collect();
@@ -177,32 +176,14 @@ impl DecoderStage {
         caches: &mut [&mut KvCache],
         first: usize,
     ) -> Result<Tensor> {
-        let c = self.config();
         let mut positions = Vec::with_capacity(input.shape().get(1).copied().unwrap_or(0));
         for (b, (cache, &n)) in caches.iter().zip(rows).enumerate() {
             let end = cache.len + n;
-            if end > c.context_length {
-                return Err(LlmError::Usage(format!(
-                    "sequence {b}: {end} tokens exceed the model's context of {} tokens",
-                    c.context_length
-                )));
-            }
+            self.check_context(end)
+                .map_err(|e| LlmError::Usage(format!("sequence {b}: {e}")))?;
             positions.extend(cache.len..end);
         }
-        let tables = |base: f32, divisors: Option<&[f32]>| {
-            let (cos, sin) = rotary_tables(
-                positions.iter().copied(),
-                c.rope_dimension_count,
-                base,
-                divisors,
-            );
-            [IoValue::Host(cos.into()), IoValue::Host(sin.into())]
-        };
-        let mut inputs = vec![IoValue::Host(input.into())];
-        inputs.extend(tables(c.rope_freq_base, c.rope_freq_divisors.as_deref()));
-        if let Some(local) = c.variant.local_layers {
-            inputs.extend(tables(local.rope_freq_base, None));
-        }
+        let mut inputs = self.leading_inputs(input, positions.iter().copied());
         let layers = 2 * self.layers().len();
         for i in first..first + layers {
             let tensors = caches
@@ -222,7 +203,7 @@ impl DecoderStage {
         inputs.push(IoValue::Host(
             Tensor::from_vec(vec![rows.len()], counts)?.into(),
         ));
-        if self.layers().end == c.block_count {
+        if self.layers().end == self.config().block_count {
             let mut last = Vec::with_capacity(rows.len());
             let mut end = 0i64;
             for &n in rows {
@@ -234,9 +215,7 @@ impl DecoderStage {
             ));
         }
         let keep = vec![false; 1 + layers];
-        let isa = Isa::active();
-        let outputs = rayon::scope(|_| with_isa(isa, || self.batched().run_io(inputs, &keep)));
-        let mut outputs = outputs?.into_iter();
+        let mut outputs = run_on_pool(self.batched(), inputs, &keep)?.into_iter();
         let output = match outputs.next() {
             Some(IoValue::Host(v)) => v.into_tensor()?,
             _ => {

@@ -339,8 +339,40 @@ impl DecoderStage {
     }
 
     /// The model's configuration.
-    pub fn config(&self) -> &ModelConfig {
+    pub(crate) fn config(&self) -> &ModelConfig {
         &self.config
+    }
+
+    /// An error when `end` tokens exceed the model's context.
+    pub(crate) fn check_context(&self, end: usize) -> Result<()> {
+        match end > self.config.context_length {
+            true => Err(LlmError::Usage(format!(
+                "{end} tokens exceed the model's context of {} tokens",
+                self.config.context_length
+            ))),
+            false => Ok(()),
+        }
+    }
+
+    /// The stage's inputs before its caches, for rows at `positions`: `input`, then the rotary
+    /// tables of those positions (and, for Gemma 3, the local layers' own).
+    pub(crate) fn leading_inputs(
+        &self,
+        input: Tensor,
+        positions: impl ExactSizeIterator<Item = usize> + Clone,
+    ) -> Vec<IoValue> {
+        let c = &self.config;
+        let mut inputs = vec![IoValue::Host(input.into())];
+        let mut tables = |base: f32, divisors: Option<&[f32]>| {
+            let (cos, sin) =
+                rotary_tables(positions.clone(), c.rope_dimension_count, base, divisors);
+            inputs.extend([IoValue::Host(cos.into()), IoValue::Host(sin.into())]);
+        };
+        tables(c.rope_freq_base, c.rope_freq_divisors.as_deref());
+        if let Some(local) = c.variant.local_layers {
+            tables(local.rope_freq_base, None);
+        }
+        inputs
     }
 
     /// Whether the stage runs on the CPU.
@@ -380,33 +412,8 @@ impl DecoderStage {
     fn run(&self, input: Tensor, cache: &mut KvCache, last_row: bool) -> Result<Tensor> {
         let s = input.shape().get(1).copied().unwrap_or(0);
         let end = cache.len + s;
-        if end > self.config.context_length {
-            return Err(LlmError::Usage(format!(
-                "{end} tokens exceed the model's context of {} tokens",
-                self.config.context_length
-            )));
-        }
-        let c = &self.config;
-        let (cos, sin) = rotary_tables(
-            cache.len..end,
-            c.rope_dimension_count,
-            c.rope_freq_base,
-            c.rope_freq_divisors.as_deref(),
-        );
-        let mut inputs = vec![
-            IoValue::Host(input.into()),
-            IoValue::Host(cos.into()),
-            IoValue::Host(sin.into()),
-        ];
-        if let Some(local) = c.variant.local_layers {
-            let (cos, sin) = rotary_tables(
-                cache.len..end,
-                c.rope_dimension_count,
-                local.rope_freq_base,
-                None,
-            );
-            inputs.extend([IoValue::Host(cos.into()), IoValue::Host(sin.into())]);
-        }
+        self.check_context(end)?;
+        let mut inputs = self.leading_inputs(input, cache.len..end);
         let tables = inputs.len() - 1;
         inputs.append(&mut cache.layers);
         // Logits come back to the host (only the last row's with `last_row`: the output stays
@@ -414,12 +421,7 @@ impl DecoderStage {
         let keep: Vec<bool> = (0..inputs.len() - tables)
             .map(|i| i > 0 || last_row)
             .collect();
-        // The whole step runs on one thread of the rayon pool, so that the ops' parallel loops
-        // start from inside it (work stealing) instead of each waking the pool from outside and
-        // sleeping until it is done; the caller's ISA scope goes along.
-        let isa = Isa::active();
-        let outputs = rayon::scope(|_| with_isa(isa, || self.executor.run_io(inputs, &keep)));
-        let mut outputs = outputs?.into_iter();
+        let mut outputs = run_on_pool(&self.executor, inputs, &keep)?.into_iter();
         let first = outputs.next();
         let output = match (first, last_row) {
             (Some(IoValue::Host(output)), false) => output.into_tensor()?,
@@ -438,6 +440,20 @@ impl DecoderStage {
         cache.len = end;
         Ok(output)
     }
+}
+
+/// Runs one of a stage's plans on one thread of the rayon pool, so that the ops' parallel loops
+/// start from inside it (work stealing) instead of each waking the pool from outside and
+/// sleeping until it is done; the caller's ISA scope goes along.
+pub(crate) fn run_on_pool(
+    executor: &Executor,
+    inputs: Vec<IoValue>,
+    keep: &[bool],
+) -> Result<Vec<IoValue>> {
+    let isa = Isa::active();
+    Ok(rayon::scope(|_| {
+        with_isa(isa, || executor.run_io(inputs, keep))
+    })?)
 }
 
 /// The parameter bytes of each decoder layer: the initializer bytes of the stage graph of that

@@ -47,6 +47,15 @@ fn prefill_and_decode_give_the_same_logits_bit_for_bit() {
     }
 }
 
+/// `f` on a pool of `threads` threads with `isa` forced.
+fn in_pool<T: Send>(threads: usize, isa: Isa, f: impl Fn() -> T + Sync) -> T {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(|| with_isa(isa, &f))
+}
+
 /// The logits of a short prefill and two greedy decode steps do not change by one bit between
 /// the scalar, AVX2 and AVX-512 code paths (those this CPU has) and between 1 and 2 threads.
 #[test]
@@ -63,17 +72,10 @@ fn logits_are_identical_on_every_isa_and_thread_count() {
         }
         logits.into_iter().map(f32::to_bits).collect::<Vec<u32>>()
     };
-    let in_pool = |threads: usize, isa: Isa| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| with_isa(isa, run))
-    };
-    let reference = in_pool(1, Isa::Scalar);
+    let reference = in_pool(1, Isa::Scalar, run);
     for isa in Isa::available() {
         for threads in [1, 2] {
-            let got = in_pool(threads, isa);
+            let got = in_pool(threads, isa, run);
             let differing = got.iter().zip(&reference).filter(|(a, b)| a != b).count();
             assert_eq!(differing, 0, "{isa}, {threads} threads: logits differ");
         }
@@ -135,16 +137,9 @@ fn batched_sequences_get_their_lone_bits_on_every_isa_and_thread_count() {
         }
         rows
     };
-    let in_pool = |threads: usize, isa: Isa| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| with_isa(isa, batched))
-    };
     for isa in Isa::available() {
         for threads in [1, 2] {
-            let got = in_pool(threads, isa);
+            let got = in_pool(threads, isa, batched);
             for (p, (got, alone)) in got.iter().zip(&alone).enumerate() {
                 for (step, (g, a)) in got.iter().zip(alone).enumerate() {
                     let differing = g.iter().zip(a).filter(|(x, y)| x != y).count();

@@ -140,8 +140,9 @@ impl Engine {
                         Device::Cpu => 1,
                         Device::Cuda(_) => GPU_BATCH_FROM,
                     }),
+                    max_batch_tokens: options.max_batch_tokens,
                 };
-                engine.run(jobs, options.max_running.max(1), options.max_batch_tokens);
+                engine.run(jobs, options.max_running.max(1));
             })
             .map_err(|e| format!("cannot start the engine thread: {e}"))?;
         match ready.recv() {
@@ -208,6 +209,8 @@ struct Scheduler<'a> {
     /// From how many running sequences (this one included) a new sequence joins the batched
     /// pass: 1 on the CPU; on a GPU [`GPU_BATCH_FROM`].
     batch_from: usize,
+    /// Most prompt tokens one round prefills ([`EngineOptions::max_batch_tokens`]).
+    max_batch_tokens: usize,
 }
 
 /// On a GPU a sequence runs its own forward pass (CUDA graphs, its KV cache on the device)
@@ -226,14 +229,19 @@ struct Running<'a> {
     cache: KvCache,
     /// The tokens to run next: the prompt until the prefill ran, then the last token taken.
     next: Vec<u32>,
-    /// Whether the prompt has been run (its prefill happens in the sequence's first round).
-    started: bool,
     /// Whether the sequence runs in the batched pass (its cache on the host), else its own.
     batched: bool,
     stop: StopFilter,
     prefill_time: Duration,
     decode_started: Instant,
     last_token: Instant,
+}
+
+impl Running<'_> {
+    /// Whether the prompt has been run: its prefill round took the first token.
+    fn started(&self) -> bool {
+        !self.sequence.tokens().is_empty()
+    }
 }
 
 /// Where a sequence stands after a step.
@@ -245,7 +253,7 @@ enum Progress {
 }
 
 impl<'a> Scheduler<'a> {
-    fn run(&self, jobs: Receiver<Job>, max_running: usize, max_batch_tokens: usize) {
+    fn run(&self, jobs: Receiver<Job>, max_running: usize) {
         let mut running: Vec<Running<'a>> = Vec::new();
         let mut open = true;
         loop {
@@ -278,7 +286,7 @@ impl<'a> Scheduler<'a> {
             if running.is_empty() && !open {
                 return;
             }
-            running = self.round(running, max_batch_tokens);
+            running = self.round(running);
             self.metrics.set_running(running.len());
         }
     }
@@ -328,7 +336,6 @@ impl<'a> Scheduler<'a> {
             job,
             options,
             next: sequence.prompt_tokens().to_vec(),
-            started: false,
             batched,
             sequence,
             cache: llm.new_cache(),
@@ -343,7 +350,7 @@ impl<'a> Scheduler<'a> {
     /// prompts fit `max_batch_tokens`, at least one), the batched ones in one batched forward
     /// pass and the others in their own, then takes its next token. Returns the sequences
     /// that go on.
-    fn round(&self, running: Vec<Running<'a>>, max_batch_tokens: usize) -> Vec<Running<'a>> {
+    fn round(&self, running: Vec<Running<'a>>) -> Vec<Running<'a>> {
         let running: Vec<Running<'a>> = running
             .into_iter()
             .filter(|r| {
@@ -359,8 +366,9 @@ impl<'a> Scheduler<'a> {
         }
         let mut prefill = 0;
         let (running, waiting): (Vec<_>, Vec<_>) = running.into_iter().partition(|r| {
-            let fits = r.started || prefill == 0 || prefill + r.next.len() <= max_batch_tokens;
-            if fits && !r.started {
+            let fits =
+                r.started() || prefill == 0 || prefill + r.next.len() <= self.max_batch_tokens;
+            if fits && !r.started() {
                 prefill += r.next.len();
             }
             fits
@@ -394,10 +402,9 @@ impl<'a> Scheduler<'a> {
                     continue;
                 }
             };
-            if r.started {
+            if r.started() {
                 self.metrics.inter_token_latency(now - r.last_token);
             } else {
-                r.started = true;
                 let prompt_tokens = r.next.len();
                 self.metrics.prompt_tokens(prompt_tokens);
                 let _ = r.job.events.send(Event::Started { prompt_tokens });

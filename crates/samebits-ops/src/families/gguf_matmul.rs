@@ -202,13 +202,16 @@ impl PackedPanels {
         if let Some(packing) = cached.as_ref().filter(|p| p.packs(blocks)) {
             return Ok(Arc::clone(packing));
         }
-        let mut all = PACKINGS.lock().unwrap_or_else(|e| e.into_inner());
-        all.retain(|p| p.strong_count() > 0);
-        if let Some(packing) = all
-            .iter()
-            .filter_map(Weak::upgrade)
-            .find(|p| p.packs(blocks))
-        {
+        // The process-wide list is held only to look up and to add, not while packing: the
+        // products of one body pack their weights in parallel on first use.
+        let shared = {
+            let mut all = PACKINGS.lock().unwrap_or_else(|e| e.into_inner());
+            all.retain(|p| p.strong_count() > 0);
+            all.iter()
+                .filter_map(Weak::upgrade)
+                .find(|p| p.packs(blocks))
+        };
+        if let Some(packing) = shared {
             *cached = Some(Arc::clone(&packing));
             return Ok(packing);
         }
@@ -231,7 +234,10 @@ impl PackedPanels {
             weight: weight.clone(),
             panels,
         });
-        all.push(Arc::downgrade(&packing));
+        PACKINGS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::downgrade(&packing));
         *cached = Some(Arc::clone(&packing));
         Ok(packing)
     }

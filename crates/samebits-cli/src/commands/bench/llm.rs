@@ -15,12 +15,24 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// One timed test: its name, tokens processed per run and each run's wall time.
+/// One timed test: the test, tokens processed per run and each run's wall time.
 struct TestTimes {
     test: Test,
-    name: String,
     tokens: usize,
     seconds: Vec<f64>,
+}
+
+impl TestTimes {
+    /// Tokens per second of each run, slowest first.
+    fn sorted_rates(&self) -> Vec<f64> {
+        let mut rates: Vec<f64> = self
+            .seconds
+            .iter()
+            .map(|s| self.tokens as f64 / s)
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        rates
+    }
 }
 
 /// What one run of a test does.
@@ -91,9 +103,7 @@ fn print_limits(results: &[TestTimes], limits: &Limits, cost: &TokenCost) {
         rayon::current_num_threads()
     );
     for r in results {
-        let mut rates: Vec<f64> = r.seconds.iter().map(|s| r.tokens as f64 / s).collect();
-        rates.sort_by(f64::total_cmp);
-        let rate = quantile(&rates, 0.5);
+        let rate = quantile(&r.sorted_rates(), 0.5);
         let mean_cached = (r.test.tokens().saturating_sub(1)) as f64 / 2.0;
         match r.test {
             Test::Generate(_) => {
@@ -102,7 +112,7 @@ fn print_limits(results: &[TestTimes], limits: &Limits, cost: &TokenCost) {
                 println!(
                     "{:<8} {:.1} MB read per token ({:.1} MB weights + {:.2} MB KV) = {:.2} GB/s, \
                      {:.0}% of memory read bandwidth",
-                    r.name,
+                    r.test.name(),
                     bytes / 1e6,
                     cost.weight_bytes / 1e6,
                     kv / 1e6,
@@ -115,7 +125,7 @@ fn print_limits(results: &[TestTimes], limits: &Limits, cost: &TokenCost) {
                     * (cost.product_elements + cost.attention_elements_per_position * mean_cached);
                 println!(
                     "{:<8} {:.3} GFLOP per token = {:.1} GFLOP/s, {:.0}% of FMA peak",
-                    r.name,
+                    r.test.name(),
                     flop / 1e9,
                     rate * flop / 1e9,
                     100.0 * rate * flop / limits.flop_per_s
@@ -194,7 +204,6 @@ pub fn main(model: &Path, args: &Args) -> Result<ExitCode> {
             .with_context(|| format!("{} on {}", test.name(), model.display()))?;
         results.push(TestTimes {
             test,
-            name: test.name(),
             tokens: test.tokens() * sequences,
             seconds,
         });
@@ -221,11 +230,10 @@ pub fn main(model: &Path, args: &Args) -> Result<ExitCode> {
         "test", "median tok/s", "tok/s p10-p90"
     );
     for r in &results {
-        let mut rates: Vec<f64> = r.seconds.iter().map(|s| r.tokens as f64 / s).collect();
-        rates.sort_by(f64::total_cmp);
+        let rates = r.sorted_rates();
         println!(
             "{:<8} {:>14.1} {:>22}",
-            r.name,
+            r.test.name(),
             quantile(&rates, 0.5),
             format!("{:.1}-{:.1}", quantile(&rates, 0.1), quantile(&rates, 0.9))
         );
@@ -241,7 +249,7 @@ pub fn main(model: &Path, args: &Args) -> Result<ExitCode> {
     if let Some(path) = &args.times_json {
         let tests: Vec<_> = results
             .iter()
-            .map(|r| serde_json::json!({"test": r.name, "tokens": r.tokens, "seconds": r.seconds}))
+            .map(|r| serde_json::json!({"test": r.test.name(), "tokens": r.tokens, "seconds": r.seconds}))
             .collect();
         let json = serde_json::json!({
             "engine": "samebits",
