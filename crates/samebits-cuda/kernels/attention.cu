@@ -232,13 +232,12 @@ __device__ __forceinline__ void sb_attention_product_prefetch(const SbAttentionP
   }
 }
 
-// The last block to finish a launch (a ticket in counter[1] decides WHO, never an order of
-// arithmetic) advances the cache's filled length counter[0] to `total`, after every block has
-// read it.
-__device__ __forceinline__ void sb_attention_advance(int* counter, int total)
+// The last of the `blocks` blocks of a cache's step to finish (a ticket in counter[1] decides
+// WHO, never an order of arithmetic) advances the cache's filled length counter[0] to `total`,
+// after every block has read it.
+__device__ __forceinline__ void sb_attention_advance(int* counter, int total, unsigned int blocks)
 {
   if (counter && threadIdx.x == 0) {
-    const unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
     if (atomicAdd(reinterpret_cast<unsigned int*>(counter + 1), 1u) == blocks - 1) {
       counter[0] = total;
       counter[1] = 0;
@@ -260,18 +259,18 @@ __device__ __forceinline__ void sb_attention_advance(int* counter, int total)
 // row by one warp (max, exp, tile sums as lane chains folded in tile order through shuffles,
 // division); the outputs, one thread per (key tile, feature), the partials folded in tile order
 // per (row, feature).
-extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, SbStrides ks,
-                                        float* v, SbStrides vs, const float* k_new,
-                                        SbStrides kns, const float* v_new, SbStrides vns,
-                                        float* y, SbStrides ys, int past, int new_len,
-                                        int stride, int* counter, int d, int dv, int group,
-                                        int rows, int causal, float scale, int kv_heads, int vec4,
-                                        SbAttentionProduct product, int tile_bytes)
+// One block of an attention step (module comment): query i, query heads h0 .. h0 + rows - 1 of
+// batch b, one of `blocks` blocks (this one `block`) of the step of one cache (`batch` batches,
+// `head_groups` blocks of heads per query, `queries` queries), which share out its append and
+// whose last to finish advances its counter. sb_attention and sb_ragged_attention run it.
+__device__ __forceinline__ void sb_attention_block(
+    const float* q, SbStrides qs, float* k, SbStrides ks, float* v, SbStrides vs,
+    const float* k_new, SbStrides kns, const float* v_new, SbStrides vns, float* y, SbStrides ys,
+    int past, int new_len, int stride, int* counter, int d, int dv, int group, int rows, int causal,
+    float scale, int kv_heads, int vec4, const SbAttentionProduct& product, int tile_bytes, int i,
+    int h0, long long b, int batch, long long block, long long blocks, int head_groups, int queries)
 {
   extern __shared__ float smem[];
-  const int i = blockIdx.x;
-  const int h0 = blockIdx.y * rows;  // first query head of the block
-  const long long b = blockIdx.z;
   const int g = h0 / group;          // its KV head (rows divides group)
   if (counter) past = *(volatile const int*)counter;
   const int total = past + new_len;
@@ -295,11 +294,9 @@ extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, 
   const int visible = causal ? min(total, i + past + 1) : total;
   sb_attention_prefetch(key, value, 0, total, visible, d, dv);
   if (product.w) sb_attention_product_prefetch(product, h0, tile_bytes);
-  if (k_new) {
-    const long long block = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
-    sb_attention_append(k, ks, v, vs, k_new, kns, v_new, vns, gridDim.z, kv_heads, new_len, past, d,
-                        dv, block, (long long)gridDim.x * gridDim.y * gridDim.z);
-  }
+  if (k_new)
+    sb_attention_append(k, ks, v, vs, k_new, kns, v_new, vns, batch, kv_heads, new_len, past, d, dv,
+                        block, blocks);
   sb_attention_load_queries(q, qs, b, h0, i, rows, d, q_rows);
   __syncthreads();
 
@@ -363,8 +360,50 @@ extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, 
     const int r = f / dv, e = f % dv;
     y[b * ys.b + (long long)(h0 + r) * ys.h + (long long)i * ys.s + e] = out_sums[f];
   }
-  if (product.w) sb_attention_product(product, out_sums, h0, gridDim.y, b * gridDim.x + i);
-  sb_attention_advance(counter, total);
+  if (product.w) sb_attention_product(product, out_sums, h0, head_groups, b * queries + i);
+  sb_attention_advance(counter, total, (unsigned int)blocks);
+}
+
+
+extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, SbStrides ks,
+                                        float* v, SbStrides vs, const float* k_new,
+                                        SbStrides kns, const float* v_new, SbStrides vns,
+                                        float* y, SbStrides ys, int past, int new_len,
+                                        int stride, int* counter, int d, int dv, int group,
+                                        int rows, int causal, float scale, int kv_heads, int vec4,
+                                        SbAttentionProduct product, int tile_bytes)
+{
+  const long long block = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+  sb_attention_block(q, qs, k, ks, v, vs, k_new, kns, v_new, vns, y, ys, past, new_len, stride, counter,
+                     d, dv, group, rows, causal, scale, kv_heads, vec4, product, tile_bytes, blockIdx.x,
+                     blockIdx.y * rows, blockIdx.z, gridDim.z, block,
+                     (long long)gridDim.x * gridDim.y * gridDim.z, gridDim.y, gridDim.x);
+}
+
+// Ragged attention (several sequences' rows, each over its own cache storage, in one launch):
+// grid (most rows of a sequence, q_heads / rows, sequences). Sequence z (seqs[z],
+// SbRaggedSequence) has rows first .. first + rows - 1 of q, k_new, v_new and y (3-D
+// [1, R, heads * size], strides qs, kns, vns, ys) and its storage's keys, values and counter;
+// its blocks run sb_attention_block as a lone step of that sequence's rows over that storage
+// would (blocks past its rows return at once), so its bits are the lone step's. `stride`: the
+// score rows' pitch in shared memory, at least every sequence's past + rows.
+extern "C" __global__ void sb_ragged_attention(const float* q, SbStrides qs, const float* k_new,
+                                               SbStrides kns, const float* v_new, SbStrides vns,
+                                               float* y, SbStrides ys,
+                                               const SbRaggedSequence* seqs, int stride, int d,
+                                               int dv, int group, int rows, int causal,
+                                               float scale, int kv_heads, int vec4)
+{
+  const SbRaggedSequence s = seqs[blockIdx.z];
+  const int i = blockIdx.x;
+  if (i >= s.rows) return;
+  const SbAttentionProduct none = {};
+  sb_attention_block(q + s.first * qs.s, qs, (float*)s.k, s.ks, (float*)s.v, s.vs,
+                     k_new + s.first * kns.s, kns, v_new + s.first * vns.s, vns,
+                     y + s.first * ys.s, ys, 0, s.rows, stride, (int*)s.counter, d, dv, group, rows,
+                     causal, scale, kv_heads, vec4, none, 0, i, blockIdx.y * rows, 0, 1,
+                     i + (long long)s.rows * blockIdx.y, (long long)s.rows * gridDim.y, gridDim.y,
+                     s.rows);
 }
 
 // Attention split over key chunks (few queries, long caches): the same arithmetic in two
@@ -540,5 +579,5 @@ extern "C" __global__ void sb_attention_split_values(
       sb_attention_product(product, y_head, h0, gridDim.y, b * queries + i);
     }
   }
-  sb_attention_advance(counter, total);
+  sb_attention_advance(counter, total, gridDim.x * gridDim.y * gridDim.z);
 }

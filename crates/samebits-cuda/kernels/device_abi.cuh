@@ -204,6 +204,33 @@ static_assert(sizeof(SbAttentionProduct::row_bytes) == 8, "SbAttentionProduct::r
 static_assert(sizeof(SbAttentionProduct::rows) == 4, "SbAttentionProduct::rows: Rust size");
 static_assert(sizeof(SbAttentionProduct::ggml_type) == 4, "SbAttentionProduct::ggml_type: Rust size");
 
+// One sequence of a ragged attention launch (kernels/attention.cu `sb_ragged_attention`):
+// its cache storage's keys, values and `[filled, ticket]` counter with their strides, and
+// its rows of the launch's queries, new keys and values, and outputs. Uploaded as bytes:
+// every field is 8 bytes but the two last, so the struct has no padding.
+struct SbRaggedSequence {
+  float* k;
+  float* v;
+  int* counter;
+  SbStrides ks;
+  SbStrides vs;
+  // Its first row.
+  long long first;
+  int rows;
+  // Zero (the struct's size stays a multiple of 8 without padding).
+  int pad;
+};
+static_assert(sizeof(SbRaggedSequence) == 88, "SbRaggedSequence: Rust size");
+static_assert(alignof(SbRaggedSequence) == 8, "SbRaggedSequence: Rust alignment");
+static_assert(sizeof(SbRaggedSequence::k) == 8, "SbRaggedSequence::k: Rust size");
+static_assert(sizeof(SbRaggedSequence::v) == 8, "SbRaggedSequence::v: Rust size");
+static_assert(sizeof(SbRaggedSequence::counter) == 8, "SbRaggedSequence::counter: Rust size");
+static_assert(sizeof(SbRaggedSequence::ks) == 24, "SbRaggedSequence::ks: Rust size");
+static_assert(sizeof(SbRaggedSequence::vs) == 24, "SbRaggedSequence::vs: Rust size");
+static_assert(sizeof(SbRaggedSequence::first) == 8, "SbRaggedSequence::first: Rust size");
+static_assert(sizeof(SbRaggedSequence::rows) == 4, "SbRaggedSequence::rows: Rust size");
+static_assert(sizeof(SbRaggedSequence::pad) == 4, "SbRaggedSequence::pad: Rust size");
+
 // A convolution's geometry (kernels/conv.cu): spatial sizes widened to 3 axes.
 struct SbConv {
   int input[3];

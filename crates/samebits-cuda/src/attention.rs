@@ -184,6 +184,34 @@ pub struct AttentionShape {
     pub split: usize,
 }
 
+device_struct! {
+    /// One sequence of a ragged attention launch (kernels/attention.cu `sb_ragged_attention`):
+    /// its cache storage's keys, values and `[filled, ticket]` counter with their strides, and
+    /// its rows of the launch's queries, new keys and values, and outputs. Uploaded as bytes:
+    /// every field is 8 bytes but the two last, so the struct has no padding.
+    pub(crate) struct SbRaggedSequence {
+        k: u64 as "float*",
+        v: u64 as "float*",
+        counter: u64 as "int*",
+        ks: SbStrides,
+        vs: SbStrides,
+        /// Its first row.
+        first: i64,
+        rows: i32,
+        /// Zero (the struct's size stays a multiple of 8 without padding).
+        pad: i32,
+    }
+}
+
+/// One sequence of [`CudaBackend::ragged_attention`]: its cache storage, already extended for
+/// its rows by [`CudaBackend::kv_extend`], the positions before them, and its rows.
+pub(crate) struct RaggedPart<'a> {
+    pub storage: &'a KvStorage,
+    pub past: usize,
+    pub first: usize,
+    pub rows: usize,
+}
+
 /// A GGUF product fused after a decode attention (one query head per block, heads of 64
 /// values, the output `y` 3-D `[batch, queries, heads * 64]`): `out = y · Wᵀ`, plus `add`
 /// (`[batch * queries, rows]`) when given, returned instead of `y` (kernels/attention.cu,
@@ -221,6 +249,140 @@ pub fn attention_split_fits(rows: usize, stride: usize, d: usize, split: usize) 
 }
 
 impl CudaBackend {
+    /// The attention of several sequences in one launch (`sb_ragged_attention`): sequence `p`
+    /// of `parts` has rows `first .. first + rows` of the queries `q`, the new keys and values
+    /// and the outputs `y` (3-D `[1, R, heads * size]` layouts over dense buffers), attends to
+    /// its storage's `past` positions and its own rows (causal or not), stores its new keys
+    /// and values there and advances the storage's counter: each sequence computes what
+    /// [`CudaBackend::attention`] computes for it alone. `rows` query heads per block (a
+    /// divisor of the group size whose score rows of the longest sequence fit).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn ragged_attention(
+        &self,
+        q: (&DeviceBuffer, HeadsLayout),
+        k_new: (&DeviceBuffer, HeadsLayout),
+        v_new: (&DeviceBuffer, HeadsLayout),
+        (out, y): (&mut DeviceBuffer, HeadsLayout),
+        parts: &[RaggedPart],
+        (causal, scale): (bool, f32),
+        rows: usize,
+    ) -> Result<()> {
+        let (ql, kl, vl) = (q.1, k_new.1, v_new.1);
+        let stride = parts.iter().map(|p| p.past + p.rows).max().unwrap_or(0);
+        let most_rows = parts.iter().map(|p| p.rows).max().unwrap_or(0);
+        let total_rows: usize = parts.iter().map(|p| p.rows).sum();
+        let group = ql.heads.checked_div(kl.heads).unwrap_or(0);
+        let d = ql.size;
+        let valid = kl.heads > 0
+            && ql.heads.is_multiple_of(kl.heads)
+            && [ql.batch, kl.batch, vl.batch, y.batch] == [1; 4]
+            && [ql.seq, kl.seq, vl.seq, y.seq] == [total_rows; 4]
+            && vl.heads == kl.heads
+            && (y.heads, y.size) == (ql.heads, vl.size)
+            && kl.size == d
+            && d > 0
+            && vl.size > 0
+            && rows > 0
+            && group.is_multiple_of(rows)
+            && attention_shared_bytes(rows, stride, d, vl.size) <= ATTENTION_SHARED_MAX
+            && q.0.len() >= ql.len()
+            && k_new.0.len() >= kl.len()
+            && v_new.0.len() >= vl.len()
+            && out.len() >= y.len()
+            && parts.len() <= 65_535
+            && most_rows <= i32::MAX as usize
+            && parts
+                .iter()
+                .scan(0, |first, p| {
+                    let ok = p.first == *first
+                        && p.rows > 0
+                        && p.past + p.rows <= p.storage.capacity()
+                        && (p.storage.batch, p.storage.heads) == (1, kl.heads)
+                        && (p.storage.key_size, p.storage.value_size) == (d, vl.size);
+                    *first += p.rows;
+                    Some(ok)
+                })
+                .all(|ok| ok);
+        if !valid || parts.is_empty() {
+            return Err(CudaError::Invalid(format!(
+                "ragged attention: q {ql:?}, new keys {kl:?}, values {vl:?}, y {y:?}, {} \
+                 sequences, {rows} rows per block",
+                parts.len()
+            )));
+        }
+        let stream = self.stream();
+        let mut seqs = Vec::with_capacity(parts.len());
+        for p in parts {
+            seqs.push(
+                p.storage
+                    .with_buffers(|keys, values, counter| SbRaggedSequence {
+                        k: keys.slice().device_ptr(stream).0,
+                        v: values.slice().device_ptr(stream).0,
+                        counter: counter.slice().device_ptr(stream).0,
+                        ks: p.storage.layout(false, 0).into(),
+                        vs: p.storage.layout(true, 0).into(),
+                        first: p.first as i64,
+                        rows: p.rows as i32,
+                        pad: 0,
+                    }),
+            );
+        }
+        // SAFETY: SbRaggedSequence is #[repr(C)] plain numbers without padding (its doc).
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                seqs.as_ptr().cast::<u8>(),
+                std::mem::size_of_val(seqs.as_slice()),
+            )
+        };
+        let seqs = self.upload_bytes(bytes)?;
+        let ints = [stride, d, vl.size, group, rows].map(|v| v as i32);
+        let (causal, kv_heads) = (i32::from(causal), kl.heads as i32);
+        let vec4 = i32::from(d.is_multiple_of(4));
+        let (qs, kns, vns, ys) = (
+            SbStrides::from(ql),
+            SbStrides::from(kl),
+            SbStrides::from(vl),
+            SbStrides::from(y),
+        );
+        let f = self.function("sb_ragged_attention")?;
+        let config = LaunchConfig {
+            grid_dim: (
+                most_rows as u32,
+                (ql.heads / rows) as u32,
+                parts.len() as u32,
+            ),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: attention_shared_bytes(rows, stride, d, vl.size) as u32,
+        };
+        let mut launch = stream.launch_builder(&f);
+        launch
+            .arg(q.0.slice())
+            .arg(&qs)
+            .arg(k_new.0.slice())
+            .arg(&kns)
+            .arg(v_new.0.slice())
+            .arg(&vns)
+            .arg(out.slice_mut())
+            .arg(&ys)
+            .arg(seqs.slice())
+            .arg(&ints[0])
+            .arg(&ints[1])
+            .arg(&ints[2])
+            .arg(&ints[3])
+            .arg(&ints[4])
+            .arg(&causal)
+            .arg(&scale)
+            .arg(&kv_heads)
+            .arg(&vec4);
+        // SAFETY: the views were checked above: the rows of every sequence lie inside the
+        // dense buffers, each storage holds its past and new positions, and the shared memory
+        // holds score rows of the longest sequence; one block per (row, head group, sequence),
+        // those past a sequence's rows returning at once; each storage's counter is read, then
+        // advanced by its sequence's last block.
+        unsafe { launch.launch(config)? };
+        Ok(())
+    }
+
     /// RotaryEmbedding of `x` (dense, viewed as `layout`) with the cos / sin caches
     /// (`[rows, width]`, row `b * seq + s` for batch `b`, position `s`): the pairs of the first
     /// `rot` features rotated, the rest copied. Output in `x`'s layout.

@@ -262,7 +262,7 @@ fn constants() -> Vec<(&'static str, &'static str, i64)> {
 }
 
 /// The C declarations of every device struct, a nested struct before its container.
-fn structs() -> [String; 13] {
+fn structs() -> [String; 14] {
     [
         elementwise::BroadcastLayout::c_struct(),
         gemm::SbMat::c_struct(),
@@ -271,6 +271,7 @@ fn structs() -> [String; 13] {
         gguf::SbGgufMatrices::c_struct(),
         attention::SbStrides::c_struct(),
         attention::SbAttentionProduct::c_struct(),
+        attention::SbRaggedSequence::c_struct(),
         conv::SbConv::c_struct(),
         pool::SbPool::c_struct(),
         resize::SbResize::c_struct(),

@@ -300,6 +300,7 @@ mod tests {
             "sb_gguf_gather_q4_1",
             "sb_rotary",
             "sb_attention",
+            "sb_ragged_attention",
             "sb_silu_mul",
             "sb_conv_direct",
             "sb_im2col",

@@ -428,6 +428,135 @@ fn fused_attention_product_matches_the_cpu() {
     }
 }
 
+/// RaggedAttention (several sequences' rows, each over its own past; executor/ragged.rs) runs
+/// on the device and gives the CPU op's bits: sequences of 1, 3 and 70 rows over pasts of 300,
+/// none and 5 positions in one launch; with a past of 12,100 positions (score rows beyond a
+/// block's shared memory) the step runs on the CPU; the present caches come back as
+/// sequences; a past that is a tensor, not a sequence, falls back to the CPU, which names the
+/// input.
+#[test]
+fn ragged_attention_matches_the_cpu() {
+    let Some(backend) = cuda("executor::ragged_attention_matches_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng::new(29);
+    let (heads, kv_heads, d) = (4, 2, 64);
+    let mut graph = Graph {
+        name: "ragged".into(),
+        ..Graph::default()
+    };
+    for (name, dtype) in [
+        ("q", DType::F32),
+        ("k", DType::F32),
+        ("v", DType::F32),
+        ("rows", DType::I64),
+    ] {
+        graph.inputs.push(ValueInfo {
+            name: name.into(),
+            ty: Some(ValueType::tensor(dtype, None)),
+        });
+    }
+    for name in ["past_key", "past_value"] {
+        graph.inputs.push(ValueInfo {
+            name: name.into(),
+            ty: Some(ValueType::Sequence(Box::new(ValueType::tensor(
+                DType::F32,
+                None,
+            )))),
+        });
+    }
+    for name in ["y", "present_key", "present_value"] {
+        graph.outputs.push(ValueInfo {
+            name: name.into(),
+            ty: None,
+        });
+    }
+    graph.nodes = vec![Node {
+        domain: "samebits".into(),
+        outputs: vec!["y".into(), "present_key".into(), "present_value".into()],
+        ..node(
+            "RaggedAttention",
+            &["q", "k", "v", "rows", "past_key", "past_value"],
+            "y",
+            &[
+                ("is_causal", Attribute::Int(1)),
+                ("q_num_heads", Attribute::Int(heads as i64)),
+                ("kv_num_heads", Attribute::Int(kv_heads as i64)),
+            ],
+        )
+    }];
+    let plan = fused_plan(graph);
+    let executor = CudaExecutor::new(Arc::clone(&backend), Arc::clone(&plan));
+    let rows = [1usize, 3, 70];
+    let total: usize = rows.iter().sum();
+    let mut x = |shape: Vec<usize>, scale: f32| {
+        let n = shape.iter().product();
+        Tensor::from_vec(shape, rng.values(n, scale)).unwrap()
+    };
+    // One launch for all three; then a past too long for one block's score rows: the CPU op.
+    let mut inputs = Vec::new();
+    for (pasts, on_device) in [([300usize, 0, 5], true), ([12_100, 0, 5], false)] {
+        let past_keys: Vec<Tensor> = pasts
+            .iter()
+            .map(|&p| x(vec![1, kv_heads, p, d], 2.0))
+            .collect();
+        let past_values: Vec<Tensor> = pasts
+            .iter()
+            .map(|&p| x(vec![1, kv_heads, p, d], 1.0))
+            .collect();
+        inputs = vec![
+            x(vec![1, total, heads * d], 2.0).into(),
+            x(vec![1, total, kv_heads * d], 2.0).into(),
+            x(vec![1, total, kv_heads * d], 1.0).into(),
+            Tensor::from_vec(vec![rows.len()], rows.map(|r| r as i64).to_vec())
+                .unwrap()
+                .into(),
+            Value::Sequence(past_keys),
+            Value::Sequence(past_values),
+        ];
+        let want = plan.run(inputs.clone(), RunOptions::default()).unwrap();
+        let (got, stats) = executor
+            .run_with(inputs.clone(), RunOptions::default())
+            .unwrap();
+        assert_eq!(
+            stats.host_steps.is_empty(),
+            on_device,
+            "{pasts:?}: {stats:?}"
+        );
+        assert_eq!(
+            stats.device_launches,
+            usize::from(on_device),
+            "{pasts:?}: {stats:?}"
+        );
+        let flat = |v: &Value| -> Vec<Tensor> {
+            match v {
+                Value::Sequence(ts) => ts.clone(),
+                v => vec![v.as_tensor().unwrap().clone()],
+            }
+        };
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let (g, w) = (flat(g), flat(w));
+            assert_eq!(g.len(), w.len(), "output {i}");
+            for (j, (g, w)) in g.iter().zip(&w).enumerate() {
+                assert_eq!(g.shape(), w.shape(), "{pasts:?}: output {i} item {j}");
+                samebits_cuda::testing::assert_same_bits(
+                    g.as_slice::<f32>().unwrap(),
+                    w.as_slice::<f32>().unwrap(),
+                    &format!("{pasts:?}: output {i} item {j}"),
+                );
+            }
+        }
+    }
+    // A past that is not a sequence: the CPU op runs it and names the input.
+    let mut wrong = inputs;
+    wrong[4] = x(vec![1, kv_heads, 2, d], 1.0).into();
+    let err = executor
+        .run_with(wrong, RunOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("input 4"), "{err}");
+}
+
 /// GatherGguf on the device picks and dequantizes the CPU's rows (negative indices count from
 /// the end), for every weight type; an index out of range falls back to the CPU, which names
 /// it.

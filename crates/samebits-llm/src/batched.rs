@@ -15,8 +15,12 @@
 //! - the last stage gathers the last row of each sequence (input `logit_rows`, `[B]`) before the
 //!   final norm, so the output head computes `[1, B, vocab]` logits, not one row per token.
 //!
-//! A batch of one sequence on the CPU runs the one-sequence plan instead (the same bits, a little
-//! faster: measured 84-85 against 87-93 tok/s at one client of `samebits serve`).
+//! On a GPU, RaggedAttention runs a launch per sequence on views of its rows, each extending
+//! that sequence's cache storage in place (samebits-cuda `executor/ragged.rs`); the caches stay
+//! on the device between steps. A batch of one sequence runs the one-sequence plan instead (the
+//! same bits; on the CPU a little faster, measured 84-85 against 87-93 tok/s at one client of
+//! `samebits serve`; on a GPU its recorded decode step replays), and the two plans take each
+//! other's caches.
 //!
 //! The fusion rules run on it as on the one-sequence graph (decoder_fusion's rules match the
 //! row-wise patterns; `RaggedAttention` is fused with nothing). docs/serve.md tells how the
@@ -24,7 +28,7 @@
 
 use crate::model::{DecoderStage, KvCache, run_on_pool};
 use crate::{Llm, LlmError, Result};
-use samebits_ir::{Attribute, DType, Dim, Graph, Node, Shape, Tensor, Value, ValueInfo, ValueType};
+use samebits_ir::{Attribute, DType, Dim, Graph, Node, Shape, Tensor, ValueInfo, ValueType};
 use samebits_runtime::IoValue;
 
 /// The name of the batched graph's rows-per-sequence input.
@@ -114,8 +118,8 @@ impl Llm {
     /// that cache; returns the logits of each sequence's last new token ([`Llm::vocab_size`]
     /// values each), the same bits [`Llm::forward_last`] gives for that sequence alone. A
     /// sequence may bring its whole prompt (a prefill) while others bring one token (a decode
-    /// step). The caches must be on the host: caches of this method's runs, or new ones (on a
-    /// GPU, [`Llm::forward`]'s caches stay on the device and cannot join a batch).
+    /// step). Any cache of this model joins: a new one, or one of earlier batched or lone runs
+    /// (on a GPU its layers stay on the device between them).
     pub fn forward_last_batch(
         &self,
         batch: &mut [(&[u32], &mut KvCache)],
@@ -135,12 +139,10 @@ impl Llm {
             rows.push(tokens.len());
             ids.extend(tokens.iter().map(|&t| i64::from(t)));
         }
-        // One sequence on the CPU takes the one-sequence plan: the same bits, without the
-        // batched plan's per-sequence steps (its caches are host tensors either way; a GPU's
-        // one-sequence caches live on the device, so there a batch of one stays batched).
-        if let [(tokens, cache)] = batch
-            && self.stages().iter().all(DecoderStage::on_cpu)
-        {
+        // One sequence takes the one-sequence plan: the same bits, without the batched plan's
+        // per-sequence steps (and on a GPU with its recorded decode step). The two plans' caches
+        // are the same values: host tensors, or on a GPU cache storages.
+        if let [(tokens, cache)] = batch {
             return Ok(vec![self.forward_last(tokens, cache)?]);
         }
         let mut x = Tensor::from_vec(vec![1, ids.len()], ids)?;
@@ -186,18 +188,21 @@ impl DecoderStage {
         let mut inputs = self.leading_inputs(input, positions.iter().copied());
         let layers = 2 * self.layers().len();
         for i in first..first + layers {
-            let tensors = caches
+            let items = caches
                 .iter()
                 .enumerate()
-                .map(|(b, cache)| match cache.layers.get(i) {
-                    Some(IoValue::Host(Value::Tensor(t))) => Ok(t.clone()),
-                    _ => Err(LlmError::Usage(format!(
-                        "sequence {b}'s cache is not a host cache of this model's layers: only \
-                         caches of batched runs (or new ones) join a batch"
-                    ))),
+                .map(|(b, cache)| {
+                    cache.layers.get(i).cloned().ok_or_else(|| {
+                        LlmError::Usage(format!(
+                            "sequence {b}'s cache holds {} layers, not this model's",
+                            cache.layers.len() / 2
+                        ))
+                    })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            inputs.push(IoValue::Host(Value::Sequence(tensors)));
+            inputs.push(IoValue::sequence(items).ok_or_else(|| {
+                LlmError::Usage("a sequence's cache holds a layer that is not a tensor".into())
+            })?);
         }
         let counts: Vec<i64> = rows.iter().map(|&n| n as i64).collect();
         inputs.push(IoValue::Host(
@@ -214,7 +219,9 @@ impl DecoderStage {
                 Tensor::from_vec(vec![rows.len()], last)?.into(),
             ));
         }
-        let keep = vec![false; 1 + layers];
+        // A GPU stage's caches stay on the device, where the next step extends them in place.
+        let mut keep = vec![!self.on_cpu(); 1 + layers];
+        keep[0] = false;
         let mut outputs = run_on_pool(self.batched(), inputs, &keep)?.into_iter();
         let output = match outputs.next() {
             Some(IoValue::Host(v)) => v.into_tensor()?,
@@ -225,20 +232,18 @@ impl DecoderStage {
             }
         };
         for (i, present) in (first..first + layers).zip(outputs) {
-            let IoValue::Host(Value::Sequence(tensors)) = present else {
-                return Err(LlmError::Usage(
-                    "the batched plan's caches came back as no host sequences".into(),
-                ));
-            };
-            if tensors.len() != caches.len() {
+            let items = present.into_items().ok_or_else(|| {
+                LlmError::Usage("the batched plan's caches came back as no sequences".into())
+            })?;
+            if items.len() != caches.len() {
                 return Err(LlmError::Usage(format!(
                     "the batched plan returned {} caches for {} sequences",
-                    tensors.len(),
+                    items.len(),
                     caches.len()
                 )));
             }
-            for (cache, t) in caches.iter_mut().zip(tensors) {
-                cache.layers[i] = IoValue::Host(Value::Tensor(t));
+            for (cache, item) in caches.iter_mut().zip(items) {
+                cache.layers[i] = item;
             }
         }
         Ok(output)

@@ -229,3 +229,109 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
         }
     }
 }
+
+/// A ragged batch on the GPU (`Llm::forward_last_batch`: RaggedAttention's launch per sequence
+/// over device caches) gives every sequence the bits it gets alone on the CPU: four prompts of
+/// 5, 1, 70 and 140 tokens join at rounds 0 to 3 (prefills beside decode steps; the first round
+/// is a batch of one, the one-sequence plan, whose device caches the batched plan then extends),
+/// the longest cache past 256 positions (decode attention split over blocks), and the last
+/// rounds shrink back to one sequence.
+#[test]
+fn gpu_ragged_batches_give_each_sequence_its_lone_cpu_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let shapes = [
+        LlamaShape {
+            family: Family::Llama,
+            layers: 2,
+            dim: 128,
+            heads: 4,
+            head_dim: 32,
+            kv_heads: 2,
+            ffn: 256,
+            vocab: 96,
+            context: 512,
+            matrices: GgmlType::Q4_1,
+        },
+        LlamaShape {
+            family: Family::Qwen3,
+            layers: 2,
+            dim: 128,
+            heads: 4,
+            head_dim: 64,
+            kv_heads: 1,
+            ffn: 256,
+            vocab: 96,
+            context: 512,
+            matrices: GgmlType::Q8_0,
+        },
+    ];
+    let lengths = [5usize, 1, 70, 140];
+    for (n, shape) in shapes.iter().enumerate() {
+        let path = dir.path().join(format!("ragged_{n}.gguf"));
+        write_random_llama(&path, shape, 31 + n as u64);
+        let gpu = match Llm::load_on(&path, OperationSet::Reproducible, Device::Cuda(0)) {
+            Ok(llm) => llm,
+            Err(why) => {
+                let line = format!(
+                    "SKIPPED (no CUDA device): gpu::gpu_ragged_batches_give_each_sequence_its_lone_cpu_bits ({why})\n"
+                );
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+                return;
+            }
+        };
+        let cpu = Llm::load(&path, OperationSet::Reproducible).unwrap();
+        let prompts: Vec<Vec<u32>> = lengths
+            .iter()
+            .enumerate()
+            .map(|(p, &len)| {
+                (0..len as u32)
+                    .map(|i| (i * 13 + 7 * p as u32 + 1) % shape.vocab as u32)
+                    .collect()
+            })
+            .collect();
+        let steps = 8;
+        // Alone on the CPU: the prefill's last row, then greedy decode steps.
+        let alone: Vec<Vec<Vec<f32>>> = prompts
+            .iter()
+            .map(|prompt| {
+                let mut cache = cpu.new_cache();
+                let mut logits = cpu.forward_last(prompt, &mut cache).unwrap();
+                let mut rows = vec![logits.clone()];
+                for _ in 0..steps {
+                    logits = cpu.forward(&[argmax(&logits)], &mut cache).unwrap();
+                    rows.push(logits.clone());
+                }
+                rows
+            })
+            .collect();
+        // Batched on the GPU: prompt `p` joins at round `p`.
+        let mut caches: Vec<_> = prompts.iter().map(|_| gpu.new_cache()).collect();
+        let mut rows: Vec<Vec<Vec<f32>>> = vec![Vec::new(); prompts.len()];
+        let mut next = prompts.clone();
+        for round in 0..prompts.len() + steps {
+            let members: Vec<usize> = (0..prompts.len())
+                .filter(|&p| p <= round && rows[p].len() <= steps)
+                .collect();
+            let mut batch: Vec<(&[u32], &mut samebits_llm::KvCache)> = caches
+                .iter_mut()
+                .enumerate()
+                .filter(|(p, _)| members.contains(p))
+                .map(|(p, cache)| (next[p].as_slice(), cache))
+                .collect();
+            let logits = gpu.forward_last_batch(&mut batch).unwrap();
+            for (&p, row) in members.iter().zip(&logits) {
+                next[p] = vec![argmax(row)];
+                rows[p].push(row.clone());
+            }
+        }
+        for (p, (got, want)) in rows.iter().zip(&alone).enumerate() {
+            assert_eq!(got.len(), steps + 1, "{shape:?}: prompt {p}");
+            for (step, (g, w)) in got.iter().zip(want).enumerate() {
+                assert!(
+                    same_bits(g, w),
+                    "{shape:?}: prompt {p} step {step}: the GPU batch differs from the CPU alone"
+                );
+            }
+        }
+    }
+}

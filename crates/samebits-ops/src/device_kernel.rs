@@ -92,6 +92,17 @@ pub enum DeviceKernel {
         kv_num_heads: usize,
         scale: Option<f32>,
     },
+    /// `samebits::RaggedAttention` (`attention.rs`): [`DeviceKernel::Attention`] (these
+    /// attributes) of each sequence's rows over its own past keys and values (inputs 4 and 5
+    /// are sequences of one cache per sequence; input 3 the rows per sequence). The device runs
+    /// each sequence's attention as the lone step's launch, so its bits never depend on the
+    /// batch.
+    RaggedAttention {
+        is_causal: bool,
+        q_num_heads: usize,
+        kv_num_heads: usize,
+        scale: Option<f32>,
+    },
     /// `samebits::SiluGate` (`decoder_fused.rs`): `(g * sigmoid(g)) * u` of inputs g and u,
     /// the three roundings of the Sigmoid and two Mul ops it replaces (`elementwise-fusion`);
     /// inputs of one shape only (others fall back).

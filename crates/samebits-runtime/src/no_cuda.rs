@@ -88,3 +88,30 @@ pub enum IoValue {
     Host(Value),
     Device(DeviceTensor),
 }
+
+impl IoValue {
+    /// A sequence of these tensors (all on the host in this build); `None` if an item is not
+    /// a tensor.
+    pub fn sequence(items: Vec<IoValue>) -> Option<IoValue> {
+        let tensors = items
+            .into_iter()
+            .map(|i| match i {
+                IoValue::Host(Value::Tensor(t)) => Some(t),
+                IoValue::Host(_) => None,
+                IoValue::Device(d) => match d {},
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(IoValue::Host(Value::Sequence(tensors)))
+    }
+
+    /// The items of a sequence, `None` for a tensor.
+    pub fn into_items(self) -> Option<Vec<IoValue>> {
+        match self {
+            IoValue::Host(Value::Sequence(ts)) => {
+                Some(ts.into_iter().map(|t| IoValue::Host(t.into())).collect())
+            }
+            IoValue::Host(_) => None,
+            IoValue::Device(d) => match d {},
+        }
+    }
+}

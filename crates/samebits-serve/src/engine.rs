@@ -3,7 +3,7 @@
 //! engine admits waiting ones (up to `max_running` sequences) and drops those whose client
 //! went away; each round then runs every running sequence's next tokens (a new sequence's
 //! prompt, the others' last token) in one batched forward pass and takes one token for each.
-//! (On a GPU, sequences admitted while few run take their own pass: [`GPU_BATCH_FROM`].)
+//! (With `batch_from` above 1, sequences admitted while few run take their own pass.)
 //!
 //! Each sequence keeps its own KV cache; the batched pass ([`Llm::forward_last_batch`]) gives
 //! each sequence the bits it gets alone (every product row and every attention reduction keeps
@@ -17,6 +17,7 @@ use crate::metrics::{Metrics, Outcome};
 use crate::receipts::ReceiptStore;
 use crate::stop::StopFilter;
 use axum::http::StatusCode;
+use rayon::prelude::*;
 use samebits_llm::checkpoint::model_sha256;
 use samebits_llm::model::ChooseStages;
 use samebits_llm::receipt::GenerationReceipt;
@@ -83,7 +84,7 @@ pub struct EngineOptions {
     /// longer prompt still runs, alone among the prefills).
     pub max_batch_tokens: usize,
     /// From how many running sequences (the new one included) a new sequence joins the batched
-    /// pass instead of running its own; `None`: 1 on the CPU, [`GPU_BATCH_FROM`] on a GPU.
+    /// pass instead of running its own; `None`: 1 (every sequence batched).
     pub batch_from: Option<usize>,
     /// Pipeline stages in this process: the decoder's layers cut into this many stages balanced
     /// by parameter bytes (samebits-pipeline's `layer_stages`), stage `r` on `cuda:(K + r)` for
@@ -136,10 +137,7 @@ impl Engine {
                     info: &info,
                     metrics: &metrics,
                     receipts: &receipts,
-                    batch_from: options.batch_from.unwrap_or(match options.device {
-                        Device::Cpu => 1,
-                        Device::Cuda(_) => GPU_BATCH_FROM,
-                    }),
+                    batch_from: options.batch_from.unwrap_or(1),
                     max_batch_tokens: options.max_batch_tokens,
                 };
                 engine.run(jobs, options.max_running.max(1));
@@ -207,19 +205,11 @@ struct Scheduler<'a> {
     metrics: &'a Metrics,
     receipts: &'a ReceiptStore,
     /// From how many running sequences (this one included) a new sequence joins the batched
-    /// pass: 1 on the CPU; on a GPU [`GPU_BATCH_FROM`].
+    /// pass ([`EngineOptions::batch_from`]).
     batch_from: usize,
     /// Most prompt tokens one round prefills ([`EngineOptions::max_batch_tokens`]).
     max_batch_tokens: usize,
 }
-
-/// On a GPU a sequence runs its own forward pass (CUDA graphs, its KV cache on the device)
-/// while fewer than this many sequences run; from then on new sequences join the batched pass,
-/// whose attention has no GPU kernel yet and runs on the host (same bits), which pays off only
-/// with many sequences: measured on an H100 with SmolLM2-135M (docs/serve.md), the batched pass
-/// gave 181 / 398 / 597 / 732 tok/s at 1 / 8 / 32 / 64 clients against 482 / 456 / 473 / 454
-/// for one pass per sequence.
-const GPU_BATCH_FROM: usize = 16;
 
 /// A sequence being generated.
 struct Running<'a> {
@@ -393,33 +383,56 @@ impl<'a> Scheduler<'a> {
             results.push((r, logits.map_err(internal)));
         }
         let now = Instant::now();
+        let sequences = results.len();
+        // Each sequence takes its token on its own (its seed, its receipt chain, its client):
+        // in parallel, in the round's order.
+        let went_on: Vec<Running<'a>> = results
+            .into_par_iter()
+            .filter_map(|(r, logits)| self.after_pass(r, logits, start, now))
+            .collect();
+        self.metrics
+            .round(sequences, now - start, Instant::now() - now);
         let mut still = waiting;
-        for (mut r, logits) in results {
-            let logits = match logits {
-                Ok(logits) => logits,
-                Err(e) => {
-                    self.fail(&r.job, e);
-                    continue;
-                }
-            };
-            if r.started() {
-                self.metrics.inter_token_latency(now - r.last_token);
-            } else {
-                let prompt_tokens = r.next.len();
-                self.metrics.prompt_tokens(prompt_tokens);
-                let _ = r.job.events.send(Event::Started { prompt_tokens });
-                self.metrics.time_to_first_token(now - r.job.received);
-                r.prefill_time = now - start;
-                r.decode_started = now;
-            }
-            r.last_token = now;
-            match self.take(&mut r, &logits) {
-                Progress::Continue => still.push(r),
-                Progress::Finished(reason) => self.finish(r, reason),
-                Progress::Ended => {}
-            }
-        }
+        still.extend(went_on);
         still
+    }
+
+    /// A sequence after a round's forward pass gave it `logits` (the pass began at `start`
+    /// and ended at `now`): its first-token or inter-token time, its token and text; the
+    /// sequence if it goes on.
+    fn after_pass(
+        &self,
+        mut r: Running<'a>,
+        logits: Result<Vec<f32>, ApiError>,
+        start: Instant,
+        now: Instant,
+    ) -> Option<Running<'a>> {
+        let logits = match logits {
+            Ok(logits) => logits,
+            Err(e) => {
+                self.fail(&r.job, e);
+                return None;
+            }
+        };
+        if r.started() {
+            self.metrics.inter_token_latency(now - r.last_token);
+        } else {
+            let prompt_tokens = r.next.len();
+            self.metrics.prompt_tokens(prompt_tokens);
+            let _ = r.job.events.send(Event::Started { prompt_tokens });
+            self.metrics.time_to_first_token(now - r.job.received);
+            r.prefill_time = now - start;
+            r.decode_started = now;
+        }
+        r.last_token = now;
+        match self.take(&mut r, &logits) {
+            Progress::Continue => Some(r),
+            Progress::Finished(reason) => {
+                self.finish(r, reason);
+                None
+            }
+            Progress::Ended => None,
+        }
     }
 
     /// Samples the step's token from the last row of `logits` and releases its text.

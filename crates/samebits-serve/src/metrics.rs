@@ -1,7 +1,8 @@
 //! The server's counters and their Prometheus text exposition (`GET /metrics`, format 0.0.4):
 //! queue depth, running sequences, requests by outcome, prompt and generated tokens, generated
-//! tokens per second over the last ten seconds, and histograms of time to first token and
-//! inter-token latency.
+//! tokens per second over the last ten seconds, histograms of time to first token and
+//! inter-token latency, and where the engine's rounds spend their time (forward passes against
+//! sampling, hashing and streaming).
 
 use std::collections::VecDeque;
 use std::fmt::Write;
@@ -75,6 +76,10 @@ struct State {
     recent: VecDeque<(Instant, u64)>,
     time_to_first_token: Histogram,
     inter_token_latency: Histogram,
+    rounds: u64,
+    round_sequences: u64,
+    forward_seconds: f64,
+    sampling_seconds: f64,
 }
 
 /// The counters, shared by the HTTP handlers and the engine thread.
@@ -134,6 +139,17 @@ impl Metrics {
 
     pub fn inter_token_latency(&self, time: Duration) {
         self.with(|s| s.inter_token_latency.observe(time.as_secs_f64()));
+    }
+
+    /// One engine round ran `sequences` sequences: `forward` in the forward passes, `sampling`
+    /// taking their tokens (sampling, receipt hashing, text, events).
+    pub fn round(&self, sequences: usize, forward: Duration, sampling: Duration) {
+        self.with(|s| {
+            s.rounds += 1;
+            s.round_sequences += sequences as u64;
+            s.forward_seconds += forward.as_secs_f64();
+            s.sampling_seconds += sampling.as_secs_f64();
+        });
     }
 
     /// Requests waiting for the engine.
@@ -201,6 +217,33 @@ impl Metrics {
                     "Tokens generated.",
                     s.generated_tokens,
                 ),
+                (
+                    "samebits_engine_rounds_total",
+                    "Engine rounds (one forward pass per running sequence's next tokens).",
+                    s.rounds,
+                ),
+                (
+                    "samebits_engine_round_sequences_total",
+                    "Sequences run, summed over the rounds (over rounds: the mean batch).",
+                    s.round_sequences,
+                ),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+                );
+            }
+            for (name, help, value) in [
+                (
+                    "samebits_engine_forward_seconds_total",
+                    "Time the engine's rounds spent in forward passes.",
+                    s.forward_seconds,
+                ),
+                (
+                    "samebits_engine_sampling_seconds_total",
+                    "Time the engine's rounds spent taking tokens (sampling, receipt hashes, text).",
+                    s.sampling_seconds,
+                ),
             ] {
                 let _ = writeln!(
                     out,
@@ -240,6 +283,8 @@ mod tests {
         m.generated(20);
         m.time_to_first_token(Duration::from_millis(30));
         m.inter_token_latency(Duration::from_millis(8));
+        m.round(4, Duration::from_millis(250), Duration::from_millis(500));
+        m.round(2, Duration::from_millis(250), Duration::ZERO);
         let text = m.render();
         for line in [
             "samebits_queue_depth 1",
@@ -255,6 +300,10 @@ mod tests {
             "samebits_time_to_first_token_seconds_count 1",
             "samebits_inter_token_latency_seconds_bucket{le=\"0.01\"} 1",
             "samebits_inter_token_latency_seconds_bucket{le=\"+Inf\"} 1",
+            "samebits_engine_rounds_total 2",
+            "samebits_engine_round_sequences_total 6",
+            "samebits_engine_forward_seconds_total 0.5",
+            "samebits_engine_sampling_seconds_total 0.5",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

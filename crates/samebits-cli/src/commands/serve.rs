@@ -57,8 +57,8 @@ pub struct Args {
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_batch_tokens: u32,
     /// A new request joins the batched forward pass once this many sequences run (itself
-    /// included); below that it runs its own pass. Default: 1 on the CPU, 16 on a GPU (where
-    /// the batched pass's attention runs on the host). Same bits either way.
+    /// included); below that it runs its own pass. Default 1: every sequence is batched (a
+    /// round with one sequence runs the one-sequence plan). Same bits either way.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     batch_from: Option<u16>,
     /// Pipeline stages: the decoder's layers cut into N stages balanced by parameter bytes, run

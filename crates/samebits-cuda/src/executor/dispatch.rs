@@ -184,6 +184,8 @@ pub(crate) fn plan_launch(
 ) -> Option<Launch> {
     use DeviceKernel as K;
     match kernel {
+        // Run by the executor itself, one launch for every sequence (`ragged.rs`).
+        K::RaggedAttention { .. } => None,
         K::Attention {
             is_causal,
             q_num_heads,
@@ -628,7 +630,12 @@ fn f32_input<'a>(
 
 /// The keys (input 4) or values (input 5) of Attention's past, if given.
 fn kv_past<'a>(inputs: &[Option<&'a DeviceValue>], i: usize) -> Result<KvPast<'a>> {
-    Ok(match inputs.get(i).copied().flatten() {
+    past_of(inputs.get(i).copied().flatten(), i)
+}
+
+/// The past keys or values (input `i`) `value` holds, if given.
+pub(super) fn past_of(value: Option<&DeviceValue>, i: usize) -> Result<KvPast<'_>> {
+    Ok(match value {
         None => KvPast::None,
         Some(DeviceValue::F32 { buffer, shape }) => match **shape {
             [b, h, s, d] => KvPast::Dense(buffer, HeadsLayout::dense(b, h, s, d)),
@@ -644,7 +651,7 @@ fn kv_past<'a>(inputs: &[Option<&'a DeviceValue>], i: usize) -> Result<KvPast<'a
             values: *values,
             len: *len,
         },
-        Some(DeviceValue::Bytes { .. }) => {
+        Some(DeviceValue::Bytes { .. } | DeviceValue::Sequence(_)) => {
             return Err(CudaError::Invalid(format!("input {i} is not float32")));
         }
     })

@@ -421,7 +421,7 @@ impl CudaExecutor {
                     let mut view = b.slice_mut().slice_mut(..bytes.len());
                     stream.memcpy_htod(bytes, &mut view)?;
                 }
-                DeviceValue::Kv { .. } => {}
+                DeviceValue::Kv { .. } | DeviceValue::Sequence(_) => {}
             }
         }
         recorded.graph.0.launch()?;

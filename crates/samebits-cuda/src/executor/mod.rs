@@ -33,6 +33,7 @@
 mod dispatch;
 mod fused;
 mod graph;
+mod ragged;
 mod shaped;
 
 use std::collections::HashMap;
@@ -73,19 +74,24 @@ pub(crate) enum DeviceValue {
         len: usize,
         shape: Vec<usize>,
     },
+    /// A sequence of tensors, each on the device or on the host: the KV caches of a ragged
+    /// batch, one per sequence (`executor/ragged.rs`).
+    Sequence(Vec<IoValue>),
 }
 
 impl DeviceValue {
-    fn info(&self) -> ArgInfo<'_> {
+    /// The dtype and shape of a tensor (`None` for a sequence).
+    fn info(&self) -> Option<ArgInfo<'_>> {
         let (dtype, shape) = match self {
             DeviceValue::F32 { shape, .. } | DeviceValue::Kv { shape, .. } => (DType::F32, shape),
             DeviceValue::Bytes { shape, dtype, .. } => (*dtype, shape),
+            DeviceValue::Sequence(_) => return None,
         };
-        ArgInfo {
+        Some(ArgInfo {
             dtype,
             shape,
             host: None,
-        }
+        })
     }
 }
 
@@ -94,9 +100,9 @@ impl DeviceValue {
 pub struct DeviceTensor(Arc<DeviceValue>);
 
 impl DeviceTensor {
-    /// The tensor's shape.
+    /// The tensor's shape (empty for a sequence).
     pub fn shape(&self) -> &[usize] {
-        self.0.info().shape
+        self.0.info().map_or(&[], |info| info.shape)
     }
 }
 
@@ -111,6 +117,48 @@ impl std::fmt::Debug for DeviceTensor {
 pub enum IoValue {
     Host(Value),
     Device(DeviceTensor),
+}
+
+impl IoValue {
+    /// A sequence of these tensors: a host sequence when every item is on the host, else a
+    /// device value holding the items where they are (a ragged batch's KV caches); `None` if
+    /// an item is not a tensor.
+    pub fn sequence(items: Vec<IoValue>) -> Option<IoValue> {
+        let tensor = |i: &IoValue| match i {
+            IoValue::Host(v) => v.as_tensor().is_ok(),
+            IoValue::Device(d) => d.0.info().is_some(),
+        };
+        if !items.iter().all(tensor) {
+            return None;
+        }
+        if items.iter().all(|i| matches!(i, IoValue::Host(_))) {
+            let tensors = items
+                .into_iter()
+                .filter_map(|i| match i {
+                    IoValue::Host(Value::Tensor(t)) => Some(t),
+                    _ => None,
+                })
+                .collect();
+            return Some(IoValue::Host(Value::Sequence(tensors)));
+        }
+        Some(IoValue::Device(DeviceTensor(Arc::new(
+            DeviceValue::Sequence(items),
+        ))))
+    }
+
+    /// The items of a sequence (host or device), `None` for a tensor.
+    pub fn into_items(self) -> Option<Vec<IoValue>> {
+        match self {
+            IoValue::Host(Value::Sequence(ts)) => {
+                Some(ts.into_iter().map(|t| IoValue::Host(t.into())).collect())
+            }
+            IoValue::Device(DeviceTensor(d)) => match d.as_ref() {
+                DeviceValue::Sequence(items) => Some(items.clone()),
+                _ => None,
+            },
+            IoValue::Host(_) => None,
+        }
+    }
 }
 
 /// Where one value slot's value is during a run: on the host, on the device, or both.
@@ -320,12 +368,26 @@ impl CudaExecutor {
                 Some(DeviceKernel::Shaped) => shaped::resolve(&step, slots),
                 _ => None,
             };
+            let at = at_step(&step);
+            let ragged = match self.kernels[i] {
+                Some(DeviceKernel::RaggedAttention {
+                    is_causal,
+                    q_num_heads,
+                    kv_num_heads,
+                    scale,
+                }) => {
+                    let heads = (q_num_heads, kv_num_heads);
+                    self.run_ragged(&step, is_causal, heads, scale, slots, stats)
+                        .map_err(&at)?
+                }
+                _ => false,
+            };
             let launch = match (&view, &shaped) {
-                (None, None) => self.launch_for(&step, self.kernels[i], slots),
+                (None, None) if !ragged => self.launch_for(&step, self.kernels[i], slots),
                 _ => None,
             };
-            let at = at_step(&step);
             match launch {
+                _ if ragged => stats.device_steps += 1,
                 _ if view.is_some() => {
                     slots[step.outputs[0]] = Slot {
                         host: None,
@@ -445,6 +507,13 @@ impl CudaExecutor {
         kernel: Option<DeviceKernel>,
         slots: &[Slot],
     ) -> Option<Launch> {
+        // Sequences (a ragged batch's caches) go only to RaggedAttention's own path.
+        if step.inputs.iter().flatten().any(|&s| {
+            matches!(slots[s].host, Some(Value::Sequence(_)))
+                || matches!(slots[s].device.as_deref(), Some(DeviceValue::Sequence(_)))
+        }) {
+            return None;
+        }
         let args: Vec<Option<ArgInfo>> = step
             .inputs
             .iter()
@@ -507,9 +576,9 @@ impl CudaExecutor {
                 buffer: Arc::new(self.backend.kv_dense(storage, *values, *len)?),
                 shape: shape.clone(),
             }),
-            DeviceValue::F32 { .. } | DeviceValue::Bytes { .. } => Err(CudaError::Invalid(
-                "only cache values have a dense copy".into(),
-            )),
+            DeviceValue::F32 { .. } | DeviceValue::Bytes { .. } | DeviceValue::Sequence(_) => Err(
+                CudaError::Invalid("only cache values have a dense copy".into()),
+            ),
         }
     }
 
@@ -589,6 +658,30 @@ impl CudaExecutor {
                         "raw device bytes have no host copy".into(),
                     ));
                 }
+                DeviceValue::Sequence(items) => {
+                    let mut tensors = Vec::with_capacity(items.len());
+                    for item in items {
+                        let mut item_slot = match item {
+                            IoValue::Host(v) => Slot {
+                                host: Some(v.clone()),
+                                device: None,
+                            },
+                            IoValue::Device(t) => Slot {
+                                host: None,
+                                device: Some(Arc::clone(&t.0)),
+                            },
+                        };
+                        self.on_host(&mut item_slot, stats)?;
+                        let value = item_slot.host.expect("on_host fills the host value");
+                        tensors.push(
+                            value
+                                .into_tensor()
+                                .map_err(|e| CudaError::Invalid(e.to_string()))?,
+                        );
+                    }
+                    slot.host = Some(Value::Sequence(tensors));
+                    return Ok(());
+                }
             };
             let data = self.backend.download(buffer)?;
             stats.downloads += 1;
@@ -636,7 +729,7 @@ fn arg_info(slot: &Slot) -> Option<ArgInfo<'_>> {
     if let Some(device) = &slot.device {
         return Some(ArgInfo {
             host,
-            ..device.info()
+            ..device.info()?
         });
     }
     host.map(|t| ArgInfo {

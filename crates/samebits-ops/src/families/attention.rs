@@ -661,6 +661,23 @@ fn tensor_rows(t: &Tensor, rows: std::ops::Range<usize>, input: usize) -> Result
 }
 
 impl Op for RaggedAttention {
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        match self.0.device_kernel()? {
+            DeviceKernel::Attention {
+                is_causal,
+                q_num_heads,
+                kv_num_heads,
+                scale,
+            } => Some(DeviceKernel::RaggedAttention {
+                is_causal,
+                q_num_heads,
+                kv_num_heads,
+                scale,
+            }),
+            _ => None,
+        }
+    }
+
     fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
         let dtype = inputs.first().and_then(|t| t.as_ref()?.dtype());
         let cache = inputs.get(4).cloned().flatten();
