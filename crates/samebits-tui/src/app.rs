@@ -16,7 +16,8 @@ pub enum Focus {
     Verify,
 }
 
-pub const FOCUS_ORDER: [Focus; 12] = [
+pub const FOCUS_ORDER: [Focus; 13] = [
+    Focus::Field(Field::Server),
     Focus::Field(Field::Model),
     Focus::Field(Field::Chat),
     Focus::Field(Field::OperationSet),
@@ -60,8 +61,11 @@ pub enum Activity {
     Prefilling {
         prompt_tokens: usize,
     },
+    /// The request is on the run's server, which prefills it.
+    Sent,
     Decoding {
-        prompt_tokens: usize,
+        /// `None` on a server, which tells the count only at the end.
+        prompt_tokens: Option<usize>,
         progress: Progress,
     },
     Verifying,
@@ -79,6 +83,8 @@ pub enum RunState {
 #[derive(Clone, Debug, PartialEq)]
 pub struct HistoryEntry {
     pub prompt: String,
+    /// The server it ran on (`None`: in this process).
+    pub server: Option<String>,
     /// The text generated so far (all of it once done).
     pub output: String,
     pub state: RunState,
@@ -275,6 +281,7 @@ impl App {
         };
         self.history.push(HistoryEntry {
             prompt: request.prompt.clone(),
+            server: request.server.as_ref().map(ToString::to_string),
             output: String::new(),
             state: RunState::Running,
             verdict: None,
@@ -325,14 +332,15 @@ impl App {
             WorkerEvent::Prefilling { prompt_tokens } => {
                 self.activity = Activity::Prefilling { prompt_tokens };
             }
+            WorkerEvent::Sent { .. } => self.activity = Activity::Sent,
             WorkerEvent::Token { text, progress } => {
                 if let Some(entry) = entry {
                     entry.output.push_str(&text);
                 }
                 let prompt_tokens = match self.activity {
-                    Activity::Prefilling { prompt_tokens }
-                    | Activity::Decoding { prompt_tokens, .. } => prompt_tokens,
-                    _ => 0,
+                    Activity::Prefilling { prompt_tokens } => Some(prompt_tokens),
+                    Activity::Decoding { prompt_tokens, .. } => prompt_tokens,
+                    _ => None,
                 };
                 self.activity = Activity::Decoding {
                     prompt_tokens,
@@ -395,15 +403,23 @@ impl App {
         if let Some(message) = message {
             return message;
         }
-        match self.shown().map(|e| &e.state) {
+        let shown = self.shown();
+        match shown.map(|e| &e.state) {
             Some(RunState::Done(o)) => (
                 format!(
-                    "done: prefill {} tokens {} tok/s · decode {} tokens {} tok/s",
+                    "done{}: prefill {} tokens {} tok/s · decode {} tokens {} tok/s",
+                    on_server(shown.and_then(|e| e.server.as_deref())),
                     o.prompt_tokens,
                     rate(o.prefill_tokens_per_second),
                     o.generated_tokens.saturating_sub(1),
                     rate(o.decode_tokens_per_second)
                 ),
+                false,
+            ),
+            _ if self.form.drives_server() => (
+                "ready · runs go to the Server: its model, operation set, device and \
+                 partitions apply"
+                    .into(),
                 false,
             ),
             _ => ("ready".into(), false),
@@ -412,6 +428,10 @@ impl App {
 
     /// What the engine is doing, in words; `None` when it is idle.
     fn progress(&self) -> Option<String> {
+        let server = self
+            .working_on
+            .and_then(|at| self.history.get(at))
+            .and_then(|e| e.server.as_deref());
         let text = match self.activity {
             Activity::Idle => return None,
             Activity::Starting => "starting…".to_string(),
@@ -419,17 +439,27 @@ impl App {
             Activity::Prefilling { prompt_tokens } => {
                 format!("prefill: {prompt_tokens} prompt tokens…")
             }
+            Activity::Sent => format!(
+                "sent to {}: waiting for its first token…",
+                server.unwrap_or("the server")
+            ),
             Activity::Decoding {
                 prompt_tokens,
                 progress,
             } => {
-                let prefill = prompt_tokens as f64 / progress.prefill.as_secs_f64().max(1e-9);
+                let prefill = match prompt_tokens {
+                    Some(n) => format!(
+                        "prefill {} tok/s",
+                        rate(n as f64 / progress.prefill.as_secs_f64().max(1e-9))
+                    ),
+                    None => format!("first token {:.2} s", progress.prefill.as_secs_f64()),
+                };
                 let decode_steps = progress.tokens.saturating_sub(1);
                 let decode = decode_steps as f64 / progress.decode.as_secs_f64().max(1e-9);
                 format!(
-                    "generating: {} tokens · prefill {} tok/s · decode {} tok/s",
+                    "generating{}: {} tokens · {prefill} · decode {} tok/s",
+                    on_server(server),
                     progress.tokens,
-                    rate(prefill),
                     rate(decode)
                 )
             }
@@ -447,6 +477,9 @@ impl App {
             Mode::Edit if self.form.prompt.is_multiline() && self.focused() == PROMPT => {
                 "typing · Enter new line · Esc done · Tab next field · Ctrl-R run · Ctrl-C quit"
             }
+            Mode::Edit if self.focused() == Focus::Field(Field::Server) => {
+                "a samebits serve URL, e.g. http://127.0.0.1:8080; empty: run in-process · Enter/Esc done"
+            }
             Mode::Edit => "typing · Enter/Esc done · Ctrl-U clear · Tab next field · Ctrl-R run",
             Mode::Navigate => {
                 "↑↓ move · Enter edit/toggle · ←→ change · o model · r run · v verify · [ ] history · q quit"
@@ -456,6 +489,11 @@ impl App {
 }
 
 const PROMPT: Focus = Focus::Field(Field::Prompt);
+
+/// ` on URL` for a run on a server, else nothing.
+fn on_server(server: Option<&str>) -> String {
+    server.map_or_else(String::new, |s| format!(" on {s}"))
+}
 
 /// Tokens per second with one decimal, two below 10 (so slow builds do not show 0.0).
 fn rate(tokens_per_second: f64) -> String {
@@ -571,7 +609,7 @@ mod tests {
         assert_eq!(app.focused(), Focus::Run);
         app.handle_key(key(KeyCode::Tab));
         app.handle_key(key(KeyCode::Tab));
-        assert_eq!(app.focused(), Focus::Field(Field::Model), "wraps around");
+        assert_eq!(app.focused(), Focus::Field(Field::Server), "wraps around");
         app.handle_key(key(KeyCode::Up));
         assert_eq!(app.focused(), Focus::Verify);
         app.focus = focus_index(Focus::Field(Field::Chat));
@@ -719,6 +757,63 @@ mod tests {
         app.handle_key(key(KeyCode::Char(']')));
         assert_eq!(app.selected, Some(1), "stays on the last run");
         assert!(app.history[0].verdict.is_some());
+    }
+
+    #[test]
+    fn a_run_on_a_server_says_so_while_it_streams() {
+        let mut app = App::new(Path::new(""), Path::new("/"));
+        app.form.prompt.set("Hi");
+        app.form.server.set("http://127.0.0.1:8080");
+        assert_eq!(
+            app.status().0,
+            "ready · runs go to the Server: its model, operation set, device and partitions apply"
+        );
+        let Effect::Submit(Job::Generate(request)) = app.handle_key(key(KeyCode::Char('r'))) else {
+            panic!("no model file is needed with a server")
+        };
+        assert_eq!(
+            request.server.map(|s| s.to_string()),
+            Some("http://127.0.0.1:8080".into())
+        );
+        assert_eq!(
+            app.history[0].server.as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        app.apply(WorkerEvent::Sent {
+            server: "http://127.0.0.1:8080".into(),
+        });
+        assert_eq!(
+            app.status().0,
+            "sent to http://127.0.0.1:8080: waiting for its first token…"
+        );
+        let progress = |tokens, decode_ms| Progress {
+            prefill: Duration::from_millis(250),
+            tokens,
+            decode: Duration::from_millis(decode_ms),
+        };
+        app.apply(WorkerEvent::Token {
+            text: " Paris".into(),
+            progress: progress(1, 0),
+        });
+        app.apply(WorkerEvent::Token {
+            text: ".".into(),
+            progress: progress(3, 200),
+        });
+        assert_eq!(
+            app.status().0,
+            "generating on http://127.0.0.1:8080: 3 tokens · first token 0.25 s · decode 10.0 tok/s"
+        );
+        app.apply(WorkerEvent::Generated(outcome("/r/generation-1.json")));
+        assert_eq!(
+            app.status().0,
+            "done on http://127.0.0.1:8080: prefill 6 tokens 60.0 tok/s · decode 2 tokens 10.0 tok/s"
+        );
+        app.handle_key(key(KeyCode::Char('[')));
+        assert_eq!(
+            app.handle_key(key(KeyCode::Char('v'))),
+            Effect::Submit(Job::Verify("/r/generation-1.json".into())),
+            "a server's receipt is verified here like any other"
+        );
     }
 
     #[test]

@@ -1,8 +1,14 @@
 //! The run settings the user fills in: one [`Field`] per setting, their values in [`Form`], and
 //! [`Form::request`], which checks them all and turns them into a [`RunRequest`] (or one line
 //! naming the field that is wrong).
+//!
+//! The Server field (empty: run in this process) sends runs to a running `samebits serve`
+//! ([`crate::remote`]); then the server's own model, operation set, device and partitions apply,
+//! [`Form::applies`] says the Operation set, Device and Partitions fields do not, and the Model
+//! field is only the local copy Verify may re-run with.
 
 use crate::execution::ExecutionOptions;
+use crate::http::ServerUrl;
 use crate::text::TextInput;
 use samebits_llm::{GenerateOptions, SamplingOptions};
 use samebits_ops::OperationSet;
@@ -11,6 +17,7 @@ use std::path::PathBuf;
 /// A setting, in screen order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Field {
+    Server,
     Model,
     Chat,
     OperationSet,
@@ -25,7 +32,8 @@ pub enum Field {
 
 impl Field {
     /// The settings block's rows, top to bottom (the Prompt has its own block below).
-    pub const SETTINGS: [Field; 9] = [
+    pub const SETTINGS: [Field; 10] = [
+        Field::Server,
         Field::Model,
         Field::Chat,
         Field::OperationSet,
@@ -39,6 +47,7 @@ impl Field {
 
     pub fn label(self) -> &'static str {
         match self {
+            Field::Server => "Server",
             Field::Model => "Model",
             Field::Chat => "Chat template",
             Field::OperationSet => "Operation set",
@@ -63,6 +72,10 @@ const OPERATION_SETS: [OperationSet; 3] = [
 /// Everything one generation needs, checked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunRequest {
+    /// Where to run: `None` in this process, else on this `samebits serve`.
+    pub server: Option<ServerUrl>,
+    /// In this process: the model. On a server: the local copy Verify re-runs with when the
+    /// server's model path is not on this machine (may be empty).
     pub model: PathBuf,
     pub prompt: String,
     pub operation_set: OperationSet,
@@ -73,6 +86,8 @@ pub struct RunRequest {
 /// The values of all fields. Text fields keep what was typed until a run checks it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Form {
+    /// Empty: in-process.
+    pub server: TextInput,
     pub model: TextInput,
     pub prompt: TextInput,
     pub chat: bool,
@@ -86,10 +101,12 @@ pub struct Form {
 }
 
 impl Form {
-    /// Defaults: chat template on, reproducible, cpu, 1 partition, 64 tokens, greedy.
+    /// Defaults: in-process, chat template on, reproducible, cpu, 1 partition, 64 tokens,
+    /// greedy.
     pub fn new(model: &str) -> Form {
         let line = |text: &str| TextInput::new(text, false);
         Form {
+            server: line(""),
             model: line(model),
             prompt: TextInput::new("", true),
             chat: true,
@@ -106,6 +123,7 @@ impl Form {
     /// The text being edited for `field`; `None` for the toggle and the choice.
     pub fn input_mut(&mut self, field: Field) -> Option<&mut TextInput> {
         match field {
+            Field::Server => Some(&mut self.server),
             Field::Model => Some(&mut self.model),
             Field::Prompt => Some(&mut self.prompt),
             Field::Device => Some(&mut self.device),
@@ -120,6 +138,7 @@ impl Form {
 
     pub fn input(&self, field: Field) -> Option<&TextInput> {
         match field {
+            Field::Server => Some(&self.server),
             Field::Model => Some(&self.model),
             Field::Prompt => Some(&self.prompt),
             Field::Device => Some(&self.device),
@@ -137,6 +156,7 @@ impl Form {
         match field {
             Field::Chat => if self.chat { "on" } else { "off" }.to_string(),
             Field::OperationSet => self.operation_set.name().to_string(),
+            Field::Server if self.server.text().trim().is_empty() => "none: in-process".into(),
             _ => self
                 .input(field)
                 .map_or_else(String::new, |i| i.text().to_string()),
@@ -162,21 +182,47 @@ impl Form {
         true
     }
 
-    /// Checks every field; the error names the first field that is wrong.
+    /// True when a Server is set: runs go there.
+    pub fn drives_server(&self) -> bool {
+        !self.server.text().trim().is_empty()
+    }
+
+    /// Whether `field` applies to the next run: with a Server set, the server's own operation
+    /// set, device and partitions do, not these fields (the UI greys them out).
+    pub fn applies(&self, field: Field) -> bool {
+        !(self.drives_server()
+            && matches!(
+                field,
+                Field::OperationSet | Field::Device | Field::Partitions
+            ))
+    }
+
+    /// Checks every field that applies; the error names the first field that is wrong.
     pub fn request(&self) -> Result<RunRequest, String> {
-        let model = self.model.text().trim();
-        if model.is_empty() {
-            return Err("Model: no model chosen (Enter to type a path, o to pick a file)".into());
-        }
-        let model = PathBuf::from(model);
-        if !model.is_file() {
-            return Err(format!("Model: no file at {}", model.display()));
+        let server = match self.server.text().trim() {
+            "" => None,
+            url => Some(ServerUrl::parse(url).map_err(|e| format!("Server: {e}"))?),
+        };
+        let model = PathBuf::from(self.model.text().trim());
+        if server.is_none() {
+            if model.as_os_str().is_empty() {
+                return Err(
+                    "Model: no model chosen (Enter to type a path, o to pick a file)".into(),
+                );
+            }
+            if !model.is_file() {
+                return Err(format!("Model: no file at {}", model.display()));
+            }
         }
         let prompt = self.prompt.text().to_string();
         if prompt.trim().is_empty() {
             return Err("Prompt: empty (select Prompt and press Enter to write one)".into());
         }
-        let execution = ExecutionOptions::parse(self.device.text(), self.partitions.text())?;
+        let execution = match server {
+            None => ExecutionOptions::parse(self.device.text(), self.partitions.text())?,
+            // Not used: the server's own.
+            Some(_) => ExecutionOptions::default(),
+        };
         let max_tokens = match self.max_tokens.text().trim().parse::<usize>() {
             Ok(n) if n >= 1 => n,
             _ => {
@@ -199,6 +245,7 @@ impl Form {
             return Err(bad(Field::Seed, "a whole number >= 0", &self.seed));
         };
         Ok(RunRequest {
+            server,
             model,
             prompt,
             operation_set: self.operation_set,
@@ -240,6 +287,7 @@ mod tests {
     fn defaults_give_a_greedy_reproducible_cpu_request() {
         let (model, form) = valid_form();
         let request = form.request().unwrap();
+        assert_eq!(request.server, None);
         assert_eq!(request.model, model.path());
         assert_eq!(request.prompt, "Hello");
         assert_eq!(request.operation_set, OperationSet::Reproducible);
@@ -312,6 +360,38 @@ mod tests {
         let (_model, mut form) = valid_form();
         form.prompt.set(" \n");
         assert!(form.request().unwrap_err().starts_with("Prompt: empty"));
+    }
+
+    #[test]
+    fn a_server_replaces_the_model_device_and_partitions() {
+        let mut form = Form::new("/no/such/model.gguf");
+        form.prompt.set("Hello");
+        assert_eq!(form.display(Field::Server), "none: in-process");
+        assert!(form.applies(Field::Device));
+        form.server.set(" http://127.0.0.1:8080 ");
+        form.device.set("tpu");
+        form.partitions.set("0");
+        let request = form.request().unwrap();
+        assert_eq!(
+            request.server.map(|s| s.to_string()),
+            Some("http://127.0.0.1:8080".into())
+        );
+        assert_eq!(request.model, PathBuf::from("/no/such/model.gguf"));
+        assert_eq!(request.execution, ExecutionOptions::default());
+        for field in [Field::OperationSet, Field::Device, Field::Partitions] {
+            assert!(!form.applies(field), "{field:?}");
+        }
+        for field in [Field::Server, Field::Model, Field::Chat, Field::Seed] {
+            assert!(form.applies(field), "{field:?}");
+        }
+        form.model.set("");
+        assert!(form.request().is_ok(), "the server names its model");
+        form.server.set("https://example.org");
+        let error = form.request().unwrap_err();
+        assert!(
+            error.starts_with("Server: https://example.org: https is not supported"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! chat template, operation set, device, partitions and sampling options, run, watch the tokens
 //! stream with prefill and decode speeds, and get a generation receipt (its path, sha256 and
 //! logits digest) that Verify re-runs, showing match or mismatch. Every run of the session stays
-//! in the history.
+//! in the history. With a Server (`--server http://127.0.0.1:8080`, or the field) runs go to a
+//! running `samebits serve` instead: its text streams in the same way and its receipt is written
+//! and verified here like an in-process one.
 //!
 //! The parts are separated so that all but the terminal itself are tested without one:
 //! - [`form`]: the settings and their checking into a run request;
@@ -12,12 +14,16 @@
 //! - [`app`]: the state, key handling and engine reports;
 //! - [`ui`]: drawing (tested with ratatui's `TestBackend`);
 //! - [`worker`]: the engine thread that generates and verifies;
+//! - [`remote`]: a generation on a `samebits serve`, over [`http`] (a minimal HTTP/1.1 client
+//!   and server-sent event reader);
 //! - `terminal`: raw mode, the alternate screen, restoring them, and the event loop.
 
 pub mod app;
 pub mod execution;
 pub mod form;
+pub mod http;
 pub mod picker;
+pub mod remote;
 mod terminal;
 pub mod text;
 pub mod ui;
@@ -37,17 +43,25 @@ pub struct Config {
     pub models_dir: PathBuf,
     /// Where generation receipts are written.
     pub receipts_dir: PathBuf,
+    /// The Server field's first value (`None`: runs in this process).
+    pub server: Option<http::ServerUrl>,
 }
 
 impl Config {
     /// Defaults from the samebits cache ([`cache_dir`]): the SmolLM2 GGUF, the cache as the
-    /// picker's folder, and `<cache>/receipts`; `model` and `receipts_dir` override them.
-    pub fn new(model: Option<PathBuf>, receipts_dir: Option<PathBuf>) -> Config {
+    /// picker's folder, `<cache>/receipts`, in-process; `model` and `receipts_dir` override
+    /// them, `server` sends runs to a `samebits serve`.
+    pub fn new(
+        model: Option<PathBuf>,
+        receipts_dir: Option<PathBuf>,
+        server: Option<http::ServerUrl>,
+    ) -> Config {
         let cache = cache_dir();
         Config {
             model: model.unwrap_or_else(|| cache.join(SMOLLM2_IN_CACHE)),
             receipts_dir: receipts_dir.unwrap_or_else(|| cache.join("receipts")),
             models_dir: cache,
+            server,
         }
     }
 }

@@ -76,6 +76,9 @@ pub fn run(config: Config) -> Result<()> {
     let worker =
         Worker::spawn(config.receipts_dir.clone()).context("cannot start the engine thread")?;
     let mut app = App::new(&config.model, &config.models_dir);
+    if let Some(server) = &config.server {
+        app.form.server.set(&server.to_string());
+    }
     let mut session = Session::enter()?;
     while !interrupted.load(Ordering::Relaxed) {
         while let Ok(report) = worker.events.try_recv() {

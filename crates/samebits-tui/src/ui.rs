@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! ┌ samebits · settings ─────────┐┌ Output · run #1 ────────────────────────┐
-//! │ Model          …Q4_1.gguf    ││ › the prompt                            │
-//! │ Chat template  on            ││ the streamed answer…                    │
+//! │ Server         none: in-pro… ││ › the prompt                            │
+//! │ Model          …Q4_1.gguf    ││ the streamed answer…                    │
 //! │ ... one row per setting      ││                                         │
 //! └──────────────────────────────┘│                                         │
 //! ┌ Prompt ──────────────────────┐│                                         │
@@ -14,6 +14,9 @@
 //! status line: progress, speeds or the last error
 //! help line: the keys that work now
 //! ```
+//!
+//! With a Server set, the Operation set, Device and Partitions rows read "set by the server" in
+//! grey (the server's own apply), and the status line says so while idle.
 
 use crate::app::{App, Focus, HistoryEntry, Mode, RunState, verdict_line};
 use crate::form::Field;
@@ -30,6 +33,8 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 const LEFT_WIDTH: u16 = 44;
 /// Width of the settings' label column.
 const LABEL_WIDTH: usize = 15;
+/// What a setting that the Server overrides shows.
+const SET_BY_SERVER: &str = "set by the server";
 
 pub fn draw(frame: &mut Frame, app: &App) {
     let [main, status, help] = Layout::vertical([
@@ -111,10 +116,14 @@ fn draw_settings(frame: &mut Frame, app: &App, area: Rect) {
                 frame.set_cursor_position(Position::new(x, inner.y + row as u16));
                 shown
             }
+            _ if !app.form.applies(field) => tail(SET_BY_SERVER, value_width),
             _ => tail(&app.form.display(field), value_width),
         };
         let value_style = if editing {
             Style::new().fg(Color::Yellow)
+        } else if !app.form.applies(field) || (field == Field::Server && !app.form.drives_server())
+        {
+            Style::new().fg(Color::DarkGray)
         } else {
             Style::new()
         };
@@ -234,8 +243,15 @@ fn draw_history(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 fn draw_output(frame: &mut Frame, app: &App, area: Rect) {
-    let title = match app.selected {
-        Some(at) => format!(" Output · run #{} ", at + 1),
+    let title = match app.shown() {
+        Some(HistoryEntry {
+            server: Some(server),
+            ..
+        }) => format!(
+            " Output · run #{} on {server} ",
+            app.selected.unwrap_or(0) + 1
+        ),
+        Some(_) => format!(" Output · run #{} ", app.selected.unwrap_or(0) + 1),
         None => " Output ".to_string(),
     };
     let block = Block::bordered().title(title);
@@ -413,6 +429,7 @@ mod tests {
         let (rows, _) = render(&app, 100, 30);
         let text = rows.join("\n");
         for label in [
+            "Server         none: in-process",
             "Model",
             "Chat template  on",
             "Operation set  reproducible",
@@ -433,9 +450,9 @@ mod tests {
         }
         let file_name = model.path().file_name().unwrap().to_str().unwrap();
         assert!(
-            rows[1].contains(file_name),
+            rows[2].contains(file_name),
             "model row shows the file name: {}",
-            rows[1]
+            rows[2]
         );
         assert_eq!(rows[28].trim(), "ready");
         assert!(
@@ -482,10 +499,10 @@ mod tests {
         key(&mut app, KeyCode::Enter);
         key(&mut app, KeyCode::Char('7'));
         let (rows, mut terminal) = render(&app, 100, 30);
-        assert!(rows[9].contains("Seed           07"), "{}", rows[9]);
+        assert!(rows[10].contains("Seed           07"), "{}", rows[10]);
         terminal
             .backend_mut()
-            .assert_cursor_position((1 + 15 + 2, 9));
+            .assert_cursor_position((1 + 15 + 2, 10));
     }
 
     #[test]
@@ -555,6 +572,44 @@ mod tests {
             rows.iter()
                 .any(|r| r.contains("no receipt: the run failed"))
         );
+    }
+
+    #[test]
+    fn a_server_greys_out_what_it_decides() {
+        let (_model, mut app) = app();
+        app.form.server.set("http://127.0.0.1:8080");
+        app.form.prompt.set("Hi");
+        let text = screen(&app);
+        assert!(
+            text.contains("Server         http://127.0.0.1:8080"),
+            "{text}"
+        );
+        for label in ["Operation set", "Device", "Partitions"] {
+            assert!(
+                text.contains(&format!("{label:<15}set by the server")),
+                "{label} not greyed out:\n{text}"
+            );
+        }
+        assert!(text.contains("ready · runs go to the Server"), "{text}");
+        assert!(text.contains("Max tokens     64"), "{text}");
+        assert!(matches!(
+            key(&mut app, KeyCode::Char('r')),
+            Effect::Submit(Job::Generate(_))
+        ));
+        app.apply(WorkerEvent::Sent {
+            server: "http://127.0.0.1:8080".into(),
+        });
+        let text = screen(&app);
+        assert!(
+            text.contains("Output · run #1 on http://127.0.0.1:8080"),
+            "{text}"
+        );
+        assert!(text.contains("sent to http://127.0.0.1:8080: waiting"));
+        // Editing the Server teaches what it takes.
+        app.activity = crate::app::Activity::Idle;
+        app.focus = focus_index(Focus::Field(Field::Server));
+        key(&mut app, KeyCode::Enter);
+        assert!(screen(&app).contains("e.g. http://127.0.0.1:8080; empty: run in-process"));
     }
 
     #[test]

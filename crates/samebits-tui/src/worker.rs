@@ -3,7 +3,10 @@
 //! while the model computes. The loaded model is kept between runs while its file, operation set
 //! and execution options stay the same. With Partitions above 1 the model runs through the
 //! pipeline's stages (samebits-pipeline: simulated on the CPU, one GPU each over NCCL with a
-//! CUDA device), as `samebits generate --n-partitions` runs it; the bits are the same.
+//! CUDA device), as `samebits generate --n-partitions` runs it; the bits are the same. A run
+//! with a Server goes to that `samebits serve` instead ([`crate::remote`]): the same reports
+//! (after [`WorkerEvent::Sent`] in place of loading and prefill) and a receipt in the same
+//! folder, which Verify re-runs here like any other.
 //!
 //! Every failure (missing model, unsupported device, unreadable receipt, even a panic inside the
 //! engine) comes back as [`WorkerEvent::Failed`] with one line saying what went wrong.
@@ -82,6 +85,11 @@ pub enum WorkerEvent {
     /// The prompt is this many tokens; its prefill started.
     Prefilling {
         prompt_tokens: usize,
+    },
+    /// The request went to this server, which prefills it there (its token count comes with
+    /// the receipt at the end).
+    Sent {
+        server: String,
     },
     /// One generated token's text (empty while a character is still incomplete).
     Token {
@@ -262,6 +270,9 @@ impl Engine {
         self.runs += 1;
         let receipts_dir = self.receipts_dir.clone();
         let receipt_path = receipts_dir.join(receipt_name(self.runs));
+        if let Some(server) = &request.server {
+            return crate::remote::generate(server, request, &receipt_path, send);
+        }
         let model = self.model(request, send)?;
         let options = &request.generate;
         let prompt =
