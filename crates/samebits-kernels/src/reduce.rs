@@ -8,8 +8,6 @@
 //! instantiated inside `#[target_feature]` functions, so the compiler emits AVX2/AVX-512 code
 //! for the same IEEE operations (`f32::mul_add` is always fused, nothing is contracted).
 
-use std::cmp::Ordering;
-
 use rayon::prelude::*;
 
 use crate::canonical::REDUCTION_TILE;
@@ -343,38 +341,44 @@ pub fn argreduce_f32(
         "argreduce_f32: data length"
     );
     assert_eq!(out.len(), outer * inner, "argreduce_f32: output length");
-    // Non-NaN values compare with `total_cmp`, which orders -0 < +0.
-    // `Greater` when `x` is more extreme than `best`.
-    let compare = |x: f32, best: f32| -> Ordering {
-        match (x.is_nan(), best.is_nan()) {
-            (true, true) => Ordering::Equal,
-            (true, false) => Ordering::Greater,
-            (false, true) => Ordering::Less,
-            (false, false) => match kind {
-                ArgKind::ArgMax => x.total_cmp(&best),
-                ArgKind::ArgMin => best.total_cmp(&x),
-            },
+    // A key per value that orders as the rule does: `total_cmp`'s integer key for non-NaN
+    // values (-0 < +0), negated for ArgMin, and above every other key for NaN. A larger key is
+    // more extreme; equal keys are ties.
+    let key = |x: f32| -> i64 {
+        if x.is_nan() {
+            return i64::MAX;
+        }
+        let bits = x.to_bits() as i32;
+        let ordered = i64::from(bits ^ ((((bits >> 31) as u32) >> 1) as i32));
+        match kind {
+            ArgKind::ArgMax => ordered,
+            ArgKind::ArgMin => -ordered,
         }
     };
+    let reduce = |flat: usize| -> i64 {
+        let (o, i) = (flat / inner, flat % inner);
+        let at = |k: usize| data[(o * len + k) * inner + i];
+        let (mut best_k, mut best) = (0, key(at(0)));
+        for k in 1..len {
+            let x = key(at(k));
+            if x > best || (select_last_index && x == best) {
+                (best_k, best) = (k, x);
+            }
+        }
+        best_k as i64
+    };
+    // One task's worth (an LLM's logits row) runs on the calling thread.
+    if out.len() <= OUTPUTS_PER_TASK {
+        for (flat, slot) in out.iter_mut().enumerate() {
+            *slot = reduce(flat);
+        }
+        return;
+    }
     out.par_chunks_mut(OUTPUTS_PER_TASK)
         .enumerate()
         .for_each(|(task, chunk)| {
             for (offset, slot) in chunk.iter_mut().enumerate() {
-                let flat = task * OUTPUTS_PER_TASK + offset;
-                let (o, i) = (flat / inner, flat % inner);
-                let at = |k: usize| data[(o * len + k) * inner + i];
-                let mut best_k = 0;
-                for k in 1..len {
-                    let take = match compare(at(k), at(best_k)) {
-                        Ordering::Greater => true,
-                        Ordering::Equal => select_last_index,
-                        Ordering::Less => false,
-                    };
-                    if take {
-                        best_k = k;
-                    }
-                }
-                *slot = best_k as i64;
+                *slot = reduce(task * OUTPUTS_PER_TASK + offset);
             }
         });
 }
@@ -382,6 +386,7 @@ pub fn argreduce_f32(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cmp::Ordering;
 
     /// Every sign and NaN case: infinities, ±1, ±0, the default NaN, a NaN with a payload and a
     /// negative NaN.

@@ -385,11 +385,12 @@ impl<'a> Scheduler<'a> {
         let now = Instant::now();
         let sequences = results.len();
         // Each sequence takes its token on its own (its seed, its receipt chain, its client):
-        // in parallel, in the round's order.
-        let went_on: Vec<Running<'a>> = results
-            .into_par_iter()
-            .filter_map(|(r, logits)| self.after_pass(r, logits, start, now))
-            .collect();
+        // in parallel, in the round's order (a lone sequence on this thread).
+        let after = |(r, logits)| self.after_pass(r, logits, start, now);
+        let went_on: Vec<Running<'a>> = match results.len() {
+            0 | 1 => results.into_iter().filter_map(after).collect(),
+            _ => results.into_par_iter().filter_map(after).collect(),
+        };
         self.metrics
             .round(sequences, now - start, Instant::now() - now);
         let mut still = waiting;
