@@ -219,7 +219,7 @@ struct Running<'a> {
     cache: KvCache,
     /// The tokens to run next: the prompt until the prefill ran, then the last token taken.
     next: Vec<u32>,
-    /// Whether the sequence runs in the batched pass (its cache on the host), else its own.
+    /// Whether the sequence runs in the batched pass, else its own (`batch_from`).
     batched: bool,
     stop: StopFilter,
     prefill_time: Duration,
