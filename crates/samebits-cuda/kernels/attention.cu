@@ -245,9 +245,13 @@ __device__ __forceinline__ void sb_attention_advance(int* counter, int total, un
   }
 }
 
-// Grid (queries, q_heads / rows, batch). Keys and values j < past are read from k / v; those
-// of this step, j = past .. past + new_len - 1, from k_new / v_new at position j - past, or,
-// when k_new is null, from k / v as well (total = past + new_len <= stride). With k_new, the
+// One block of an attention step: query i, query heads h0 .. h0 + rows - 1 of batch b, one of
+// `blocks` blocks (this one `block`) of the step of one cache (`batch` batches, `head_groups`
+// blocks of heads per query, `queries` queries), which share out its append and whose last to
+// finish advances its counter; sb_attention and sb_ragged_attention run it. Keys and values
+// j < past are read from k / v; those of this step, j = past .. past + new_len - 1, from
+// k_new / v_new at position j - past, or, when k_new is null, from k / v as well
+// (total = past + new_len <= stride). With k_new, the
 // kernel also appends: the blocks share out the stores of k_new / v_new into k / v at positions
 // past .. (a cache storage; no block of this launch reads them there). With a `counter` (a
 // cache storage's [filled length, ticket]) past is counter[0], and the last block to finish
@@ -259,10 +263,6 @@ __device__ __forceinline__ void sb_attention_advance(int* counter, int total, un
 // row by one warp (max, exp, tile sums as lane chains folded in tile order through shuffles,
 // division); the outputs, one thread per (key tile, feature), the partials folded in tile order
 // per (row, feature).
-// One block of an attention step (module comment): query i, query heads h0 .. h0 + rows - 1 of
-// batch b, one of `blocks` blocks (this one `block`) of the step of one cache (`batch` batches,
-// `head_groups` blocks of heads per query, `queries` queries), which share out its append and
-// whose last to finish advances its counter. sb_attention and sb_ragged_attention run it.
 __device__ __forceinline__ void sb_attention_block(
     const float* q, SbStrides qs, float* k, SbStrides ks, float* v, SbStrides vs,
     const float* k_new, SbStrides kns, const float* v_new, SbStrides vns, float* y, SbStrides ys,
@@ -271,7 +271,7 @@ __device__ __forceinline__ void sb_attention_block(
     int h0, long long b, int batch, long long block, long long blocks, int head_groups, int queries)
 {
   extern __shared__ float smem[];
-  const int g = h0 / group;          // its KV head (rows divides group)
+  const int g = h0 / group;  // its KV head (rows divides group)
   if (counter) past = *(volatile const int*)counter;
   const int total = past + new_len;
   const int tiles = (total + SB_TILE - 1) / SB_TILE;
@@ -365,6 +365,8 @@ __device__ __forceinline__ void sb_attention_block(
 }
 
 
+// Attention of one step: grid (queries, q_heads / rows, batch), a block per (query, head group,
+// batch).
 extern "C" __global__ void sb_attention(const float* q, SbStrides qs, float* k, SbStrides ks,
                                         float* v, SbStrides vs, const float* k_new,
                                         SbStrides kns, const float* v_new, SbStrides vns,
