@@ -86,6 +86,8 @@ pub struct Sequence<'a> {
     prompt_tokens: Vec<u32>,
     tokens: Vec<u32>,
     chain: LogitsChain,
+    /// Logits rows taken by [`Sequence::step_unrecorded`] and not yet in `chain`, in order.
+    unrecorded: Vec<Vec<f32>>,
     text: String,
     decoder: IncrementalDecoder<'a>,
     sampling: SamplingOptions,
@@ -122,6 +124,7 @@ impl<'a> Sequence<'a> {
             prompt_tokens,
             tokens: Vec::new(),
             chain: LogitsChain::default(),
+            unrecorded: Vec::new(),
             text: String::new(),
             decoder: llm.tokenizer.incremental_decoder(),
             sampling: options.sampling,
@@ -153,12 +156,42 @@ impl<'a> Sequence<'a> {
     /// Takes the logits row of the last position run: hashes it into the chain, samples the
     /// step's token and streams its text. Returns the token to run next, or `None` when the
     /// generation is finished.
-    pub fn step(&mut self, last: &[f32], mut on_text: impl FnMut(&str)) -> Result<Option<u32>> {
+    pub fn step(&mut self, last: &[f32], on_text: impl FnMut(&str)) -> Result<Option<u32>> {
         if self.finished {
             return Ok(None);
         }
-        let step = self.tokens.len();
+        self.record();
         self.chain.push(last);
+        self.take(last, on_text)
+    }
+
+    /// [`Sequence::step`] that keeps the logits row for [`Sequence::record`] instead of hashing
+    /// it into the chain now: a server hashes a round's rows while the next forward pass runs.
+    /// The chain comes out the same (rows are recorded in step order, and
+    /// [`Sequence::finish`] records the rest).
+    pub fn step_unrecorded(
+        &mut self,
+        last: Vec<f32>,
+        on_text: impl FnMut(&str),
+    ) -> Result<Option<u32>> {
+        if self.finished {
+            return Ok(None);
+        }
+        let next = self.take(&last, on_text);
+        self.unrecorded.push(last);
+        next
+    }
+
+    /// Hashes the rows [`Sequence::step_unrecorded`] kept into the logits chain, in order.
+    pub fn record(&mut self) {
+        for row in self.unrecorded.drain(..) {
+            self.chain.push(&row);
+        }
+    }
+
+    /// Samples the step's token from `last` and streams its text (the chain is the caller's).
+    fn take(&mut self, last: &[f32], mut on_text: impl FnMut(&str)) -> Result<Option<u32>> {
+        let step = self.tokens.len();
         let token = sample(last, &self.sampling, step as u64);
         self.tokens.push(token);
         if Some(token) == self.eos {
@@ -179,6 +212,7 @@ impl<'a> Sequence<'a> {
         prefill_time: Duration,
         decode_time: Duration,
     ) -> Generation {
+        self.record();
         let rest = self.decoder.finish();
         on_text(&rest);
         self.text.push_str(&rest);

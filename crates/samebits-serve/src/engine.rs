@@ -364,24 +364,50 @@ impl<'a> Scheduler<'a> {
             fits
         });
         let start = Instant::now();
-        let (mut together, alone): (Vec<_>, Vec<_>) = running.into_iter().partition(|r| r.batched);
-        let mut batch: Vec<(&[u32], &mut KvCache)> = together
+        let (mut together, mut alone): (Vec<_>, Vec<_>) =
+            running.into_iter().partition(|r| r.batched);
+        // The forward passes, while the receipt chains take the last round's logits (each
+        // sequence's rows in its step order, on other threads).
+        let mut batch: Vec<(&[u32], &mut KvCache)> = Vec::with_capacity(together.len());
+        let mut lone: Vec<(&[u32], &mut KvCache)> = Vec::with_capacity(alone.len());
+        let mut sequences: Vec<&mut Sequence<'a>> = Vec::new();
+        for (r, batched) in together
             .iter_mut()
-            .map(|r| (r.next.as_slice(), &mut r.cache))
-            .collect();
-        let rows: Vec<Result<Vec<f32>, ApiError>> = match batch.is_empty() {
-            true => Vec::new(),
-            false => match self.llm.forward_last_batch(&mut batch) {
-                Ok(rows) => rows.into_iter().map(Ok).collect(),
-                Err(e) => vec![Err(internal(e)); together.len()],
-            },
+            .map(|r| (r, true))
+            .chain(alone.iter_mut().map(|r| (r, false)))
+        {
+            let Running {
+                next,
+                cache,
+                sequence,
+                ..
+            } = r;
+            match batched {
+                true => batch.push((next.as_slice(), cache)),
+                false => lone.push((next.as_slice(), cache)),
+            }
+            sequences.push(sequence);
+        }
+        let llm = self.llm;
+        let forward = move || {
+            let rows: Vec<Result<Vec<f32>, ApiError>> = match batch.is_empty() {
+                true => Vec::new(),
+                false => match llm.forward_last_batch(&mut batch) {
+                    Ok(rows) => rows.into_iter().map(Ok).collect(),
+                    Err(e) => vec![Err(internal(e)); batch.len()],
+                },
+            };
+            let lone_rows: Vec<Result<Vec<f32>, ApiError>> = lone
+                .into_iter()
+                .map(|(next, cache)| llm.forward_last(next, cache).map_err(internal))
+                .collect();
+            (rows, lone_rows)
         };
+        let record = move || sequences.into_par_iter().for_each(|s| s.record());
+        let ((rows, lone_rows), ()) = rayon::join(forward, record);
         let mut results: Vec<(Running<'a>, Result<Vec<f32>, ApiError>)> =
             together.into_iter().zip(rows).collect();
-        for mut r in alone {
-            let logits = self.llm.forward_last(&r.next, &mut r.cache);
-            results.push((r, logits.map_err(internal)));
-        }
+        results.extend(alone.into_iter().zip(lone_rows));
         let now = Instant::now();
         let sequences = results.len();
         // Each sequence takes its token on its own (its seed, its receipt chain, its client):
@@ -426,7 +452,7 @@ impl<'a> Scheduler<'a> {
             r.decode_started = now;
         }
         r.last_token = now;
-        match self.take(&mut r, &logits) {
+        match self.take(&mut r, logits) {
             Progress::Continue => Some(r),
             Progress::Finished(reason) => {
                 self.finish(r, reason);
@@ -437,16 +463,17 @@ impl<'a> Scheduler<'a> {
     }
 
     /// Samples the step's token from the last row of `logits` and releases its text.
-    fn take(&self, running: &mut Running<'a>, logits: &[f32]) -> Progress {
+    fn take(&self, running: &mut Running<'a>, mut logits: Vec<f32>) -> Progress {
         self.metrics.generated(1);
-        let row = &logits[logits.len() - self.llm.vocab_size()..];
+        let row = logits.split_off(logits.len() - self.llm.vocab_size());
         let Running {
             sequence,
             stop,
             job,
             ..
         } = running;
-        let next = sequence.step(row, |piece| release(stop, job, piece));
+        // The row's hash joins the receipt chain during the next round's forward pass.
+        let next = sequence.step_unrecorded(row, |piece| release(stop, job, piece));
         match next {
             Err(e) => {
                 self.fail(job, internal(e));

@@ -141,8 +141,9 @@ impl Metrics {
         self.with(|s| s.inter_token_latency.observe(time.as_secs_f64()));
     }
 
-    /// One engine round ran `sequences` sequences: `forward` in the forward passes, `sampling`
-    /// taking their tokens (sampling, receipt hashing, text, events).
+    /// One engine round ran `sequences` sequences: `forward` in the forward passes (the receipt
+    /// hashes of the round before run beside them), `sampling` taking their tokens (sampling,
+    /// text, events).
     pub fn round(&self, sequences: usize, forward: Duration, sampling: Duration) {
         self.with(|s| {
             s.rounds += 1;
@@ -241,7 +242,7 @@ impl Metrics {
                 ),
                 (
                     "samebits_engine_sampling_seconds_total",
-                    "Time the engine's rounds spent taking tokens (sampling, receipt hashes, text).",
+                    "Time the engine's rounds spent taking tokens (sampling, text, events).",
                     s.sampling_seconds,
                 ),
             ] {
