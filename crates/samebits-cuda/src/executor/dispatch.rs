@@ -616,7 +616,7 @@ fn reserve_dequantized(bytes: usize) -> bool {
 }
 
 /// The f32 input `i` of a launch.
-fn f32_input<'a>(
+pub(super) fn f32_input<'a>(
     inputs: &[Option<&'a DeviceValue>],
     i: usize,
 ) -> Result<(&'a DeviceBuffer, &'a [usize])> {

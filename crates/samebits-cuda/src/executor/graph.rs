@@ -469,7 +469,7 @@ impl CudaExecutor {
     }
 
     /// A host tensor on the device: float32 as a buffer, other dtypes as raw bytes.
-    fn upload_value(&self, t: &Tensor) -> Result<DeviceValue> {
+    pub(super) fn upload_value(&self, t: &Tensor) -> Result<DeviceValue> {
         let invalid = |e: samebits_ir::Error| CudaError::Invalid(e.to_string());
         Ok(if t.dtype() == DType::F32 {
             DeviceValue::F32 {

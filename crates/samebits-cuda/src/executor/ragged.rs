@@ -20,10 +20,10 @@ use std::sync::Arc;
 use samebits_ir::{DType, Tensor, Value};
 use samebits_ops::{AttentionHeads, PlanStep};
 
-use super::dispatch::{GROUPED_ATTENTION_MIN_QUERIES, past_of};
+use super::dispatch::{GROUPED_ATTENTION_MIN_QUERIES, f32_input, past_of};
 use super::{CudaExecutor, DeviceTensor, DeviceValue, IoValue, RunStats, Slot, arg_info};
 use crate::attention::{HeadsLayout, KvPast, RaggedPart, attention_rows};
-use crate::error::{CudaError, Result};
+use crate::error::Result;
 
 /// One cache of the past: on the host or on the device.
 enum PastItem {
@@ -34,12 +34,8 @@ enum PastItem {
 impl PastItem {
     fn shape(&self) -> Option<&[usize]> {
         match self {
-            PastItem::Host(t) if t.dtype() == DType::F32 => Some(t.shape()),
-            PastItem::Host(_) => None,
-            PastItem::Device(d) => match d.as_ref() {
-                DeviceValue::F32 { shape, .. } | DeviceValue::Kv { shape, .. } => Some(shape),
-                DeviceValue::Bytes { .. } | DeviceValue::Sequence(_) => None,
-            },
+            PastItem::Host(t) => (t.dtype() == DType::F32).then(|| t.shape()),
+            PastItem::Device(d) => d.info().filter(|i| i.dtype == DType::F32).map(|i| i.shape),
         }
     }
 }
@@ -152,48 +148,47 @@ impl CudaExecutor {
             else {
                 return Ok(false);
             };
-            let fits = attention_rows(
-                heads.q.heads / heads.k.heads,
-                heads.past + n,
-                heads.q.size,
-                heads.v.size,
-            );
-            if n == 0 || heads.q.size == 0 || heads.v.size == 0 || fits.is_none() {
+            if n == 0 || heads.q.size == 0 || heads.v.size == 0 {
                 return Ok(false);
             }
             parts.push(Part { heads, first });
             first += n;
         }
-        let y_width = parts[0].heads.y_shape[2];
-        // The device values: the new rows, and each past cache (host ones uploaded).
-        let (qd, kd, vd) = (
-            self.on_device(slots, q, false, stats)?,
-            self.on_device(slots, k, false, stats)?,
-            self.on_device(slots, v, false, stats)?,
-        );
-        let dense = |d: &DeviceValue| match d {
-            DeviceValue::F32 { buffer, .. } => Ok(Arc::clone(buffer)),
-            _ => Err(CudaError::Invalid(
-                "a ragged attention input is not a float32 tensor".into(),
-            )),
+        // One launch for every sequence: the score rows of the longest must fit a block; heads
+        // are grouped per block when some sequence brings many queries.
+        let Some(lead) = parts.first().map(|p| &p.heads) else {
+            return Ok(false);
         };
-        let (qb, kb, vb) = (dense(&qd)?, dense(&kd)?, dense(&vd)?);
-        let mut uploaded = Vec::new();
+        let (group, d, dv) = (lead.q.heads / lead.k.heads, lead.q.size, lead.v.size);
+        let longest = parts.iter().map(|p| p.heads.past + p.heads.q.seq).max();
+        let Some(widest) = attention_rows(group, longest.unwrap_or(0), d, dv) else {
+            return Ok(false);
+        };
+        let most_rows = parts.iter().map(|p| p.heads.q.seq).max().unwrap_or(0);
+        let per_block = match most_rows >= GROUPED_ATTENTION_MIN_QUERIES {
+            true => widest,
+            false => 1,
+        };
+        let y_width = lead.y_shape[2];
+        // The device values: the new rows, and each past cache (host ones uploaded, empty ones
+        // none).
+        let new = [q, k, v]
+            .into_iter()
+            .map(|s| self.on_device(slots, s, false, stats).map(Some))
+            .collect::<Result<Vec<_>>>()?;
+        let new: Vec<Option<&DeviceValue>> = new.iter().map(Option::as_deref).collect();
+        let (qb, kb, vb) = (
+            f32_input(&new, 0)?.0,
+            f32_input(&new, 1)?.0,
+            f32_input(&new, 2)?.0,
+        );
         let mut device_past = |item: &PastItem| -> Result<Option<Arc<DeviceValue>>> {
             Ok(match item {
                 PastItem::Host(t) if t.shape().get(2) == Some(&0) => None,
                 PastItem::Host(t) => {
-                    let data = t
-                        .as_slice::<f32>()
-                        .map_err(|e| CudaError::Invalid(e.to_string()))?;
                     stats.uploads += 1;
-                    stats.upload_bytes += 4 * data.len();
-                    let value = Arc::new(DeviceValue::F32 {
-                        buffer: Arc::new(self.backend.upload(data)?),
-                        shape: t.shape().to_vec(),
-                    });
-                    uploaded.push(Arc::clone(&value));
-                    Some(value)
+                    stats.upload_bytes += t.bytes().map_or(0, <[u8]>::len);
+                    Some(Arc::new(self.upload_value(t)?))
                 }
                 PastItem::Device(d) => Some(Arc::clone(d)),
             })
@@ -202,50 +197,38 @@ impl CudaExecutor {
         for (key, value) in keys.iter().zip(&values) {
             pasts.push((device_past(key)?, device_past(value)?));
         }
-        let mut out = self.backend.alloc(total_rows * y_width)?;
-        // One launch for every sequence (score rows of the longest fit a block: checked
-        // above), heads grouped per block when some sequence brings many queries.
-        let first = &parts[0].heads;
-        let (group, d, dv) = (first.q.heads / first.k.heads, first.q.size, first.v.size);
-        let longest = parts.iter().map(|p| p.heads.past + p.heads.q.seq).max();
-        let widest = attention_rows(group, longest.unwrap_or(0), d, dv)
-            .ok_or_else(|| CudaError::Invalid("attention scores exceed shared memory".into()))?;
-        let most_rows = parts.iter().map(|p| p.heads.q.seq).max().unwrap_or(0);
-        let per_block = match most_rows >= GROUPED_ATTENTION_MIN_QUERIES {
-            true => widest,
-            false => 1,
-        };
         let mut extended = Vec::with_capacity(parts.len());
         for (part, pasts) in parts.iter().zip(&pasts) {
             let h = &part.heads;
-            let (storage, past) = self.backend.kv_extend(past(pasts)?, (h.k, h.v))?;
-            extended.push((storage, past + h.q.seq));
+            extended.push(self.backend.kv_extend(past(pasts)?, (h.k, h.v))?);
         }
         let ragged: Vec<RaggedPart> = parts
             .iter()
             .zip(&extended)
-            .map(|(part, (storage, total))| RaggedPart {
+            .map(|(part, (storage, past))| RaggedPart {
                 storage,
-                past: total - part.heads.q.seq,
+                past: *past,
                 first: part.first,
                 rows: part.heads.q.seq,
             })
             .collect();
+        let mut out = self.backend.alloc(total_rows * y_width)?;
         let layout = |heads: usize, size: usize| HeadsLayout::split(1, total_rows, heads, size);
-        let (q_heads, kv_heads) = (first.q.heads, first.k.heads);
+        let (q_heads, kv_heads) = (lead.q.heads, lead.k.heads);
         self.backend.ragged_attention(
-            (&qb, layout(q_heads, d)),
-            (&kb, layout(kv_heads, d)),
-            (&vb, layout(kv_heads, dv)),
+            (qb, layout(q_heads, d)),
+            (kb, layout(kv_heads, d)),
+            (vb, layout(kv_heads, dv)),
             (&mut out, layout(q_heads, dv)),
             &ragged,
-            (causal, first.scale(scale)),
+            (causal, lead.scale(scale)),
             per_block,
         )?;
         stats.device_launches += 1;
         let (mut present_keys, mut present_values) = (Vec::new(), Vec::new());
-        for (part, (storage, total)) in parts.iter().zip(extended) {
+        for (part, (storage, past)) in parts.iter().zip(extended) {
             let h = &part.heads;
+            let total = past + h.q.seq;
             let present = |values: bool, size: usize| {
                 IoValue::Device(DeviceTensor(Arc::new(DeviceValue::Kv {
                     storage: Arc::clone(&storage),
@@ -257,7 +240,6 @@ impl CudaExecutor {
             present_keys.push(present(false, h.k.size));
             present_values.push(present(true, h.v.size));
         }
-        drop(uploaded);
         let device = |value: DeviceValue| Slot {
             host: None,
             device: Some(Arc::new(value)),
