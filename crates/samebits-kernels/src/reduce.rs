@@ -414,6 +414,55 @@ mod tests {
         }
     }
 
+    /// Every pair and triple of special values (infinities, signed zeros, NaNs with and without
+    /// payloads or sign) in every order: the index the contract's rule picks, written as a
+    /// pairwise comparison (NaN most extreme, `total_cmp` otherwise, ties to the first or last).
+    #[test]
+    fn argreduce_follows_the_pairwise_rule_on_special_values() {
+        let rule = |kind: ArgKind, last: bool, row: &[f32]| -> i64 {
+            let more = |x: f32, best: f32| match (x.is_nan(), best.is_nan()) {
+                (true, true) => Ordering::Equal,
+                (true, false) => Ordering::Greater,
+                (false, true) => Ordering::Less,
+                (false, false) => match kind {
+                    ArgKind::ArgMax => x.total_cmp(&best),
+                    ArgKind::ArgMin => best.total_cmp(&x),
+                },
+            };
+            let mut best = 0;
+            for k in 1..row.len() {
+                match more(row[k], row[best]) {
+                    Ordering::Greater => best = k,
+                    Ordering::Equal if last => best = k,
+                    _ => {}
+                }
+            }
+            best as i64
+        };
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        for a in SPECIAL {
+            for b in SPECIAL {
+                rows.push(vec![a, b]);
+                for c in SPECIAL {
+                    rows.push(vec![a, b, c]);
+                }
+            }
+        }
+        for row in &rows {
+            for kind in [ArgKind::ArgMax, ArgKind::ArgMin] {
+                for last in [false, true] {
+                    let mut out = [0i64; 1];
+                    argreduce_f32(kind, last, row, 1, row.len(), 1, &mut out);
+                    assert_eq!(
+                        out[0],
+                        rule(kind, last, row),
+                        "{kind:?} last={last} {row:?}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn extrema_follow_the_contract_for_every_sign_and_nan_pair() {
         for a in SPECIAL {

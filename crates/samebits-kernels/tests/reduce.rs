@@ -143,66 +143,6 @@ fn argreduce_tie_and_nan_rules() {
     assert_eq!(arg(ArgKind::ArgMax, true, &nans), 3);
 }
 
-/// Every pair and triple of special values (infinities, signed zeros, NaNs with and without
-/// payloads or sign) in every order: the index the contract's rule picks, written as a
-/// pairwise comparison (NaN most extreme, `total_cmp` otherwise, ties to the first or last).
-#[test]
-fn argreduce_follows_the_pairwise_rule_on_special_values() {
-    let special = [
-        f32::NEG_INFINITY,
-        -1.0,
-        -0.0,
-        0.0,
-        1.0,
-        f32::INFINITY,
-        f32::NAN,
-        f32::from_bits(0x7fc0_1234),
-        f32::from_bits(0xffc0_0000),
-    ];
-    let rule = |kind: ArgKind, last: bool, row: &[f32]| -> i64 {
-        let more = |x: f32, best: f32| match (x.is_nan(), best.is_nan()) {
-            (true, true) => std::cmp::Ordering::Equal,
-            (true, false) => std::cmp::Ordering::Greater,
-            (false, true) => std::cmp::Ordering::Less,
-            (false, false) => match kind {
-                ArgKind::ArgMax => x.total_cmp(&best),
-                ArgKind::ArgMin => best.total_cmp(&x),
-            },
-        };
-        let mut best = 0;
-        for k in 1..row.len() {
-            match more(row[k], row[best]) {
-                std::cmp::Ordering::Greater => best = k,
-                std::cmp::Ordering::Equal if last => best = k,
-                _ => {}
-            }
-        }
-        best as i64
-    };
-    let mut rows: Vec<Vec<f32>> = Vec::new();
-    for &a in &special {
-        for &b in &special {
-            rows.push(vec![a, b]);
-            for &c in &special {
-                rows.push(vec![a, b, c]);
-            }
-        }
-    }
-    for row in &rows {
-        for kind in [ArgKind::ArgMax, ArgKind::ArgMin] {
-            for last in [false, true] {
-                let mut out = [0i64; 1];
-                argreduce_f32(kind, last, row, 1, row.len(), 1, &mut out);
-                assert_eq!(
-                    out[0],
-                    rule(kind, last, row),
-                    "{kind:?} last={last} {row:?}"
-                );
-            }
-        }
-    }
-}
-
 #[test]
 fn argreduce_matches_naive_scan_over_inner_lanes() {
     let mut rng = Rng::new(13);

@@ -5,6 +5,8 @@
 //! decode step gave (the device KV cache, attention and the GGUF products follow the contract's
 //! orders whatever the number of tokens). Without a GPU the test prints SKIPPED and returns.
 
+#[path = "support/batched_rounds.rs"]
+mod batched_rounds;
 #[path = "../../samebits-gguf/tests/common/mod.rs"]
 mod gguf_common;
 #[path = "support/random_llama.rs"]
@@ -31,6 +33,19 @@ fn greedy(llm: &Llm, prompt: &[u32], steps: usize) -> (Vec<u32>, Vec<Vec<f32>>) 
         rows.push(llm.forward(&[next], &mut cache).unwrap());
     }
     (tokens, rows)
+}
+
+/// The model at `path` on `cuda:0`, or `None` after a SKIPPED line naming `test` when there is
+/// no CUDA device.
+fn load_on_gpu(path: &std::path::Path, test: &str) -> Option<Llm> {
+    match Llm::load_on(path, OperationSet::Reproducible, Device::Cuda(0)) {
+        Ok(llm) => Some(llm),
+        Err(why) => {
+            let line = format!("SKIPPED (no CUDA device): {test} ({why})\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            None
+        }
+    }
 }
 
 fn same_bits(a: &[f32], b: &[f32]) -> bool {
@@ -185,15 +200,11 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
     for (n, shape) in shapes.iter().enumerate() {
         let path = dir.path().join(format!("random_{n}.gguf"));
         write_random_llama(&path, shape, 7 + n as u64);
-        let gpu = match Llm::load_on(&path, OperationSet::Reproducible, Device::Cuda(0)) {
-            Ok(llm) => llm,
-            Err(why) => {
-                let line = format!(
-                    "SKIPPED (no CUDA device): gpu::gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode ({why})\n"
-                );
-                let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-                return;
-            }
+        let Some(gpu) = load_on_gpu(
+            &path,
+            "gpu::gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode",
+        ) else {
+            return;
         };
         let cpu = Llm::load(&path, OperationSet::Reproducible).unwrap();
         // A prompt of few rows (fused matrix-vector products) and one of many (the GEMM over
@@ -269,15 +280,11 @@ fn gpu_ragged_batches_give_each_sequence_its_lone_cpu_bits() {
     for (n, shape) in shapes.iter().enumerate() {
         let path = dir.path().join(format!("ragged_{n}.gguf"));
         write_random_llama(&path, shape, 31 + n as u64);
-        let gpu = match Llm::load_on(&path, OperationSet::Reproducible, Device::Cuda(0)) {
-            Ok(llm) => llm,
-            Err(why) => {
-                let line = format!(
-                    "SKIPPED (no CUDA device): gpu::gpu_ragged_batches_give_each_sequence_its_lone_cpu_bits ({why})\n"
-                );
-                let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-                return;
-            }
+        let Some(gpu) = load_on_gpu(
+            &path,
+            "gpu::gpu_ragged_batches_give_each_sequence_its_lone_cpu_bits",
+        ) else {
+            return;
         };
         let cpu = Llm::load(&path, OperationSet::Reproducible).unwrap();
         let prompts: Vec<Vec<u32>> = lengths
@@ -290,40 +297,11 @@ fn gpu_ragged_batches_give_each_sequence_its_lone_cpu_bits() {
             })
             .collect();
         let steps = 8;
-        // Alone on the CPU: the prefill's last row, then greedy decode steps.
         let alone: Vec<Vec<Vec<f32>>> = prompts
             .iter()
-            .map(|prompt| {
-                let mut cache = cpu.new_cache();
-                let mut logits = cpu.forward_last(prompt, &mut cache).unwrap();
-                let mut rows = vec![logits.clone()];
-                for _ in 0..steps {
-                    logits = cpu.forward(&[argmax(&logits)], &mut cache).unwrap();
-                    rows.push(logits.clone());
-                }
-                rows
-            })
+            .map(|prompt| batched_rounds::alone(&cpu, prompt, steps))
             .collect();
-        // Batched on the GPU: prompt `p` joins at round `p`.
-        let mut caches: Vec<_> = prompts.iter().map(|_| gpu.new_cache()).collect();
-        let mut rows: Vec<Vec<Vec<f32>>> = vec![Vec::new(); prompts.len()];
-        let mut next = prompts.clone();
-        for round in 0..prompts.len() + steps {
-            let members: Vec<usize> = (0..prompts.len())
-                .filter(|&p| p <= round && rows[p].len() <= steps)
-                .collect();
-            let mut batch: Vec<(&[u32], &mut samebits_llm::KvCache)> = caches
-                .iter_mut()
-                .enumerate()
-                .filter(|(p, _)| members.contains(p))
-                .map(|(p, cache)| (next[p].as_slice(), cache))
-                .collect();
-            let logits = gpu.forward_last_batch(&mut batch).unwrap();
-            for (&p, row) in members.iter().zip(&logits) {
-                next[p] = vec![argmax(row)];
-                rows[p].push(row.clone());
-            }
-        }
+        let rows = batched_rounds::joining_rounds(&gpu, &prompts, steps);
         for (p, (got, want)) in rows.iter().zip(&alone).enumerate() {
             assert_eq!(got.len(), steps + 1, "{shape:?}: prompt {p}");
             for (step, (g, w)) in got.iter().zip(want).enumerate() {

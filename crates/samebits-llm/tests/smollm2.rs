@@ -9,6 +9,9 @@
 //!   bits at every step, on every ISA and thread count;
 //! - a generation receipt verifies, and one with a changed token is rejected at that step.
 
+#[path = "support/batched_rounds.rs"]
+mod batched_rounds;
+
 use samebits_kernels::{Isa, with_isa};
 use samebits_llm::receipt::{GenerationReceipt, verify};
 use samebits_llm::sampling::argmax;
@@ -100,42 +103,20 @@ fn batched_sequences_get_their_lone_bits_on_every_isa_and_thread_count() {
     .collect();
     let steps = 4;
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
-    // Alone: the prefill's last row, then `steps` greedy decode steps.
     let alone: Vec<Vec<Vec<u32>>> = prompts
         .iter()
         .map(|prompt| {
-            let mut cache = llm.new_cache();
-            let mut logits = llm.forward_last(prompt, &mut cache).unwrap();
-            let mut rows = vec![bits(&logits)];
-            for _ in 0..steps {
-                logits = llm.forward(&[argmax(&logits)], &mut cache).unwrap();
-                rows.push(bits(&logits));
-            }
-            rows
+            batched_rounds::alone(&llm, prompt, steps)
+                .iter()
+                .map(|r| bits(r))
+                .collect()
         })
         .collect();
-    // Batched: prompt `p` joins at round `p` (its prefill beside the others' decode steps).
-    let batched = || {
-        let mut caches: Vec<_> = prompts.iter().map(|_| llm.new_cache()).collect();
-        let mut rows: Vec<Vec<Vec<u32>>> = vec![Vec::new(); prompts.len()];
-        let mut next: Vec<Vec<u32>> = prompts.clone();
-        for round in 0..prompts.len() + steps {
-            let members: Vec<usize> = (0..prompts.len())
-                .filter(|&p| p <= round && rows[p].len() <= steps)
-                .collect();
-            let mut batch: Vec<(&[u32], &mut samebits_llm::KvCache)> = caches
-                .iter_mut()
-                .enumerate()
-                .filter(|(p, _)| members.contains(p))
-                .map(|(p, cache)| (next[p].as_slice(), cache))
-                .collect();
-            let logits = llm.forward_last_batch(&mut batch).unwrap();
-            for (&p, row) in members.iter().zip(&logits) {
-                next[p] = vec![argmax(row)];
-                rows[p].push(bits(row));
-            }
-        }
-        rows
+    let batched = || -> Vec<Vec<Vec<u32>>> {
+        batched_rounds::joining_rounds(&llm, &prompts, steps)
+            .iter()
+            .map(|rows| rows.iter().map(|r| bits(r)).collect())
+            .collect()
     };
     for isa in Isa::available() {
         for threads in [1, 2] {

@@ -463,7 +463,7 @@ impl<R: BufRead> Iterator for SseData<R> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::io::Cursor;
 
@@ -620,15 +620,21 @@ mod tests {
         assert_eq!(data, ["a", "b"]);
     }
 
-    #[test]
-    fn a_closed_port_is_refused_in_one_line() {
-        // Bind then drop: the port is (almost certainly) closed now.
+    /// A local URL where nothing listens, and its port: a port bound then dropped (almost
+    /// certainly closed now).
+    pub(crate) fn closed_server() -> (ServerUrl, u16) {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let server = ServerUrl::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        let url = ServerUrl::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        (url, port)
+    }
+
+    #[test]
+    fn a_closed_port_is_refused_in_one_line() {
+        let (server, _) = closed_server();
         let error = request(&server, "GET", "/health", None)
             .err()
             .expect("nothing listens there")

@@ -406,12 +406,7 @@ mod tests {
 
     #[test]
     fn an_unreachable_server_is_named_in_one_line() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let server = ServerUrl::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        let (server, port) = crate::http::tests::closed_server();
         let dir = tempfile::tempdir().unwrap();
         let error = generate(
             &server,
