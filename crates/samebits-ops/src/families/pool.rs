@@ -286,9 +286,15 @@ impl Pool {
             windows.plane_len(),
             windows.output.iter().product::<usize>(),
         );
+        // Planes by index, as the other pools take them: a window-free or empty input plane
+        // (length 0) has no chunks to zip with.
+        if out.is_empty() {
+            return;
+        }
         out.par_chunks_mut(out_len)
-            .zip(x.par_chunks(in_len))
-            .for_each(|(out_plane, plane)| {
+            .enumerate()
+            .for_each(|(n, out_plane)| {
+                let plane = &x[n * in_len..(n + 1) * in_len];
                 let (mut taps, mut powers, mut magnitudes) = (Vec::new(), Vec::new(), Vec::new());
                 for (o, slot) in out_plane.iter_mut().enumerate() {
                     taps.clear();
