@@ -26,8 +26,8 @@ echo
 echo "## gpu_llm, CUDA graphs on"
 timeout 110 "$BIN/gpu_llm" --runs "$RUNS" 2>&1 | tee "$LOGS/gpu_llm_graphs.txt" | tail -12
 echo
-echo "## gpu_llm, the attention's fused product off (SAMEBITS_CUDA_FUSE=no-attention)"
-SAMEBITS_CUDA_FUSE=no-attention timeout 40 "$BIN/gpu_llm" --runs 3 --quick 2>&1 | tee "$LOGS/gpu_llm_noatt.txt" | tail -6
+echo "## gpu_llm, the attention's fused product on (SAMEBITS_CUDA_FUSE=all)"
+SAMEBITS_CUDA_FUSE=all timeout 40 "$BIN/gpu_llm" --runs 3 --quick 2>&1 | tee "$LOGS/gpu_llm_attprod.txt" | tail -6
 echo
 echo "## gpu_llm, CUDA graphs off (SAMEBITS_CUDA_GRAPHS=0)"
 SAMEBITS_CUDA_GRAPHS=0 timeout 40 "$BIN/gpu_llm" --runs 3 --quick 2>&1 | tee "$LOGS/gpu_llm_eager.txt" | tail -8

@@ -135,18 +135,35 @@ pub(crate) fn source() -> String {
     .join("\n")
 }
 
-/// Compiles [`source`] for `compute_<major><minor>`.
+/// Compiles [`source`] for `compute_<major><minor>`. For profiling,
+/// `SAMEBITS_CUDA_LINEINFO=FILE` adds line information (`-lineinfo`, which changes no
+/// instruction) and writes the source to FILE, so a profiler's per-line figures (Nsight
+/// Compute's source page) can be read against it.
 pub(crate) fn compile(major: i32, minor: i32) -> Result<Ptx> {
+    let source = source();
+    let mut extra = Vec::new();
+    if let Some(path) = std::env::var_os("SAMEBITS_CUDA_LINEINFO") {
+        std::fs::write(&path, &source).map_err(|e| {
+            CudaError::Compile(format!(
+                "SAMEBITS_CUDA_LINEINFO: cannot write {}: {e}",
+                std::path::Path::new(&path).display()
+            ))
+        })?;
+        extra.push("-lineinfo".to_string());
+    }
     let options = CompileOptions {
         fmad: Some(false),
         prec_div: Some(true),
         prec_sqrt: Some(true),
         ftz: Some(false),
         use_fast_math: Some(false),
-        options: vec![format!("-arch=compute_{major}{minor}"), "-std=c++17".into()],
+        options: [format!("-arch=compute_{major}{minor}"), "-std=c++17".into()]
+            .into_iter()
+            .chain(extra)
+            .collect(),
         ..Default::default()
     };
-    compile_ptx_with_opts(source(), options).map_err(|e| CudaError::Compile(e.to_string()))
+    compile_ptx_with_opts(source, options).map_err(|e| CudaError::Compile(e.to_string()))
 }
 
 #[cfg(test)]
