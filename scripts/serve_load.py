@@ -13,8 +13,9 @@ Load: CLIENTS threads send mixed requests (completions and chat, streamed and no
 prompts, five seeds, 4 to 24 tokens) for SECONDS. Fails on any error, malformed response, or a
 repeat of a request whose text or logits digest differs from its first answer. Prints requests,
 generated tokens per second, p50 / p99 time to first token and inter-token latency (streams),
-and the server's RSS (with --pid) and GPU memory (nvidia-smi, when present) after the first
-sixth and at the end.
+and the server's RSS (with --pid) and GPU memory (nvidia-smi, when present) every minute (every
+sixth of a run shorter than six minutes), so that growth between the first and the last minute
+and any plateau show.
 """
 
 import argparse
@@ -127,13 +128,15 @@ def run_load(send, clients, seconds, pid):
     `send(prompt, seed, max_tokens, stream, chat)`, which returns (text, finish_reason, receipt,
     arrival times of the streamed pieces that carried text). Checks every response (finish
     reason, receipt lengths, and that a repeat of a request gives its first text and logits
-    digest); prints the counts, latency percentiles and memory, and returns the memory readings
-    (after the first sixth, at the end) as `memory` gives them. Fails on any failed request."""
+    digest); prints the counts, latency percentiles and memory readings, and returns the first
+    reading (after a minute, or a sixth of a shorter run) and the last (at the end) as `memory`
+    gives them. Fails on any failed request."""
     lock = threading.Lock()
     failures, first, repeats, tokens = [], {}, [0], [0]
     ttft, itl = [], []
     deadline = time.monotonic() + seconds
-    early = {}
+    every = min(60.0, seconds / 6)
+    readings = []
 
     def one(i, n):
         prompt, seed, max_tokens, stream, chat = request_mix(i, n)
@@ -161,8 +164,8 @@ def run_load(send, clients, seconds, pid):
                 with lock:
                     failures.append(f"client {i} request {n}: {e!r}")
             n += 1
-            if i == 0 and not early and time.monotonic() > deadline - seconds * 5 / 6:
-                early["memory"] = memory(pid)
+            if i == 0 and time.monotonic() > deadline - seconds + every * (len(readings) + 1):
+                readings.append(memory(pid))
 
     begin = time.monotonic()
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
@@ -172,7 +175,7 @@ def run_load(send, clients, seconds, pid):
         t.join()
     elapsed = time.monotonic() - begin
     late = memory(pid)
-    early = early.get("memory", ("n/a", None, None))
+    early = readings[0] if readings else ("n/a", None, None)
 
     def pct(values, p):
         values = sorted(values)
@@ -183,7 +186,9 @@ def run_load(send, clients, seconds, pid):
           f"{tokens[0] / elapsed:.1f} generated tok/s")
     print(f"TTFT p50 {pct(ttft, 50):.0f} ms p99 {pct(ttft, 99):.0f} ms; "
           f"inter-token p50 {pct(itl, 50):.1f} ms p99 {pct(itl, 99):.1f} ms")
-    print(f"memory after the first sixth: {early[0]}; at the end: {late[0]}")
+    print(f"memory after {every:.0f} s: {early[0]}; at the end: {late[0]}")
+    series = ", ".join(f"{r[1] // 1024 if r[1] else 'n/a'} / {r[2]}" for r in readings + [late])
+    print(f"memory every {every:.0f} s (RSS MiB / GPU MiB): {series}")
     assert not failures, "\n".join(failures[:10])
     return early, late
 

@@ -79,26 +79,7 @@ pub fn sample(logits: &[f32], options: &SamplingOptions, step: u64) -> u32 {
     // contract: sampling
     let mut probs: Vec<f32> = logits.iter().map(|&l| l / options.temperature).collect();
     samebits_ops::softmax_f32(&mut probs, true);
-    let mut order: Vec<u32> = (0..probs.len() as u32).collect();
-    order.sort_by(|&a, &b| {
-        probs[b as usize]
-            .total_cmp(&probs[a as usize])
-            .then(a.cmp(&b))
-    });
-    if options.top_k > 0 {
-        order.truncate(options.top_k);
-    }
-    if options.top_p < 1.0 {
-        let mut cumulative = 0.0f32;
-        let keep = order
-            .iter()
-            .position(|&t| {
-                cumulative += probs[t as usize];
-                cumulative >= options.top_p
-            })
-            .map_or(order.len(), |last| last + 1);
-        order.truncate(keep);
-    }
+    let order = kept_order(&probs, options.top_k, options.top_p);
     let kept: Vec<f32> = order.iter().map(|&t| probs[t as usize]).collect();
     let threshold = uniform(options.seed, step) * canonical_sum(&kept);
     let mut cumulative = 0.0f32;
@@ -109,6 +90,69 @@ pub fn sample(logits: &[f32], options: &SamplingOptions, step: u64) -> u32 {
         }
     }
     *order.last().expect("at least one token is kept")
+}
+
+/// The kept tokens of steps 3 to 5 of the contract's `sampling`, in order: token ids sorted by
+/// probability descending, ties by id ascending, cut to `top_k` (0: no cut) and then to the
+/// shortest prefix whose running f32 sum reaches `top_p` (1: no cut).
+///
+/// Each token is one u64 key, [`rank_key`] of its probability above its id, so the order is
+/// the keys' ascending order: a total order, whichever algorithm sorts. Only as many tokens are
+/// ordered as the cuts can keep: the first `top_k` by selection, or, for `top_p` alone, the
+/// first 256, 2048, .. until the running sum reaches `top_p` inside them (the sum over the
+/// same first tokens in the same order, so the same cut). Everything else is sorted whole.
+fn kept_order(probs: &[f32], top_k: usize, top_p: f32) -> Vec<u32> {
+    let mut keys: Vec<u64> = probs
+        .iter()
+        .enumerate()
+        .map(|(id, &p)| (u64::from(rank_key(p)) << 32) | id as u64)
+        .collect();
+    let mut limit = match top_k {
+        0 => keys.len(),
+        k => k.min(keys.len()),
+    };
+    if top_p < 1.0 && top_k == 0 {
+        limit = limit.min(256);
+    }
+    loop {
+        let sorted = first_sorted(&mut keys, limit);
+        let order: Vec<u32> = sorted.iter().map(|&key| key as u32).collect();
+        if top_p >= 1.0 {
+            return order;
+        }
+        let mut cumulative = 0.0f32;
+        let reached = order.iter().position(|&t| {
+            cumulative += probs[t as usize];
+            cumulative >= top_p
+        });
+        match reached {
+            Some(last) => return order[..=last].to_vec(),
+            // Every token that may be kept is here and the sum never reached top_p: keep all.
+            None if limit == keys.len() || top_k > 0 => return order,
+            None => limit = (limit * 8).min(keys.len()),
+        }
+    }
+}
+
+/// A u32 whose ascending order is `p`'s descending [`f32::total_cmp`] order.
+fn rank_key(p: f32) -> u32 {
+    let bits = p.to_bits();
+    // total_cmp's order as unsigned integers: negatives reversed below the positives.
+    let ascending = match bits >> 31 {
+        1 => !bits,
+        _ => bits | 0x8000_0000,
+    };
+    !ascending
+}
+
+/// The `limit` smallest keys, sorted ascending (the rest of `keys` left in any order).
+fn first_sorted(keys: &mut [u64], limit: usize) -> &[u64] {
+    if limit < keys.len() {
+        keys.select_nth_unstable(limit);
+    }
+    let first = &mut keys[..limit];
+    first.sort_unstable();
+    first
 }
 
 /// The index of the largest logit, the lowest index on ties (contract: reduce-extrema).
@@ -169,6 +213,74 @@ mod tests {
             draws.iter().any(|&t| t != draws[0]),
             "sampling should vary: {draws:?}"
         );
+    }
+
+    /// Steps 3 to 5 of the contract's `sampling` as written there: the whole order by one
+    /// comparison sort, then the cuts.
+    fn contract_order(probs: &[f32], top_k: usize, top_p: f32) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..probs.len() as u32).collect();
+        order.sort_by(|&a, &b| {
+            probs[b as usize]
+                .total_cmp(&probs[a as usize])
+                .then(a.cmp(&b))
+        });
+        if top_k > 0 {
+            order.truncate(top_k);
+        }
+        if top_p < 1.0 {
+            let mut c = 0.0f32;
+            let keep = order
+                .iter()
+                .position(|&t| {
+                    c += probs[t as usize];
+                    c >= top_p
+                })
+                .map_or(order.len(), |last| last + 1);
+            order.truncate(keep);
+        }
+        order
+    }
+
+    #[test]
+    fn kept_order_is_the_contracts_sort_and_cuts() {
+        // Rows with many ties (few distinct values), special values, and a peaked softmax of
+        // 5000 logits, under every kind of cut (including top_p never reached, and reached
+        // only past the first 256 and 2048 tokens).
+        let mut state = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            state = random_word(state, 0);
+            state
+        };
+        let specials = [
+            0.0f32,
+            -0.0,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::MIN_POSITIVE / 2.0,
+            1.0,
+            0.5,
+        ];
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        rows.push((0..3000).map(|_| (next() % 7) as f32 / 8.0).collect());
+        rows.push((0..300).map(|_| specials[(next() % 8) as usize]).collect());
+        let mut peaked: Vec<f32> = (0..5000).map(|_| (next() % 1000) as f32 / 40.0).collect();
+        samebits_ops::softmax_f32(&mut peaked, true);
+        rows.push(peaked);
+        let flat = vec![1.0f32 / 5000.0; 5000];
+        rows.push(flat);
+        for probs in &rows {
+            for top_k in [0, 1, 5, 300, 4999, 5000, 9000] {
+                for top_p in [1.0f32, 0.999, 0.9, 0.5, 0.3, 1e-9] {
+                    assert_eq!(
+                        kept_order(probs, top_k, top_p),
+                        contract_order(probs, top_k, top_p),
+                        "top_k {top_k} top_p {top_p} over {} tokens",
+                        probs.len()
+                    );
+                }
+            }
+        }
     }
 
     #[test]
