@@ -1,10 +1,17 @@
-//! Ops of the `ai.onnx.ml` domain: LabelEncoder (opsets 1 to 4).
+//! Ops of the `ai.onnx.ml` domain: LabelEncoder (opsets 1 to 4), Binarizer and
+//! ArrayFeatureExtractor (opset 1).
 //!
 //! LabelEncoder looks every element up in a key → value table given by attributes
 //! (`keys_*` / `values_*`, or `keys_tensor` / `values_tensor` from opset 4) and writes the
 //! value, or the default for a missing key. No arithmetic: values are copied as they are, so
 //! the result is the same everywhere. Float keys compare by value, `-0.0` equal to `+0.0` and
 //! every NaN equal to every NaN.
+//!
+//! Binarizer writes 1 where an element is greater than the `threshold` attribute (default 0;
+//! compared exactly, as float64 for every input dtype) and 0 elsewhere, NaN included, in the
+//! input's dtype. ArrayFeatureExtractor copies the elements at the given indices of the last
+//! axis: output shape `X.shape[..-1] + [number of indices]` (`[1, number]` for a 1-D `X`, as
+//! ONNX Runtime does); an index outside `0 .. X.shape[-1]` is an error naming it.
 
 use crate::registry::Registry;
 use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
@@ -14,6 +21,12 @@ use std::collections::HashMap;
 
 pub fn register(r: &mut Registry) {
     r.register("ai.onnx.ml", "LabelEncoder", LabelEncoder::build);
+    r.register("ai.onnx.ml", "Binarizer", Binarizer::build);
+    r.register(
+        "ai.onnx.ml",
+        "ArrayFeatureExtractor",
+        ArrayFeatureExtractor::build,
+    );
 }
 
 /// A key as the table compares it.
@@ -165,6 +178,128 @@ impl Op for LabelEncoder {
                 let mut bytes = Vec::with_capacity(picks.len() * size);
                 for p in &picks {
                     bytes.extend_from_slice(p.map_or(default, |i| &values[i * size..][..size]));
+                }
+                Tensor::from_le_bytes(dtype, shape, &bytes)?
+            }
+        };
+        Ok(vec![out.into()])
+    }
+}
+
+#[derive(Debug)]
+struct Binarizer {
+    threshold: f64,
+}
+
+impl Binarizer {
+    fn build(ctx: &BuildContext) -> Result<Box<dyn Op>> {
+        let args = NodeArgs::new(ctx.node);
+        Ok(Box::new(Binarizer {
+            threshold: f64::from(args.float_or("threshold", 0.0)?),
+        }))
+    }
+}
+
+impl Op for Binarizer {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        Ok(vec![inputs.first().cloned().flatten()])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        let shape = x.shape().to_vec();
+        let above = |v: f64| v > self.threshold;
+        let out = match x.dtype() {
+            DType::F32 => {
+                let data = x.as_slice::<f32>()?;
+                Tensor::from_vec(
+                    shape,
+                    data.iter()
+                        .map(|&v| f32::from(u8::from(above(v.into()))))
+                        .collect(),
+                )?
+            }
+            DType::F64 => {
+                let data = x.as_slice::<f64>()?;
+                Tensor::from_vec(
+                    shape,
+                    data.iter()
+                        .map(|&v| f64::from(u8::from(above(v))))
+                        .collect(),
+                )?
+            }
+            DType::I64 => {
+                let data = x.as_slice::<i64>()?;
+                Tensor::from_vec(
+                    shape,
+                    data.iter().map(|&v| i64::from(above(v as f64))).collect(),
+                )?
+            }
+            DType::I32 => {
+                let data = x.as_slice::<i32>()?;
+                Tensor::from_vec(
+                    shape,
+                    data.iter().map(|&v| i32::from(above(v.into()))).collect(),
+                )?
+            }
+            other => bail!("Binarizer: input 0 of dtype {other} (float, double, int64 or int32)"),
+        };
+        Ok(vec![out.into()])
+    }
+}
+
+#[derive(Debug)]
+struct ArrayFeatureExtractor;
+
+impl ArrayFeatureExtractor {
+    fn build(_: &BuildContext) -> Result<Box<dyn Op>> {
+        Ok(Box::new(ArrayFeatureExtractor))
+    }
+}
+
+impl Op for ArrayFeatureExtractor {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let dtype = inputs.first().cloned().flatten().and_then(|t| t.dtype());
+        Ok(vec![dtype.map(|d| ValueType::tensor(d, None))])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        let indices = inputs.ints(1, "Y, the indices")?;
+        let width = match x.shape().last() {
+            Some(&w) => w,
+            None => bail!("ArrayFeatureExtractor: input 0 is a scalar (it needs a last axis)"),
+        };
+        let picks = indices
+            .iter()
+            .map(|&i| match usize::try_from(i) {
+                Ok(i) if i < width => Ok(i),
+                _ => bail!("ArrayFeatureExtractor: index {i} is outside 0 .. {width}"),
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        let mut shape = match x.shape().len() {
+            1 => vec![1],
+            _ => x.shape()[..x.shape().len() - 1].to_vec(),
+        };
+        shape.push(picks.len());
+        check_tensor_size("ArrayFeatureExtractor output", &shape, x.dtype())?;
+        let rows = x.numel().checked_div(width).unwrap_or(0);
+        let out = match x.dtype() {
+            DType::String => {
+                let data = x.as_strings()?;
+                let picked = (0..rows)
+                    .flat_map(|r| picks.iter().map(move |&i| data[r * width + i].clone()))
+                    .collect();
+                Tensor::from_strings(shape, picked)?
+            }
+            dtype => {
+                let size = dtype.size();
+                let data = x.bytes()?;
+                let mut bytes = Vec::with_capacity(rows * picks.len() * size);
+                for r in 0..rows {
+                    for &i in &picks {
+                        bytes.extend_from_slice(&data[(r * width + i) * size..][..size]);
+                    }
                 }
                 Tensor::from_le_bytes(dtype, shape, &bytes)?
             }

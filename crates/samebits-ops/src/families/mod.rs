@@ -36,6 +36,7 @@ mod softmax;
 mod string;
 mod tensor_scatter;
 mod tfidf;
+mod training;
 
 pub use attention::{AttentionHeads, HeadsLayout, RotaryShape};
 pub use linalg::{MatrixProducts, gemm_c_strides, gemm_products, matmul_products};
@@ -74,6 +75,7 @@ pub fn register_all(r: &mut Registry) {
     random::register(r);
     loss::register(r);
     ml::register(r);
+    training::register(r);
     signal::register(r);
     fourier::register(r);
     gguf_matmul::register(r);
