@@ -4,6 +4,7 @@
 mod activation;
 mod attention;
 mod cast;
+mod causal_conv;
 mod col2im;
 mod control_flow;
 mod conv;
@@ -17,6 +18,7 @@ mod gguf_matmul;
 mod grid_sample;
 mod indexing;
 mod linalg;
+mod linear_attention;
 mod loss;
 mod ml;
 mod normalization;
@@ -63,8 +65,10 @@ pub fn register_all(r: &mut Registry) {
     softmax::register(r);
     activation::register(r);
     attention::register(r);
+    linear_attention::register(r);
     linalg::register(r);
     conv::register(r);
+    causal_conv::register(r);
     col2im::register(r);
     pool::register(r);
     resize::register(r);
