@@ -11,6 +11,7 @@ mod conv;
 pub mod decoder_fused;
 mod detection;
 mod elementwise;
+mod flex_attention;
 mod fourier;
 pub mod fused;
 mod generators;
@@ -66,6 +67,7 @@ pub fn register_all(r: &mut Registry) {
     activation::register(r);
     attention::register(r);
     linear_attention::register(r);
+    flex_attention::register(r);
     linalg::register(r);
     conv::register(r);
     causal_conv::register(r);
