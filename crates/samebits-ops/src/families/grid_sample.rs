@@ -242,6 +242,21 @@ impl Op for GridSample {
     }
 }
 
+/// GridSample's bilinear sample (linear taps, zeros padding, `align_corners`) of a row-major
+/// `[height, width]` plane at the input coordinates `(y, x)` themselves, not normalized ones:
+/// DeformConv's sampling (contract: deform-conv).
+pub(super) fn bilinear_zeros_at(plane: &[f32], height: usize, width: usize, y: f32, x: f32) -> f32 {
+    let sampler = GridSample {
+        interpolation: Interpolation::Linear,
+        padding: Padding::Zeros,
+        align_corners: true,
+    };
+    let mut taps = [Vec::with_capacity(2), Vec::with_capacity(2)];
+    sampler.taps(sampler.axis(height), y, &mut taps[0]);
+    sampler.taps(sampler.axis(width), x, &mut taps[1]);
+    dot_taps(&taps, &[width, 1], plane, &mut [0, 0])
+}
+
 /// The `canonical-sum` dot product of the row-major product of the axes' taps with the input:
 /// `p = fma(w, v, p)` from `+0.0`, each weight the product of its axes' weights, outermost
 /// axis first.

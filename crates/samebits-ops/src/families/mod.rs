@@ -9,6 +9,7 @@ mod col2im;
 mod control_flow;
 mod conv;
 pub mod decoder_fused;
+mod deform_conv;
 mod detection;
 mod elementwise;
 mod flex_attention;
@@ -71,6 +72,7 @@ pub fn register_all(r: &mut Registry) {
     linalg::register(r);
     conv::register(r);
     causal_conv::register(r);
+    deform_conv::register(r);
     col2im::register(r);
     pool::register(r);
     resize::register(r);
