@@ -233,6 +233,12 @@ impl Conv {
 #[derive(Debug)]
 struct ConvInteger(Conv);
 
+/// ConvInteger with the attributes of `ctx`'s node (`op` names it in errors): the exact
+/// integer convolution QLinearConv requantizes (inputs X, W, x_zero_point, w_zero_point).
+pub(super) fn integer_conv(op: &'static str, ctx: &BuildContext) -> Result<Box<dyn Op>> {
+    Ok(Box::new(ConvInteger(Conv::parse(op, ctx)?)))
+}
+
 /// Largest magnitude of a partial sum the f32 kernel computes exactly.
 const F32_EXACT_INTEGER: f64 = (1u64 << 24) as f64;
 

@@ -17,6 +17,11 @@ pub fn register(r: &mut Registry) {
         Ok(Box::new(DynamicQuantizeLinear))
     });
     r.register("", "QLinearMatMul", |_| Ok(Box::new(QLinearMatMul)));
+    r.register("", "QLinearConv", |ctx| {
+        Ok(Box::new(QLinearConv {
+            conv: super::conv::integer_conv("QLinearConv", ctx)?,
+        }))
+    });
 }
 
 /// An integer type quantized values are stored in.
@@ -528,18 +533,91 @@ impl Op for DynamicQuantizeLinear {
 #[derive(Debug)]
 struct QLinearMatMul;
 
-impl QLinearMatMul {
-    /// The scale values of input `i` (`what` in errors): one, or `count` of them.
-    fn scales(inputs: &Inputs, i: usize, what: &str, count: usize) -> Result<Vec<f64>> {
-        let t = inputs.tensor(i)?;
-        let values = t.to_f64_vec()?;
-        if values.len() != 1 && values.len() != count {
-            bail!(
-                "QLinearMatMul: input {i} ({what}) has {} elements; expected 1 or {count}",
-                values.len()
-            );
+/// The scale values of input `i` of `op` (`what` in errors): one, or `count` of them.
+fn qlinear_scales(
+    op: &str,
+    inputs: &Inputs,
+    i: usize,
+    what: &str,
+    count: usize,
+) -> Result<Vec<f64>> {
+    let t = inputs.tensor(i)?;
+    let values = t.to_f64_vec()?;
+    if values.len() != 1 && values.len() != count {
+        bail!(
+            "{op}: input {i} ({what}) has {} elements; expected 1 or {count}",
+            values.len()
+        );
+    }
+    Ok(values)
+}
+
+/// What the QLinear ops share (contract: qlinear-matmul): the scales' precision `P` (input 1's
+/// dtype, inputs 4 and 6 of the same), the one y_scale, and the output zero point and dtype.
+struct Requantization {
+    precision: Precision,
+    y_scale: f64,
+    y_zp: i64,
+    dtype: DType,
+}
+
+impl Requantization {
+    fn of(op: &str, inputs: &Inputs) -> Result<Requantization> {
+        let scale = inputs.tensor(1)?;
+        let precision = Precision::of(scale.dtype(), &format!("{op} input 1"))?;
+        for (i, what) in [(4, "the second operand's scale"), (6, "y_scale")] {
+            let dtype = inputs.tensor(i)?.dtype();
+            if dtype != scale.dtype() {
+                bail!(
+                    "{op}: input {i} ({what}) has dtype {dtype}, input 1 {}",
+                    scale.dtype()
+                );
+            }
         }
-        Ok(values)
+        let y_scale = match qlinear_scales(op, inputs, 6, "y_scale", 1)?.as_slice() {
+            [s] => *s,
+            _ => bail!("{op}: input 6 (y_scale) must hold one element"),
+        };
+        let (y_zp, dtype) = match inputs.opt_tensor(7)? {
+            Some(z) if z.numel() == 1 => (z.to_i64_vec()?[0], z.dtype()),
+            Some(z) => bail!(
+                "{op}: input 7 (y_zero_point) must hold one element, got shape {:?}",
+                z.shape()
+            ),
+            None => (0, DType::U8),
+        };
+        Ok(Requantization {
+            precision,
+            y_scale,
+            y_zp,
+            dtype,
+        })
+    }
+
+    /// `M = P(P(sa * sb) / y_s)`.
+    fn multiplier(&self, sa: f64, sb: f64) -> f64 {
+        self.precision
+            .divide(self.precision.round(sa * sb), self.y_scale)
+    }
+
+    /// `saturate(round_half_even(f64(C) * f64(M)) + y_zp)` of every value, `multiplier(e)`
+    /// giving element `e`'s `M`.
+    fn apply(
+        &self,
+        op: &str,
+        shape: Vec<usize>,
+        values: &[i32],
+        multiplier: impl Fn(usize) -> f64,
+    ) -> Result<Tensor> {
+        let dtype = self.dtype;
+        Ok(with_quant_int!(dtype, Q => {
+            let out: Vec<Q> = values
+                .iter()
+                .enumerate()
+                .map(|(e, &c)| saturate_round::<Q>((c as f64) * multiplier(e), self.y_zp))
+                .collect();
+            Tensor::from_vec(shape, out)?
+        }, else unsupported!("{op} output of dtype {dtype} (y_zero_point: u8 or i8)")))
     }
 }
 
@@ -562,50 +640,69 @@ impl Op for QLinearMatMul {
             inputs.opt_tensor(5)?,
         )?;
         let (m, n, shape) = (products.m, products.n, products.shape);
-        let scale = inputs.tensor(1)?;
-        let precision = Precision::of(scale.dtype(), "QLinearMatMul input 1 (a_scale)")?;
-        for (i, what) in [(4, "b_scale"), (6, "y_scale")] {
-            let dtype = inputs.tensor(i)?.dtype();
-            if dtype != scale.dtype() {
+        let requantization = Requantization::of("QLinearMatMul", inputs)?;
+        let a_scale = qlinear_scales("QLinearMatMul", inputs, 1, "a_scale", m)?;
+        let b_scale = qlinear_scales("QLinearMatMul", inputs, 4, "b_scale", n)?;
+        // The multiplier of output (i, j) (contract: qlinear-matmul).
+        let multiplier = |e: usize| {
+            let (i, j) = (e / n % m, e % n);
+            requantization.multiplier(a_scale[i % a_scale.len()], b_scale[j % b_scale.len()])
+        };
+        let out = requantization.apply("QLinearMatMul", shape, &products.values, multiplier)?;
+        Ok(vec![out.into()])
+    }
+}
+
+/// QLinearConv (opset 10; contract: qlinear-matmul's requantization over ConvInteger's exact
+/// sums): `C = conv(x - x_zp, w - w_zp) + B` in i32 (ConvInteger's kernel; the bias `[M]` i32
+/// added wrapping), then `y = saturate(round_half_even(f64(C) * f64(M_m)) + y_zp)` with
+/// `M_m = P(P(x_s * w_s[m]) / y_s)` per output channel `m` (w_scale per tensor or per channel).
+#[derive(Debug)]
+struct QLinearConv {
+    /// ConvInteger with this node's attributes.
+    conv: Box<dyn Op>,
+}
+
+impl Op for QLinearConv {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let dtype = inputs
+            .get(7)
+            .and_then(|t| t.as_ref()?.dtype())
+            .unwrap_or(DType::U8);
+        Ok(vec![Some(ValueType::tensor(dtype, None))])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        const OP: &str = "QLinearConv";
+        let get = |i: usize| inputs.get(i).copied().flatten();
+        let integer: Vec<Option<&Value>> = vec![get(0), get(3), get(2), get(5)];
+        let sums = self.conv.eval(&integer)?.remove(0);
+        let sums = sums.as_tensor()?;
+        let shape = sums.shape().to_vec();
+        let channels = shape.get(1).copied().unwrap_or(0);
+        let plane: usize = shape.iter().skip(2).product();
+        let mut values = sums.as_slice::<i32>()?.to_vec();
+        if let Some(bias) = inputs.opt_tensor(8)? {
+            if bias.dtype() != DType::I32 || bias.numel() != channels {
                 bail!(
-                    "QLinearMatMul: input {i} ({what}) has dtype {dtype}, a_scale {}",
-                    scale.dtype()
+                    "{OP}: input 8 (B) must be {channels} int32 values, got {} of shape {:?}",
+                    bias.dtype(),
+                    bias.shape()
                 );
             }
+            let bias = bias.as_slice::<i32>()?;
+            for (e, v) in values.iter_mut().enumerate() {
+                *v = v.wrapping_add(bias[e / plane.max(1) % channels]);
+            }
         }
-        let a_scale = Self::scales(inputs, 1, "a_scale", m)?;
-        let b_scale = Self::scales(inputs, 4, "b_scale", n)?;
-        let y_scale = match Self::scales(inputs, 6, "y_scale", 1)?.as_slice() {
-            [s] => *s,
-            _ => bail!("QLinearMatMul: input 6 (y_scale) must hold one element"),
+        let requantization = Requantization::of(OP, inputs)?;
+        let x_scale = qlinear_scales(OP, inputs, 1, "x_scale", 1)?;
+        let w_scale = qlinear_scales(OP, inputs, 4, "w_scale", channels)?;
+        let multiplier = |e: usize| {
+            let m = e / plane.max(1) % channels.max(1);
+            requantization.multiplier(x_scale[0], w_scale[m % w_scale.len()])
         };
-        let zero = inputs.opt_tensor(7)?;
-        let (y_zp, dtype) = match zero {
-            Some(z) if z.numel() == 1 => (z.to_i64_vec()?[0], z.dtype()),
-            Some(z) => bail!(
-                "QLinearMatMul: input 7 (y_zero_point) must hold one element, got shape {:?}",
-                z.shape()
-            ),
-            None => (0, DType::U8),
-        };
-        // The multiplier of output (i, j), in the scales' precision (contract: qlinear-matmul).
-        let multiplier = |i: usize, j: usize| {
-            let (sa, sb) = (a_scale[i % a_scale.len()], b_scale[j % b_scale.len()]);
-            precision.divide(precision.round(sa * sb), y_scale)
-        };
-        let requantize = |e: usize, c: i32| {
-            let (i, j) = (e / n % m, e % n);
-            (c as f64) * multiplier(i, j)
-        };
-        let out: Tensor = with_quant_int!(dtype, Q => {
-            let values: Vec<Q> = products
-                .values
-                .iter()
-                .enumerate()
-                .map(|(e, &c)| saturate_round::<Q>(requantize(e, c), y_zp))
-                .collect();
-            Tensor::from_vec(shape, values)?
-        }, else unsupported!("QLinearMatMul output of dtype {dtype} (y_zero_point: u8 or i8)"));
+        let out = requantization.apply(OP, shape, &values, multiplier)?;
         Ok(vec![out.into()])
     }
 }
