@@ -439,6 +439,10 @@ impl Attention {
     }
 }
 
+/// Query rows per block of a causal step's blocked evaluation (a tiling choice: the bits are
+/// those of the whole rows).
+const CAUSAL_BLOCK_ROWS: usize = 64;
+
 impl Op for Attention {
     fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
         let dtype = inputs.first().and_then(|t| t.as_ref()?.dtype());
@@ -523,11 +527,17 @@ impl Op for Attention {
         let mut y = vec![0.0f32; q.batch * q.heads * q.seq * vsize];
         let observed_len = if self.qk_output { total } else { 0 };
         // contract: attention. One task per (batch, KV head): the queries of its `group` heads
-        // are consecutive rows, so the scores are one canonical GEMM with K transposed and the
-        // outputs one canonical GEMM of the probabilities with V (contract: gemm, the same
-        // canonical dots as the formula; masked keys enter with probability 0).
+        // are consecutive rows, so the scores are a canonical GEMM with K transposed and the
+        // outputs a canonical GEMM of the probabilities with V (contract: gemm, the same
+        // canonical dots as the formula; masked keys enter with probability 0). A causal step
+        // without mask, padding or observed scores goes in blocks of query rows of one head,
+        // each over the keys its last row sees: the keys past that are -inf scores, +0
+        // probabilities and `fma(+0, v, p) = p` terms for finite values, so leaving them out
+        // changes no bit (a V with an infinity or NaN takes the whole rows instead).
         let isa = Isa::active();
         let rows = group * q.seq;
+        let causal_blocks =
+            self.is_causal && matches!(mask, Mask::None) && nonpad.is_none() && !self.qk_output;
         let qk_groups: Vec<Vec<f32>> = y
             // No query rows (a sequence of 0) leaves `y` empty: chunks of 1 then yield none.
             .par_chunks_mut((rows * vsize.max(1)).max(1))
@@ -538,53 +548,70 @@ impl Op for Attention {
                     let q_rows = &q.data[q.row(b, g * group, 0)..][..rows * q.size];
                     let keys = &k.data[k.row(b, g, 0)..][..total * k.size];
                     let values = &v.data[v.row(b, g, 0)..][..total * vsize];
-                    let mut scores = vec![0.0f32; rows * total];
-                    gemm_f32(
-                        1,
-                        rows,
-                        total,
-                        q.size,
-                        MatRef::row_major(q_rows, rows, q.size),
-                        MatRef::row_major(keys, total, k.size).transposed(),
-                        &mut scores,
-                    );
+                    // Blocks of rows (first row, rows, keys seen).
+                    let blocks: Vec<(usize, usize, usize)> =
+                        match causal_blocks && values.iter().all(|x| x.is_finite()) {
+                            true => (0..group)
+                                .flat_map(|h| {
+                                    (0..q.seq).step_by(CAUSAL_BLOCK_ROWS).map(move |i0| {
+                                        let n = CAUSAL_BLOCK_ROWS.min(q.seq - i0);
+                                        let seen = (i0 + n).saturating_add(past_len).min(total);
+                                        (h * q.seq + i0, n, seen)
+                                    })
+                                })
+                                .collect(),
+                            false => vec![(0, rows, total)],
+                        };
                     let mut qk_group = vec![0.0f32; rows * observed_len];
-                    for (r, row) in scores.chunks_exact_mut(total.max(1)).enumerate() {
-                        let (h, i) = (g * group + r / q.seq, r % q.seq);
-                        let observed = &mut qk_group[r * observed_len..][..observed_len];
-                        for (j, s) in row.iter_mut().enumerate() {
-                            let mut score = *s * scale;
-                            if self.softcap > 0.0 {
-                                score = self.softcap * self.tanh(score / self.softcap);
+                    for (r0, n, seen) in blocks {
+                        let mut scores = vec![0.0f32; n * seen];
+                        gemm_f32(
+                            1,
+                            n,
+                            seen,
+                            q.size,
+                            MatRef::row_major(&q_rows[r0 * q.size..], n, q.size),
+                            MatRef::row_major(keys, seen, k.size).transposed(),
+                            &mut scores,
+                        );
+                        for (dr, row) in scores.chunks_exact_mut(seen.max(1)).enumerate() {
+                            let r = r0 + dr;
+                            let (h, i) = (g * group + r / q.seq, r % q.seq);
+                            let observed = &mut qk_group[r * observed_len..][..observed_len];
+                            for (j, s) in row.iter_mut().enumerate() {
+                                let mut score = *s * scale;
+                                if self.softcap > 0.0 {
+                                    score = self.softcap * self.tanh(score / self.softcap);
+                                }
+                                if mode <= 1 && self.qk_output {
+                                    observed[j] = score;
+                                }
+                                let hidden_by_causal =
+                                    self.is_causal && j as isize > i as isize + causal_offset(b);
+                                let padding = nonpad.as_ref().is_some_and(|lens| j >= lens[b]);
+                                if hidden_by_causal || padding {
+                                    score = f32::NEG_INFINITY;
+                                }
+                                *s = mask.apply(score, [b, h, i, j]);
+                                if mode == 2 && self.qk_output {
+                                    observed[j] = *s;
+                                }
                             }
-                            if mode <= 1 && self.qk_output {
-                                observed[j] = score;
-                            }
-                            let hidden_by_causal =
-                                self.is_causal && j as isize > i as isize + causal_offset(b);
-                            let padding = nonpad.as_ref().is_some_and(|lens| j >= lens[b]);
-                            if hidden_by_causal || padding {
-                                score = f32::NEG_INFINITY;
-                            }
-                            *s = mask.apply(score, [b, h, i, j]);
-                            if mode == 2 && self.qk_output {
-                                observed[j] = *s;
+                            softmax_row(row, false, self.correctly_rounded);
+                            if mode == 3 && self.qk_output {
+                                observed.copy_from_slice(row);
                             }
                         }
-                        softmax_row(row, false, self.correctly_rounded);
-                        if mode == 3 && self.qk_output {
-                            observed.copy_from_slice(row);
-                        }
+                        gemm_f32(
+                            1,
+                            n,
+                            vsize,
+                            seen,
+                            MatRef::row_major(&scores, n, seen),
+                            MatRef::row_major(values, seen, vsize),
+                            &mut y_group[r0 * vsize..][..n * vsize],
+                        );
                     }
-                    gemm_f32(
-                        1,
-                        rows,
-                        vsize,
-                        total,
-                        MatRef::row_major(&scores, rows, total),
-                        MatRef::row_major(values, total, vsize),
-                        y_group,
-                    );
                     qk_group
                 })
             })
