@@ -113,6 +113,33 @@ fn pads_whose_sum_overflows_are_refused() {
     assert!(message.contains("do not leave a valid size"), "{message}");
 }
 
+#[test]
+fn convolution_geometry_that_overflows_is_refused() {
+    // DeformConv: a dilation of i64::MAX makes the kernel's extent overflow.
+    let message = refusal(
+        "DeformConv",
+        22,
+        vec![
+            f32s(&[1, 1, 3, 3], &[0.0; 9]).into(),
+            f32s(&[1, 1, 2, 2], &[1.0; 4]).into(),
+            f32s(&[1, 8, 2, 2], &[0.0; 32]).into(),
+        ],
+        &[("dilations", Attribute::Ints(vec![i64::MAX, 1]))],
+    );
+    assert!(message.contains("does not fit"), "{message}");
+    // CausalConvWithState: a weight of no channels may claim any k; k - 1 + length overflows.
+    let message = refusal(
+        "CausalConvWithState",
+        27,
+        vec![
+            f32s(&[1, 0, 4], &[]).into(),
+            f32s(&[0, 1, usize::MAX], &[]).into(),
+        ],
+        &[],
+    );
+    assert!(message.contains("overflows"), "{message}");
+}
+
 fn run_loop(m: i64, carried: Tensor) -> String {
     let result = run_node_in_scope(
         "Loop",

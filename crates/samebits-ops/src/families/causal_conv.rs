@@ -95,7 +95,9 @@ impl Op for CausalConvWithState {
             ),
             None => None,
         };
-        let padded_len = state + len;
+        let Some(padded_len) = state.checked_add(len) else {
+            bail!("{OP}: k - 1 + length overflows ({state} + {len})");
+        };
         check_tensor_size(
             &format!("{OP} padded input"),
             &[batch, channels, padded_len],

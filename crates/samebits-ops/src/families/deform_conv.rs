@@ -97,10 +97,11 @@ impl Op for DeformConv {
         let dil = Self::axis_values(&self.dilations, "dilations", 2, 1, 1)?;
         let strides = Self::axis_values(&self.strides, "strides", 2, 1, 1)?;
         let pads = Self::axis_values(&self.pads, "pads", 4, 0, 0)?;
+        // Checked: attribute values and zero-element tensors' dims can be as large as they like.
         let out_len = |len: usize, a: usize, k: usize| -> Option<usize> {
-            let padded = len + pads[a] + pads[a + 2];
-            let extent = dil[a] * (k.max(1) - 1) + 1;
-            (k > 0 && padded >= extent).then(|| (padded - extent) / strides[a] + 1)
+            let padded = len.checked_add(pads[a])?.checked_add(pads[a + 2])?;
+            let extent = dil[a].checked_mul(k.checked_sub(1)?)?.checked_add(1)?;
+            (padded >= extent).then(|| (padded - extent) / strides[a] + 1)
         };
         let (Some(oh), Some(ow)) = (out_len(h, 0, kh), out_len(wd, 1, kw)) else {
             bail!(
@@ -131,6 +132,14 @@ impl Op for DeformConv {
             None => None,
         };
         check_tensor_size(&format!("{OP} output"), &[n, m, oh, ow], x.dtype())?;
+        // Every sampled coordinate below is then an ordinary number.
+        let reach = |o: usize, a: usize, k: usize| {
+            o.checked_mul(strides[a])?
+                .checked_add(k.checked_mul(dil[a])?)
+        };
+        if reach(oh, 0, kh).is_none() || reach(ow, 1, kw).is_none() {
+            bail!("{OP}: strides and dilations too large for the output");
+        }
         let (xv, wv, ov) = (
             f32_values(x, "X")?,
             f32_values(w, "W")?,
