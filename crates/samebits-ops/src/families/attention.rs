@@ -530,14 +530,19 @@ impl Op for Attention {
         // are consecutive rows, so the scores are a canonical GEMM with K transposed and the
         // outputs a canonical GEMM of the probabilities with V (contract: gemm, the same
         // canonical dots as the formula; masked keys enter with probability 0). A causal step
-        // without mask, padding or observed scores goes in blocks of query rows of one head,
-        // each over the keys its last row sees: the keys past that are -inf scores, +0
-        // probabilities and `fma(+0, v, p) = p` terms for finite values, so leaving them out
-        // changes no bit (a V with an infinity or NaN takes the whole rows instead).
+        // of more than one block of queries without mask, padding or observed scores goes in
+        // blocks of query rows of one head, each over the keys its last row sees: the keys past
+        // that are -inf scores, +0 probabilities and `fma(+0, v, p) = p` terms for finite
+        // values, so leaving them out changes no bit (a V with an infinity or NaN takes the
+        // whole rows instead). A shorter step (a decode step) would see every key in its one
+        // block, so it keeps the group's rows together.
         let isa = Isa::active();
         let rows = group * q.seq;
-        let causal_blocks =
-            self.is_causal && matches!(mask, Mask::None) && nonpad.is_none() && !self.qk_output;
+        let causal_blocks = self.is_causal
+            && q.seq > CAUSAL_BLOCK_ROWS
+            && matches!(mask, Mask::None)
+            && nonpad.is_none()
+            && !self.qk_output;
         let qk_groups: Vec<Vec<f32>> = y
             // No query rows (a sequence of 0) leaves `y` empty: chunks of 1 then yield none.
             .par_chunks_mut((rows * vsize.max(1)).max(1))
