@@ -6,11 +6,11 @@
 //! oh, ow]`; attributes `dilations`, `group`, `kernel_shape`, `offset_group`, `pads`,
 //! `strides` as Conv's. docs/contract.md, section `deform-conv`: each tap's input value is
 //! GridSample's bilinear sample with zeros padding at `(base + offset)`
-//! (`grid_sample::bilinear_zeros_at`), times the mask; each output is Conv's canonical dot of
+//! (`grid_sample::BilinearZeros`), times the mask; each output is Conv's canonical dot of
 //! the filter row with those values in the weight's row-major order, then the bias.
 //! f16 / bf16 compute in f32 and round once at the store.
 
-use super::grid_sample::bilinear_zeros_at;
+use super::grid_sample::BilinearZeros;
 use crate::registry::Registry;
 use crate::staging::{f32_values, store_f32};
 use crate::{BuildContext, Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
@@ -147,34 +147,37 @@ impl Op for DeformConv {
         );
         let plane = h * wd;
         let per_offset_group = c / og;
+        let per_group = m / g;
         let mut out = vec![0.0f32; n * m * oh * ow];
         let mut terms = vec![0.0f32; cg * taps];
-        for (index, y) in out.iter_mut().enumerate() {
-            let (j, i) = (index % ow, (index / ow) % oh);
-            let (mi, ni) = ((index / (ow * oh)) % m, index / (ow * oh * m));
-            let group = mi / (m / g);
+        let mut sampler = BilinearZeros::default();
+        // The tap values of an (image, group, output position) serve every output channel of
+        // the group.
+        for ((ni, group), (i, j)) in (0..n)
+            .flat_map(|ni| (0..g).map(move |gi| (ni, gi)))
+            .flat_map(|ng| (0..oh).flat_map(move |i| (0..ow).map(move |j| (ng, (i, j)))))
+        {
             for ci in 0..cg {
                 let channel = group * cg + ci;
                 let ogi = channel / per_offset_group;
                 let input = &xv[(ni * c + channel) * plane..][..plane];
                 for t in 0..taps {
                     let (ky, kx) = (t / kw, t % kw);
-                    let at =
-                        |comp: usize| ((((ni * og + ogi) * taps + t) * 2 + comp) * oh + i) * ow + j;
+                    let tap = (ni * og + ogi) * taps + t;
+                    let at = |comp: usize| ((tap * 2 + comp) * oh + i) * ow + j;
                     let base_y = (i * strides[0] + ky * dil[0]) as f32 - pads[0] as f32;
                     let base_x = (j * strides[1] + kx * dil[1]) as f32 - pads[1] as f32;
-                    let sample =
-                        bilinear_zeros_at(input, h, wd, base_y + ov[at(0)], base_x + ov[at(1)]);
+                    let sample = sampler.at(input, h, wd, base_y + ov[at(0)], base_x + ov[at(1)]);
                     terms[ci * taps + t] = match &mask {
-                        Some(mask) => {
-                            sample * mask[(((ni * og + ogi) * taps + t) * oh + i) * ow + j]
-                        }
+                        Some(mask) => sample * mask[(tap * oh + i) * ow + j],
                         None => sample,
                     };
                 }
             }
-            let acc = canonical_dot(&wv[mi * cg * taps..][..cg * taps], &terms);
-            *y = bias.as_ref().map_or(acc, |b| acc + b[mi]);
+            for mi in group * per_group..(group + 1) * per_group {
+                let acc = canonical_dot(&wv[mi * cg * taps..][..cg * taps], &terms);
+                out[((ni * m + mi) * oh + i) * ow + j] = bias.as_ref().map_or(acc, |b| acc + b[mi]);
+            }
         }
         Ok(vec![store_f32(x.dtype(), vec![n, m, oh, ow], out)?.into()])
     }

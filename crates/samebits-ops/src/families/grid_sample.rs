@@ -242,19 +242,28 @@ impl Op for GridSample {
     }
 }
 
-/// GridSample's bilinear sample (linear taps, zeros padding, `align_corners`) of a row-major
-/// `[height, width]` plane at the input coordinates `(y, x)` themselves, not normalized ones:
-/// DeformConv's sampling (contract: deform-conv).
-pub(super) fn bilinear_zeros_at(plane: &[f32], height: usize, width: usize, y: f32, x: f32) -> f32 {
-    let sampler = GridSample {
+/// GridSample's bilinear sampling (linear taps, zeros padding, `align_corners`) of row-major
+/// `[height, width]` planes at input coordinates `(y, x)` themselves, not normalized ones:
+/// DeformConv's sampling (contract: deform-conv). Keeps its tap lists between samples.
+#[derive(Default)]
+pub(super) struct BilinearZeros {
+    taps: [Vec<(usize, f32)>; 2],
+}
+
+impl BilinearZeros {
+    const SAMPLER: GridSample = GridSample {
         interpolation: Interpolation::Linear,
         padding: Padding::Zeros,
         align_corners: true,
     };
-    let mut taps = [Vec::with_capacity(2), Vec::with_capacity(2)];
-    sampler.taps(sampler.axis(height), y, &mut taps[0]);
-    sampler.taps(sampler.axis(width), x, &mut taps[1]);
-    dot_taps(&taps, &[width, 1], plane, &mut [0, 0])
+
+    /// The sample of `plane` at `(y, x)`.
+    pub(super) fn at(&mut self, plane: &[f32], height: usize, width: usize, y: f32, x: f32) -> f32 {
+        let s = &Self::SAMPLER;
+        s.taps(s.axis(height), y, &mut self.taps[0]);
+        s.taps(s.axis(width), x, &mut self.taps[1]);
+        dot_taps(&self.taps, &[width, 1], plane, &mut [0, 0])
+    }
 }
 
 /// The `canonical-sum` dot product of the row-major product of the axes' taps with the input:
