@@ -120,11 +120,7 @@ impl FlexAttention {
         let ks: Vec<R> = kv.iter().map(|&x| x * c).collect();
         let group = hq / hkv;
         let mut scores = vec![R::ZERO; b * hq * l * s];
-        for (row, out) in scores
-            .chunks_exact_mut(s.max(1))
-            .enumerate()
-            .take(b * hq * l)
-        {
+        for (row, out) in scores.chunks_exact_mut(s.max(1)).enumerate() {
             let bh = row / l;
             let (bi, h) = (bh / hq, bh % hq);
             let query = &qs[row * e..][..e];
@@ -145,7 +141,7 @@ impl FlexAttention {
             scores = self.modify(graph, scores, &shape, captures)?;
         }
         let mut out = vec![R::ZERO; b * hq * l * ev];
-        for (row, y) in out.chunks_exact_mut(ev.max(1)).enumerate().take(b * hq * l) {
+        for (row, y) in out.chunks_exact_mut(ev.max(1)).enumerate() {
             let bh = row / l;
             let (bi, h) = (bh / hq, bh % hq);
             let probs = &scores[row * s..][..s];

@@ -562,6 +562,15 @@ struct Requantization {
 }
 
 impl Requantization {
+    /// The output's type: y_zero_point's dtype (input 7), u8 without one.
+    fn output_type(inputs: &[Option<ValueType>]) -> ValueType {
+        let dtype = inputs
+            .get(7)
+            .and_then(|t| t.as_ref()?.dtype())
+            .unwrap_or(DType::U8);
+        ValueType::tensor(dtype, None)
+    }
+
     fn of(op: &str, inputs: &Inputs) -> Result<Requantization> {
         let scale = inputs.tensor(1)?;
         let precision = Precision::of(scale.dtype(), &format!("{op} input 1"))?;
@@ -623,11 +632,7 @@ impl Requantization {
 
 impl Op for QLinearMatMul {
     fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
-        let dtype = inputs
-            .get(7)
-            .and_then(|t| t.as_ref()?.dtype())
-            .unwrap_or(DType::U8);
-        Ok(vec![Some(ValueType::tensor(dtype, None))])
+        Ok(vec![Some(Requantization::output_type(inputs))])
     }
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
@@ -665,11 +670,7 @@ struct QLinearConv {
 
 impl Op for QLinearConv {
     fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
-        let dtype = inputs
-            .get(7)
-            .and_then(|t| t.as_ref()?.dtype())
-            .unwrap_or(DType::U8);
-        Ok(vec![Some(ValueType::tensor(dtype, None))])
+        Ok(vec![Some(Requantization::output_type(inputs))])
     }
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
@@ -681,6 +682,8 @@ impl Op for QLinearConv {
         let shape = sums.shape().to_vec();
         let channels = shape.get(1).copied().unwrap_or(0);
         let plane: usize = shape.iter().skip(2).product();
+        // The output channel of element e of [N, M, spatial..].
+        let channel_of = |e: usize| e / plane.max(1) % channels.max(1);
         let mut values = sums.as_slice::<i32>()?.to_vec();
         if let Some(bias) = inputs.opt_tensor(8)? {
             if bias.dtype() != DType::I32 || bias.numel() != channels {
@@ -692,15 +695,14 @@ impl Op for QLinearConv {
             }
             let bias = bias.as_slice::<i32>()?;
             for (e, v) in values.iter_mut().enumerate() {
-                *v = v.wrapping_add(bias[e / plane.max(1) % channels]);
+                *v = v.wrapping_add(bias[channel_of(e)]);
             }
         }
         let requantization = Requantization::of(OP, inputs)?;
         let x_scale = qlinear_scales(OP, inputs, 1, "x_scale", 1)?;
         let w_scale = qlinear_scales(OP, inputs, 4, "w_scale", channels)?;
         let multiplier = |e: usize| {
-            let m = e / plane.max(1) % channels.max(1);
-            requantization.multiplier(x_scale[0], w_scale[m % w_scale.len()])
+            requantization.multiplier(x_scale[0], w_scale[channel_of(e) % w_scale.len()])
         };
         let out = requantization.apply(OP, shape, &values, multiplier)?;
         Ok(vec![out.into()])
