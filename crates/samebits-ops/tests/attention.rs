@@ -54,7 +54,15 @@ fn tiny_case_follows_the_contract_formula() {
 
 #[test]
 fn causal_prefill_equals_decode_with_kv_cache() {
-    let (heads, seq, size) = (2, 5, 8);
+    // 150 rows: a prefill of more than one block of queries runs in blocks, each over the keys
+    // its last row sees (attention.rs); decode steps see every key at once.
+    for seq in [5, 150] {
+        causal_prefill_equals_decode(seq);
+    }
+}
+
+fn causal_prefill_equals_decode(seq: usize) {
+    let (heads, size) = (2, 8);
     let q = data(heads * seq * size, 1);
     let k = data(heads * seq * size, 2);
     let v = data(heads * seq * size, 3);
