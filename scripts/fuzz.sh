@@ -50,6 +50,18 @@ for target in "${TARGETS[@]}"; do
   fi
 done
 
+# The instrumented build needs several GB. A link that runs out of disk dies of SIGBUS ("ld
+# terminated with signal 7", seen in CI), so say how much room there is, and when it is short,
+# drop what the test run left that nothing here reads: the test executables (cargo relinks
+# them when the tests run again) and clippy's check files.
+FREE_GB=$(df -Pk fuzz | awk 'NR == 2 { print int($4 / 1048576) }')
+echo "== disk: ${FREE_GB} GiB free for the fuzz build"
+if [ "$FREE_GB" -lt 20 ] && [ -d target ]; then
+  echo "== under 20 GiB: removing test executables under target/release/deps and target/debug"
+  find target/release/deps -maxdepth 1 -type f -executable ! -name '*.so' -delete 2>/dev/null || true
+  rm -rf target/debug
+  df -h fuzz | tail -n 1
+fi
 cargo +nightly fuzz build --fuzz-dir fuzz
 
 mkdir -p fuzz/logs

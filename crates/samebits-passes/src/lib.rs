@@ -1,11 +1,13 @@
 //! The samebits compiler passes over the graph IR, in pipeline order:
 //!
 //! 1. [`topological`]: nodes sorted so every node follows its producers.
-//! 2. [`inference`]: dtypes and shapes of intermediate values, from each op's `infer`.
-//! 3. [`folding`]: nodes whose inputs are all constant are evaluated once, with the same
+//! 2. [`differentiation`]: each `Gradient` node (ONNX preview training) becomes the nodes that
+//!    compute its gradients, in reverse mode.
+//! 3. [`inference`]: dtypes and shapes of intermediate values, from each op's `infer`.
+//! 4. [`folding`]: nodes whose inputs are all constant are evaluated once, with the same
 //!    kernels and operation set as the run, so folding never changes bits.
-//! 4. [`dead_nodes`]: nodes and initializers that no graph output depends on are removed.
-//! 5. [`fusion`]: runs of elementwise f32 nodes become one `samebits::ElementwiseChain` node
+//! 5. [`dead_nodes`]: nodes and initializers that no graph output depends on are removed.
+//! 6. [`fusion`]: runs of elementwise f32 nodes become one `samebits::ElementwiseChain` node
 //!    that computes the same per-element operations in one pass (the same bits).
 //!
 //! [`decoder_fusion`] is not part of the pipeline: an LLM decoder's builder (samebits-llm) runs
@@ -16,6 +18,7 @@
 
 pub mod dead_nodes;
 pub mod decoder_fusion;
+pub mod differentiation;
 pub mod folding;
 pub mod fusion;
 pub mod inference;

@@ -1,7 +1,9 @@
 //! [`Pipeline`]: runs the passes in order and, when given an artifacts directory, writes
 //! `NN-<pass>.json` and `NN-<pass>.dot` after each one so every stage can be inspected.
 
-use crate::{PassError, Result, dead_nodes, folding, fusion, inference, topological};
+use crate::{
+    PassError, Result, dead_nodes, differentiation, folding, fusion, inference, topological,
+};
 use samebits_ir::{Model, dump};
 use samebits_ops::OperationSet;
 use std::path::PathBuf;
@@ -26,6 +28,13 @@ impl Pipeline {
         self.dump(model, 0, "imported")?;
         topological::run(&mut model.graph)?;
         self.record(model, &mut reports, "topological-order", String::new())?;
+        let gradients = differentiation::run(&mut model.graph)?;
+        self.record(
+            model,
+            &mut reports,
+            "differentiation",
+            format!("{gradients} Gradient nodes expanded"),
+        )?;
         inference::run(model, self.operation_set)?;
         let known = model.graph.value_types.len();
         self.record(

@@ -64,6 +64,7 @@ fn folds_constants_removes_dead_nodes_and_dumps_each_pass() {
         names,
         [
             "topological-order",
+            "differentiation",
             "shape-inference",
             "constant-folding",
             "dead-node-removal",
@@ -72,8 +73,8 @@ fn folds_constants_removes_dead_nodes_and_dumps_each_pass() {
     );
     for f in [
         "00-imported.json",
-        "03-constant-folding.dot",
-        "04-dead-node-removal.json",
+        "04-constant-folding.dot",
+        "05-dead-node-removal.json",
     ] {
         assert!(dir.join(f).exists(), "{f} missing");
     }

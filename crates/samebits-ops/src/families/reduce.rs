@@ -1,5 +1,7 @@
 //! Reductions: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2,
-//! ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax, ArgMin, CumSum and CumProd.
+//! ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax, ArgMin, CumSum and CumProd, and
+//! `samebits::SumToShape` (a broadcast gradient summed back to its operand's shape, written by
+//! the differentiation pass).
 //!
 //! Every reduction views its input as `[outer, len, inner]` (contract section `reduce-axes`:
 //! several reduced axes are one reduction over the row-major order of the reduced index tuple)
@@ -40,6 +42,7 @@ pub fn register(r: &mut Registry) {
     r.register("", "ArgMin", |ctx| ArgReduce::build(ctx, ArgKind::ArgMin));
     r.register("", "CumSum", |ctx| Cumulative::build(ctx, false));
     r.register("", "CumProd", |ctx| Cumulative::build(ctx, true));
+    r.register("samebits", "SumToShape", |_| Ok(Box::new(SumToShape)));
 }
 
 /// Reductions along the middle axis in the canonical order, per element type: f32 on the
@@ -356,6 +359,61 @@ impl Op for Reduce {
             })
         };
         Ok(vec![out.into()])
+    }
+}
+
+/// `samebits::SumToShape(g, like)`: `g` summed over the axes along which `like` was broadcast
+/// to `g`'s shape (the leading axes `like` lacks, and `like`'s axes of length 1 where `g`'s are
+/// longer), in `like`'s shape: ReduceSum over those axes (canonical-sum), so the gradient of a
+/// broadcast operand (contract section `gradient`). Only `like`'s shape is read.
+#[derive(Debug)]
+struct SumToShape;
+
+impl SumToShape {
+    /// The axes of `g` that broadcasting `like` to it repeated along.
+    fn axes(g: &[usize], like: &[usize]) -> Result<Vec<i64>> {
+        let lead = g.len().checked_sub(like.len()).filter(|_| {
+            like.iter()
+                .zip(&g[g.len().saturating_sub(like.len())..])
+                .all(|(&l, &d)| l == d || l == 1)
+        });
+        let Some(lead) = lead else {
+            bail!("SumToShape: shape {like:?} does not broadcast to {g:?}");
+        };
+        Ok((0..g.len())
+            .filter(|&a| a < lead || (like[a - lead] == 1 && g[a] != 1))
+            .map(|a| a as i64)
+            .collect())
+    }
+}
+
+impl Op for SumToShape {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        let dtype = inputs.first().and_then(|t| t.as_ref()?.dtype());
+        let shape = inputs.get(1).and_then(|t| t.as_ref()?.shape().cloned());
+        Ok(vec![dtype.map(|dt| ValueType::tensor(dt, shape))])
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let (g, like) = (inputs.tensor(0)?, inputs.tensor(1)?);
+        let axes = Self::axes(g.shape(), like.shape())?;
+        if axes.is_empty() {
+            return Ok(vec![g.clone().into()]);
+        }
+        let sum = Reduce {
+            reduction: Reduction::Sum,
+            attr_axes: Some(axes),
+            axes_input: false,
+            keepdims: true,
+            noop_with_empty_axes: false,
+            correctly_rounded: false,
+        };
+        let g_value = Value::from(g.clone());
+        let summed = sum.eval(&[Some(&g_value)])?;
+        let summed = summed[0]
+            .as_tensor()
+            .map_err(|e| OpError::Invalid(e.to_string()))?;
+        Ok(vec![summed.reshaped(like.shape().to_vec())?.into()])
     }
 }
 
