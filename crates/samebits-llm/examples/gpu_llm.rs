@@ -5,7 +5,8 @@
 //! sets alternating, medians of several runs), as one markdown table at the end.
 //!
 //! `cargo run --release -p samebits-llm --example gpu_llm -- [--tiny | --shape llama3-8b]
-//! [--write-only] [--quick] [--runs N] [--model PATH] [--profile N S]`; `--tiny` uses a 2-layer
+//! [--matrices q4_0|q4_1|q8_0|q4_k|q6_k] [--write-only] [--quick] [--runs N] [--model PATH]
+//! [--profile N S]`; `--tiny` uses a 2-layer
 //! model (a quick check on machines without a GPU, where only the CPU half runs); `--shape
 //! llama3-8b` writes Llama-3.1-8B's shapes instead (32 layers, width 4096, 32 / 8 heads of 128,
 //! FFN 14336, vocabulary 128,256; Q4_0 matrices, about 4.4 GB) and `--write-only` stops after
@@ -163,13 +164,23 @@ fn main() {
         .position(|a| a == "--shape")
         .and_then(|i| args.get(i + 1))
         .map(String::as_str);
-    let shape = match (tiny, named) {
+    let mut shape = match (tiny, named) {
         (true, _) => TINY,
         (false, Some("llama3-8b")) => LLAMA3_8B,
         (false, Some(custom)) => custom_shape(custom)
             .unwrap_or_else(|| panic!("--shape {custom}: llama3-8b or L,D,H,HD,KV,FFN,V")),
         (false, None) => SMOLLM2,
     };
+    if let Some(i) = args.iter().position(|a| a == "--matrices") {
+        shape.matrices = match args.get(i + 1).map(String::as_str) {
+            Some("q4_0") => GgmlType::Q4_0,
+            Some("q4_1") => GgmlType::Q4_1,
+            Some("q8_0") => GgmlType::Q8_0,
+            Some("q4_k") => GgmlType::Q4K,
+            Some("q6_k") => GgmlType::Q6K,
+            other => panic!("--matrices {other:?}: q4_0, q4_1, q8_0, q4_k or q6_k"),
+        };
+    }
     let path = args
         .iter()
         .position(|a| a == "--model")

@@ -2,9 +2,9 @@
 //! are output rows (`docs/gguf.md`, section "Row panels").
 //!
 //! A panel is [`PANEL_ROWS`] = 16 consecutive rows (the last panel padded with zero rows). For
-//! each 32-element block column, the 16 rows' blocks are stored together as one *panel block*:
-//! the 16 scales (and mins), then the codes interleaved so that one load gives the code of one
-//! element for all 16 rows. The bytes are the ggml bytes moved around, nothing is converted, so a
+//! each ggml block column (32 elements; 256 for the k-quants Q4_K and Q6_K), the 16 rows' blocks
+//! are stored together as one *panel block*: the 16 scales (and mins), then the codes interleaved
+//! so that one load gives the code of one element for all 16 rows. The bytes are the ggml bytes moved around, nothing is converted, so a
 //! panel matrix is exactly as large as the ggml one (plus the padding rows), and
 //! [`PanelMatrix::dequantize_row`] gives back each row's original blocks.
 //!
@@ -19,19 +19,23 @@
 
 use crate::lanes::Lanes;
 use crate::{Isa, REDUCTION_TILE};
-use samebits_ggml::{BlockFormat, GgmlType, QuantError, Result, legacy};
+use samebits_ggml::{BlockFormat, GgmlType, QuantError, Result, kquant, legacy};
 use std::ops::Range;
 
 /// Rows per panel: the lanes of one AVX-512 register, two AVX2 registers.
 pub const PANEL_ROWS: usize = 16;
-/// Elements per block of every type with a panel layout.
+/// Elements per block column of the kernels: a ggml block, or a 32-element sub-block of a
+/// k-quant's 256-element super-block.
 const BLOCK: usize = 32;
 /// Blocks per reduction tile.
 const BLOCKS_PER_TILE: usize = REDUCTION_TILE / BLOCK;
 
-/// Whether `ggml_type` has a panel layout (Q4_0, Q4_1, Q8_0).
+/// Whether `ggml_type` has a panel layout (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K).
 pub fn has_panel_layout(ggml_type: GgmlType) -> bool {
-    matches!(ggml_type, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0)
+    matches!(
+        ggml_type,
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q4K | GgmlType::Q6K
+    )
 }
 
 /// A `[rows, cols]` matrix in panel layout, borrowed.
@@ -86,6 +90,8 @@ pub fn pack_panels<E: From<QuantError>>(
                 match ggml_type {
                     GgmlType::Q4_0 => Q4_0P::pack(row_block(r), r, panel_block),
                     GgmlType::Q4_1 => Q4_1P::pack(row_block(r), r, panel_block),
+                    GgmlType::Q4K => Q4KP::pack(row_block(r), r, panel_block),
+                    GgmlType::Q6K => Q6KP::pack(row_block(r), r, panel_block),
                     _ => Q8_0P::pack(row_block(r), r, panel_block),
                 }
             }
@@ -153,11 +159,11 @@ impl<'a> PanelMatrix<'a> {
         let (panel, lane) = (row / PANEL_ROWS, row % PANEL_ROWS);
         let block_bytes = self.ggml_type.block_bytes();
         let panel = &self.bytes[panel * self.panel_stride()..][..self.panel_stride()];
-        let mut block = [0u8; 34];
+        let mut block = [0u8; Q6KP::BLOCK_BYTES];
         let block = &mut block[..block_bytes];
         for (panel_block, values) in panel
             .chunks_exact(PANEL_ROWS * block_bytes)
-            .zip(out.chunks_exact_mut(BLOCK))
+            .zip(out.chunks_exact_mut(self.ggml_type.block_elems()))
         {
             match self.ggml_type {
                 GgmlType::Q4_0 => {
@@ -167,6 +173,14 @@ impl<'a> PanelMatrix<'a> {
                 GgmlType::Q4_1 => {
                     Q4_1P::unpack(panel_block, lane, block);
                     legacy::Q4_1::dequantize_block(block, values);
+                }
+                GgmlType::Q4K => {
+                    Q4KP::unpack(panel_block, lane, block);
+                    kquant::Q4K::dequantize_block(block, values);
+                }
+                GgmlType::Q6K => {
+                    Q6KP::unpack(panel_block, lane, block);
+                    kquant::Q6K::dequantize_block(block, values);
                 }
                 _ => {
                     Q8_0P::unpack(panel_block, lane, block);
@@ -216,6 +230,8 @@ impl<'a> PanelMatrix<'a> {
         match self.ggml_type {
             GgmlType::Q4_0 => run_format::<Q4_0P>(&mut job, isa),
             GgmlType::Q4_1 => run_format::<Q4_1P>(&mut job, isa),
+            GgmlType::Q4K => run_format::<Q4KP>(&mut job, isa),
+            GgmlType::Q6K => run_format::<Q6KP>(&mut job, isa),
             _ => run_format::<Q8_0P>(&mut job, isa),
         }
         Ok(())
@@ -336,7 +352,7 @@ const PREFILL_PANELS: usize = 2;
 #[inline(always)]
 unsafe fn run_prefill<V: PanelLanes, F: PanelFormat>(job: &mut Job<'_>) {
     // SAFETY (whole body): V's features are enabled (the caller's contract); every pointer read
-    // stays inside the job's panels (blocks * F::PANEL_BLOCK bytes each) and `x`.
+    // stays inside the job's panels (blocks / F::SUBS * F::PANEL_BLOCK bytes each) and `x`.
     unsafe {
         let tokens = job.x.len() / job.cols;
         let panels = job.panels.len() / job.panel_stride;
@@ -350,11 +366,11 @@ unsafe fn run_prefill<V: PanelLanes, F: PanelFormat>(job: &mut Job<'_>) {
                 for i in 0..np {
                     let panel = job.panels.as_ptr().add((p + i) * job.panel_stride);
                     for bb in 0..nb {
-                        let block = panel.add((b + bb) * F::PANEL_BLOCK);
-                        let scales = F::scales::<V>(block);
+                        let (block, sub) = F::locate(panel, b + bb);
+                        let scales = F::scales::<V>(block, sub);
                         each_element!(k, {
                             *w.get_unchecked_mut((bb * BLOCK + k) * PREFILL_PANELS + i) =
-                                F::weight::<V>(block, scales, k);
+                                F::weight::<V>(block, scales, sub, k);
                         });
                     }
                 }
@@ -478,22 +494,25 @@ unsafe fn panel_tile<V: PanelLanes, F: PanelFormat, const NP: usize, const NT: u
     x: [&[f32]; NT],
 ) -> [[V; NT]; NP] {
     // SAFETY (whole body): V's features are enabled (the caller's contract); every pointer read
-    // stays inside `panels` (blocks * F::PANEL_BLOCK bytes each) and `x` (blocks * 32 values).
+    // stays inside `panels` (blocks / F::SUBS * F::PANEL_BLOCK bytes each) and `x` (blocks * 32
+    // values).
     unsafe {
         let mut total = [[V::splat(-0.0); NT]; NP];
         let mut b = 0;
         while b < blocks {
             let mut acc = [[V::splat(0.0); NT]; NP];
             for b in b..(b + BLOCKS_PER_TILE).min(blocks) {
-                let block: [*const u8; NP] =
-                    std::array::from_fn(|i| panels[i].as_ptr().add(b * F::PANEL_BLOCK));
-                let scales: [(V, V); NP] = std::array::from_fn(|i| F::scales::<V>(block[i]));
+                let (block, sub): ([*const u8; NP], usize) = (
+                    std::array::from_fn(|i| F::locate(panels[i].as_ptr(), b).0),
+                    b % F::SUBS,
+                );
+                let scales: [(V, V); NP] = std::array::from_fn(|i| F::scales::<V>(block[i], sub));
                 // Unrolled so that every code offset and shift is a constant.
                 each_element!(k, {
                     let xk: [V; NT] =
                         std::array::from_fn(|j| V::splat(*x[j].get_unchecked(b * BLOCK + k)));
                     for i in 0..NP {
-                        let w = F::weight::<V>(block[i], scales[i], k);
+                        let w = F::weight::<V>(block[i], scales[i], sub, k);
                         for j in 0..NT {
                             acc[i][j] = V::fma(w, xk[j], acc[i][j]);
                         }
@@ -518,10 +537,16 @@ trait PanelLanes: Lanes {
     const PREFILL_TOKENS: usize;
     /// The 16 little-endian f16 at `p`, converted exactly.
     unsafe fn f16s(p: *const u8) -> Self;
+    /// `-x` in every lane: the sign bit flipped (NaN included).
+    unsafe fn negated(self) -> Self;
     /// From the 16 little-endian u32 at `p`, `((u >> 4 * nibble) & 15) - BIAS`, exactly.
     unsafe fn nibbles<const BIAS: i32>(p: *const u8, nibble: usize) -> Self;
     /// The 16 i8 at `p`, exactly.
     unsafe fn bytes_i8(p: *const u8) -> Self;
+    /// From the 16 u8 at `p`, `(u >> shift) & mask`, exactly.
+    unsafe fn bits(p: *const u8, shift: u32, mask: u32) -> Self;
+    /// From the 16 little-endian u32 at `p`, the 2-bit field `(u >> 2 * index) & 3`, exactly.
+    unsafe fn crumbs(p: *const u8, index: usize) -> Self;
 }
 
 impl PanelLanes for [f32; PANEL_ROWS] {
@@ -531,6 +556,10 @@ impl PanelLanes for [f32; PANEL_ROWS] {
         // SAFETY: the caller passes 32 readable bytes.
         let b = unsafe { std::slice::from_raw_parts(p, 2 * PANEL_ROWS) };
         std::array::from_fn(|i| half::f16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_f32())
+    }
+    #[inline(always)]
+    unsafe fn negated(self) -> Self {
+        self.map(|v| -v)
     }
     #[inline(always)]
     unsafe fn nibbles<const BIAS: i32>(p: *const u8, nibble: usize) -> Self {
@@ -546,6 +575,21 @@ impl PanelLanes for [f32; PANEL_ROWS] {
         // SAFETY: the caller passes 16 readable bytes.
         let b = unsafe { std::slice::from_raw_parts(p, PANEL_ROWS) };
         std::array::from_fn(|i| f32::from(b[i] as i8))
+    }
+    #[inline(always)]
+    unsafe fn bits(p: *const u8, shift: u32, mask: u32) -> Self {
+        // SAFETY: the caller passes 16 readable bytes.
+        let b = unsafe { std::slice::from_raw_parts(p, PANEL_ROWS) };
+        std::array::from_fn(|i| ((u32::from(b[i]) >> shift) & mask) as f32)
+    }
+    #[inline(always)]
+    unsafe fn crumbs(p: *const u8, index: usize) -> Self {
+        // SAFETY: the caller passes 64 readable bytes.
+        let b = unsafe { std::slice::from_raw_parts(p, 4 * PANEL_ROWS) };
+        std::array::from_fn(|i| {
+            let u = u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
+            ((u >> (2 * index)) & 3) as f32
+        })
     }
 }
 
@@ -573,6 +617,12 @@ mod x86 {
         }
         #[inline]
         #[target_feature(enable = "avx512f")]
+        unsafe fn negated(self) -> Self {
+            let sign = _mm512_set1_epi32(i32::MIN);
+            _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(self), sign))
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f")]
         unsafe fn nibbles<const BIAS: i32>(p: *const u8, nibble: usize) -> Self {
             // SAFETY: the caller passes 64 readable bytes.
             let codes = unsafe { _mm512_loadu_si512(p.cast()) };
@@ -586,6 +636,22 @@ mod x86 {
         unsafe fn bytes_i8(p: *const u8) -> Self {
             // SAFETY: the caller passes 16 readable bytes.
             unsafe { _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.cast()))) }
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn bits(p: *const u8, shift: u32, mask: u32) -> Self {
+            // SAFETY: the caller passes 16 readable bytes.
+            let b = unsafe { _mm512_cvtepu8_epi32(_mm_loadu_si128(p.cast())) };
+            let b = _mm512_srlv_epi32(b, _mm512_set1_epi32(shift as i32));
+            _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(mask as i32)))
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn crumbs(p: *const u8, index: usize) -> Self {
+            // SAFETY: the caller passes 64 readable bytes.
+            let u = unsafe { _mm512_loadu_si512(p.cast()) };
+            let u = _mm512_srlv_epi32(u, _mm512_set1_epi32(2 * index as i32));
+            _mm512_cvtepi32_ps(_mm512_and_si512(u, _mm512_set1_epi32(3)))
         }
     }
 
@@ -602,6 +668,12 @@ mod x86 {
                     _mm256_cvtph_ps(_mm_loadu_si128(p.add(16).cast())),
                 )
             }
+        }
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn negated(self) -> Self {
+            let sign = _mm256_set1_ps(-0.0);
+            Pair(_mm256_xor_ps(self.0, sign), _mm256_xor_ps(self.1, sign))
         }
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
@@ -628,6 +700,33 @@ mod x86 {
                 )
             }
         }
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn bits(p: *const u8, shift: u32, mask: u32) -> Self {
+            let (shift, mask) = (
+                _mm256_set1_epi32(shift as i32),
+                _mm256_set1_epi32(mask as i32),
+            );
+            let half = |p: *const u8| {
+                // SAFETY: the caller passes 16 readable bytes.
+                let b = unsafe { _mm256_cvtepu8_epi32(_mm_loadl_epi64(p.cast())) };
+                _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(b, shift), mask))
+            };
+            // SAFETY: as above.
+            Pair(half(p), half(unsafe { p.add(8) }))
+        }
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn crumbs(p: *const u8, index: usize) -> Self {
+            let (shift, mask) = (_mm256_set1_epi32(2 * index as i32), _mm256_set1_epi32(3));
+            let half = |p: *const u8| {
+                // SAFETY: the caller passes 64 readable bytes.
+                let u = unsafe { _mm256_loadu_si256(p.cast()) };
+                _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(u, shift), mask))
+            };
+            // SAFETY: as above.
+            Pair(half(p), half(unsafe { p.add(32) }))
+        }
     }
 }
 
@@ -636,47 +735,71 @@ mod x86 {
 trait PanelFormat {
     /// Bytes of one row's ggml block.
     const BLOCK_BYTES: usize;
+    /// 32-element sub-blocks per ggml block (8 for the k-quants).
+    const SUBS: usize = 1;
     /// Bytes of one panel block.
     const PANEL_BLOCK: usize = PANEL_ROWS * Self::BLOCK_BYTES;
     /// Moves the ggml block of row `lane` into its places in `panel_block`.
     fn pack(block: &[u8], lane: usize, panel_block: &mut [u8]);
     /// The ggml block of row `lane`, back from `panel_block`.
     fn unpack(panel_block: &[u8], lane: usize, block: &mut [u8]);
-    /// The 16 scales `d` and mins `m` (zero where the type has none) of a panel block.
-    unsafe fn scales<V: PanelLanes>(panel_block: *const u8) -> (V, V);
-    /// The 16 rows' weight `k` (0..32), dequantized.
-    unsafe fn weight<V: PanelLanes>(panel_block: *const u8, scales: (V, V), k: usize) -> V;
+    /// The panel block holding 32-element block column `b` of `panel`, and `b`'s sub-block in it.
+    #[inline(always)]
+    unsafe fn locate(panel: *const u8, b: usize) -> (*const u8, usize) {
+        // SAFETY: the caller passes a panel of more than `b` block columns.
+        (
+            unsafe { panel.add(b / Self::SUBS * Self::PANEL_BLOCK) },
+            b % Self::SUBS,
+        )
+    }
+    /// Sub-block `sub`'s two per-lane factors (scales `d` and mins `m`, zero where the type has
+    /// none; Q6_K: the scales of its two 16-element halves).
+    unsafe fn scales<V: PanelLanes>(panel_block: *const u8, sub: usize) -> (V, V);
+    /// The 16 rows' weight `k` (0..32) of sub-block `sub`, dequantized.
+    unsafe fn weight<V: PanelLanes>(
+        panel_block: *const u8,
+        scales: (V, V),
+        sub: usize,
+        k: usize,
+    ) -> V;
 }
 
-/// Moves 4-bit codes between a ggml block's `qs` (element `i < 16` in the low nibble of byte
-/// `i`, element `i + 16` in its high nibble) and the panel's code groups: group `g` (64 bytes at
-/// `at + 64 g`) holds one little-endian u32 per lane, whose nibble `i` is element `8 g + i`.
-fn pack_nibbles(qs: &[u8], lane: usize, panel_block: &mut [u8], at: usize) {
-    for g in 0..4 {
+/// Stores the `N`-bit codes of 32 elements (`code(e)`, e in 0..32) of one lane as the panel's
+/// code groups: group `g` (64 bytes at `at + 64 g`) holds one little-endian u32 per lane whose
+/// field `i` (bits `N i .. N i + N - 1`) is element `32 / G * g + i`, `G = 32 N / 32` groups.
+fn pack_fields<const N: usize>(code: impl Fn(usize) -> u8, lane: usize, pb: &mut [u8], at: usize) {
+    let per_word = 32 / N;
+    for g in 0..32 / per_word {
         let mut word = 0u32;
-        for i in 0..8 {
-            let e = 8 * g + i;
-            let code = if e < 16 { qs[e] & 15 } else { qs[e - 16] >> 4 };
-            word |= u32::from(code) << (4 * i);
+        for i in 0..per_word {
+            word |= u32::from(code(per_word * g + i)) << (N * i);
         }
-        panel_block[at + 64 * g + 4 * lane..][..4].copy_from_slice(&word.to_le_bytes());
+        pb[at + 64 * g + 4 * lane..][..4].copy_from_slice(&word.to_le_bytes());
     }
 }
 
-fn unpack_nibbles(panel_block: &[u8], lane: usize, at: usize, qs: &mut [u8]) {
-    qs[..16].fill(0);
-    for g in 0..4 {
-        let bytes = &panel_block[at + 64 * g + 4 * lane..][..4];
+/// The 32 codes [`pack_fields`] stored for `lane` at `at`.
+fn unpack_fields<const N: usize>(pb: &[u8], lane: usize, at: usize) -> [u8; 32] {
+    let per_word = 32 / N;
+    std::array::from_fn(|e| {
+        let (g, i) = (e / per_word, e % per_word);
+        let bytes = &pb[at + 64 * g + 4 * lane..][..4];
         let word = u32::from_le_bytes(bytes.try_into().expect("4 bytes"));
-        for i in 0..8 {
-            let e = 8 * g + i;
-            let code = ((word >> (4 * i)) & 15) as u8;
-            if e < 16 {
-                qs[e] |= code;
-            } else {
-                qs[e - 16] |= code << 4;
-            }
-        }
+        ((word >> (N * i)) & ((1 << N) - 1)) as u8
+    })
+}
+
+/// The legacy Q4 types' `qs` (element `e < 16` in the low nibble of byte `e`, element `e + 16`
+/// in its high nibble) as code groups at `at`.
+fn pack_nibbles(qs: &[u8], lane: usize, panel_block: &mut [u8], at: usize) {
+    let code = |e: usize| if e < 16 { qs[e] & 15 } else { qs[e - 16] >> 4 };
+    pack_fields::<4>(code, lane, panel_block, at);
+}
+
+fn unpack_nibbles(panel_block: &[u8], lane: usize, at: usize, qs: &mut [u8]) {
+    let codes = unpack_fields::<4>(panel_block, lane, at);
+    for e in 0..16 {
+        qs[e] = codes[e] | (codes[e + 16] << 4);
     }
 }
 
@@ -698,13 +821,13 @@ impl PanelFormat for Q4_0P {
         unpack_nibbles(pb, lane, 32, &mut block[2..18]);
     }
     #[inline(always)]
-    unsafe fn scales<V: PanelLanes>(pb: *const u8) -> (V, V) {
+    unsafe fn scales<V: PanelLanes>(pb: *const u8, _: usize) -> (V, V) {
         // SAFETY: the caller passes a whole panel block.
         unsafe { (V::f16s(pb), V::splat(0.0)) }
     }
     /// `d * q`, `q` = nibble − 8.
     #[inline(always)]
-    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, _): (V, V), k: usize) -> V {
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, _): (V, V), _: usize, k: usize) -> V {
         // SAFETY: as above.
         unsafe { V::mul(d, V::nibbles::<8>(pb.add(32 + 64 * (k / 8)), k % 8)) }
     }
@@ -723,13 +846,13 @@ impl PanelFormat for Q4_1P {
         unpack_nibbles(pb, lane, 64, &mut block[4..20]);
     }
     #[inline(always)]
-    unsafe fn scales<V: PanelLanes>(pb: *const u8) -> (V, V) {
+    unsafe fn scales<V: PanelLanes>(pb: *const u8, _: usize) -> (V, V) {
         // SAFETY: the caller passes a whole panel block.
         unsafe { (V::f16s(pb), V::f16s(pb.add(32))) }
     }
     /// `fma(d, q, m)`, `q` = nibble.
     #[inline(always)]
-    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, m): (V, V), k: usize) -> V {
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, m): (V, V), _: usize, k: usize) -> V {
         // SAFETY: as above.
         unsafe { V::fma(d, V::nibbles::<0>(pb.add(64 + 64 * (k / 8)), k % 8), m) }
     }
@@ -750,15 +873,154 @@ impl PanelFormat for Q8_0P {
         }
     }
     #[inline(always)]
-    unsafe fn scales<V: PanelLanes>(pb: *const u8) -> (V, V) {
+    unsafe fn scales<V: PanelLanes>(pb: *const u8, _: usize) -> (V, V) {
         // SAFETY: the caller passes a whole panel block.
         unsafe { (V::f16s(pb), V::splat(0.0)) }
     }
     /// `d * q`, `q` = the i8 code.
     #[inline(always)]
-    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, _): (V, V), k: usize) -> V {
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, _): (V, V), _: usize, k: usize) -> V {
         // SAFETY: as above.
         unsafe { V::mul(d, V::bytes_i8(pb.add(32 + PANEL_ROWS * k))) }
+    }
+}
+
+/// Q4_K panel block (2,304 bytes, one 256-element super-block of 16 rows): `d[16]`, `dmin[16]`
+/// (f16), the 12 packed scale bytes (byte `i` of lane `l` at `64 + 16 i + l`), then for each
+/// sub-block `s` its 4 code groups at `256 + 256 s`.
+struct Q4KP;
+/// Q6_K panel block (3,360 bytes): `d[16]`, the 16 i8 scales (scale `i` of lane `l` at
+/// `32 + 16 i + l`), for each sub-block `s` the low nibbles' 4 code groups at `288 + 256 s`,
+/// then for each sub-block the high 2 bits' 2 code groups at `2336 + 128 s`.
+struct Q6KP;
+
+impl PanelFormat for Q4KP {
+    const BLOCK_BYTES: usize = 144;
+    const SUBS: usize = 8;
+    fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
+        pb[2 * lane..][..2].copy_from_slice(&block[..2]);
+        pb[32 + 2 * lane..][..2].copy_from_slice(&block[2..4]);
+        for (i, &byte) in block[4..16].iter().enumerate() {
+            pb[64 + PANEL_ROWS * i + lane] = byte;
+        }
+        let qs = &block[16..144];
+        for s in 0..8 {
+            let code = |l: usize| (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
+            pack_fields::<4>(code, lane, pb, 256 + 256 * s);
+        }
+    }
+    fn unpack(pb: &[u8], lane: usize, block: &mut [u8]) {
+        block[..2].copy_from_slice(&pb[2 * lane..][..2]);
+        block[2..4].copy_from_slice(&pb[32 + 2 * lane..][..2]);
+        for (i, byte) in block[4..16].iter_mut().enumerate() {
+            *byte = pb[64 + PANEL_ROWS * i + lane];
+        }
+        let qs = &mut block[16..144];
+        qs.fill(0);
+        for s in 0..8 {
+            for (l, code) in unpack_fields::<4>(pb, lane, 256 + 256 * s)
+                .into_iter()
+                .enumerate()
+            {
+                qs[32 * (s / 2) + l] |= code << (4 * (s % 2));
+            }
+        }
+    }
+    /// `(d * sc, -dmin * mn)` with the 6-bit `sc`, `mn` of sub-block `s` (samebits-ggml's
+    /// `scale_and_min`): both products exact.
+    #[inline(always)]
+    unsafe fn scales<V: PanelLanes>(pb: *const u8, s: usize) -> (V, V) {
+        // SAFETY (whole body): the caller passes a whole panel block.
+        unsafe {
+            let byte = |i: usize| pb.add(64 + PANEL_ROWS * i);
+            let sixteen = V::splat(16.0);
+            let (sc, mn) = if s < 4 {
+                (V::bits(byte(s), 0, 63), V::bits(byte(s + 4), 0, 63))
+            } else {
+                (
+                    V::fma(
+                        V::bits(byte(s - 4), 6, 3),
+                        sixteen,
+                        V::bits(byte(s + 4), 0, 15),
+                    ),
+                    V::fma(V::bits(byte(s), 6, 3), sixteen, V::bits(byte(s + 4), 4, 15)),
+                )
+            };
+            (
+                V::mul(V::f16s(pb), sc),
+                V::mul(V::f16s(pb.add(32)), mn).negated(),
+            )
+        }
+    }
+    /// `fma(d * sc, q, -(dmin * mn))`, `q` = nibble.
+    #[inline(always)]
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, m): (V, V), s: usize, k: usize) -> V {
+        // SAFETY: as above.
+        unsafe {
+            V::fma(
+                d,
+                V::nibbles::<0>(pb.add(256 + 256 * s + 64 * (k / 8)), k % 8),
+                m,
+            )
+        }
+    }
+}
+
+impl PanelFormat for Q6KP {
+    const BLOCK_BYTES: usize = 210;
+    const SUBS: usize = 8;
+    /// Element `l` of sub-block `s = 4 h + r` (samebits-ggml's Q6K): low nibble from
+    /// `ql[64 h + l + 32 (r % 2)] >> 4 (r / 2)`, high 2 bits from `qh[32 h + l] >> 2 r`.
+    fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
+        pb[2 * lane..][..2].copy_from_slice(&block[208..210]);
+        for (i, &scale) in block[192..208].iter().enumerate() {
+            pb[32 + PANEL_ROWS * i + lane] = scale;
+        }
+        let (ql, qh) = (&block[..128], &block[128..192]);
+        for s in 0..8 {
+            let (h, r) = (s / 4, s % 4);
+            let low = |l: usize| (ql[64 * h + l + 32 * (r % 2)] >> (4 * (r / 2))) & 15;
+            let high = |l: usize| (qh[32 * h + l] >> (2 * r)) & 3;
+            pack_fields::<4>(low, lane, pb, 288 + 256 * s);
+            pack_fields::<2>(high, lane, pb, 2336 + 128 * s);
+        }
+    }
+    fn unpack(pb: &[u8], lane: usize, block: &mut [u8]) {
+        block[208..210].copy_from_slice(&pb[2 * lane..][..2]);
+        for (i, scale) in block[192..208].iter_mut().enumerate() {
+            *scale = pb[32 + PANEL_ROWS * i + lane];
+        }
+        block[..192].fill(0);
+        for s in 0..8 {
+            let (h, r) = (s / 4, s % 4);
+            let low = unpack_fields::<4>(pb, lane, 288 + 256 * s);
+            let high = unpack_fields::<2>(pb, lane, 2336 + 128 * s);
+            for l in 0..32 {
+                block[64 * h + l + 32 * (r % 2)] |= low[l] << (4 * (r / 2));
+                block[128 + 32 * h + l] |= high[l] << (2 * r);
+            }
+        }
+    }
+    /// `(d * sc_lo, d * sc_hi)`: the scales of the sub-block's two 16-element halves, exact.
+    #[inline(always)]
+    unsafe fn scales<V: PanelLanes>(pb: *const u8, s: usize) -> (V, V) {
+        // SAFETY: the caller passes a whole panel block.
+        unsafe {
+            let d = V::f16s(pb);
+            let scale = |i: usize| V::mul(d, V::bytes_i8(pb.add(32 + PANEL_ROWS * i)));
+            (scale(2 * s), scale(2 * s + 1))
+        }
+    }
+    /// `(d * sc) * (q - 32)`, `q` = low nibble + 16 * high bits.
+    #[inline(always)]
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (lo, hi): (V, V), s: usize, k: usize) -> V {
+        // SAFETY: as above.
+        unsafe {
+            let low = V::nibbles::<32>(pb.add(288 + 256 * s + 64 * (k / 8)), k % 8);
+            let high = V::crumbs(pb.add(2336 + 128 * s + 64 * (k / 16)), k % 16);
+            let q = V::fma(high, V::splat(16.0), low);
+            V::mul(if k < 16 { lo } else { hi }, q)
+        }
     }
 }
 
@@ -771,23 +1033,39 @@ mod tests {
     /// `rows` rows of `cols` elements of `t` with varied scales, mins and codes (scales include
     /// negative and subnormal f16 values).
     fn blocks(t: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
-        let n = rows * cols / BLOCK;
+        let n = rows * cols / t.block_elems();
         let mut bytes = Vec::new();
-        for b in 0..n {
-            let d = half::f16::from_f32(match b % 5 {
+        let scale = |b: usize| {
+            half::f16::from_f32(match b % 5 {
                 0 => 0.013,
                 1 => -0.0071,
                 2 => 3.0e-6,
                 3 => 0.25,
                 _ => -1.5,
-            });
+            })
+        };
+        let pattern =
+            |b: usize, len: usize| (0..len).map(move |i| ((b * 131 + i * 29 + 7) % 256) as u8);
+        for b in 0..n {
+            let d = scale(b);
+            if t == GgmlType::Q4K {
+                bytes.extend_from_slice(&d.to_le_bytes());
+                bytes.extend_from_slice(&scale(b + 2).to_le_bytes());
+                bytes.extend(pattern(b, 140));
+                continue;
+            }
+            if t == GgmlType::Q6K {
+                bytes.extend(pattern(b, 208));
+                bytes.extend_from_slice(&d.to_le_bytes());
+                continue;
+            }
             bytes.extend_from_slice(&d.to_le_bytes());
             if t == GgmlType::Q4_1 {
                 let m = half::f16::from_f32(-0.11 + (b % 3) as f32 * 0.07);
                 bytes.extend_from_slice(&m.to_le_bytes());
             }
             let codes = if t == GgmlType::Q8_0 { 32 } else { 16 };
-            bytes.extend((0..codes).map(|i| ((b * 131 + i * 29 + 7) % 256) as u8));
+            bytes.extend(pattern(b, codes));
         }
         bytes
     }
@@ -801,12 +1079,23 @@ mod tests {
         .unwrap()
     }
 
-    const TYPES: [GgmlType; 3] = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0];
+    const TYPES: [GgmlType; 5] = [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4K,
+        GgmlType::Q6K,
+    ];
+
+    /// `cols` for the 32-element types, the next multiple of 256 for the k-quants.
+    fn cols_for(t: GgmlType, cols: usize) -> usize {
+        cols.next_multiple_of(t.block_elems())
+    }
 
     #[test]
     fn rows_dequantize_as_their_ggml_blocks() {
         for t in TYPES {
-            let (rows, cols) = (37, 96);
+            let (rows, cols) = (37, cols_for(t, 96));
             let src = blocks(t, rows, cols);
             let packed = pack(t, rows, cols, &src);
             assert_eq!(packed.len(), 48 * t.row_bytes(cols).unwrap());
@@ -830,7 +1119,7 @@ mod tests {
     #[test]
     fn panel_weights_equal_samebits_ggml_on_every_isa() {
         for t in TYPES {
-            let (rows, cols) = (20, 64);
+            let (rows, cols) = (20, cols_for(t, 64));
             let src = blocks(t, rows, cols);
             let packed = pack(t, rows, cols, &src);
             let m = PanelMatrix::new(t, rows, cols, &packed).unwrap();
@@ -858,11 +1147,12 @@ mod tests {
     }
 
     /// Every ISA, every token count and every split into panel ranges gives `dot_q_f32` of the
-    /// ggml row bit for bit; `cols` = 160 ends on a half tile.
+    /// ggml row bit for bit; `cols` = 160 ends on a half tile (k-quants: 3 super-blocks).
     #[test]
     fn matmul_equals_dot_q_f32_on_every_isa_and_split() {
         for t in TYPES {
-            let (rows, cols) = (75, 160);
+            let cols = if t.block_elems() == BLOCK { 160 } else { 768 };
+            let rows = 75;
             let src = blocks(t, rows, cols);
             let packed = pack(t, rows, cols, &src);
             let m = PanelMatrix::new(t, rows, cols, &packed).unwrap();
@@ -905,7 +1195,7 @@ mod tests {
 
     #[test]
     fn rejects_types_without_panels_and_wrong_sizes() {
-        assert!(panel_bytes(GgmlType::Q6K, 16, 256).is_none());
+        assert!(panel_bytes(GgmlType::Q5K, 16, 256).is_none());
         assert!(PanelMatrix::new(GgmlType::Q8_0, 16, 32, &[0u8; 10]).is_err());
         let packed = pack(GgmlType::Q8_0, 16, 32, &blocks(GgmlType::Q8_0, 16, 32));
         let m = PanelMatrix::new(GgmlType::Q8_0, 16, 32, &packed).unwrap();
