@@ -6,7 +6,7 @@
 //!   dequantization), for the decode hot path.
 //! - [`panel`]: [`PanelMatrix`], the same products over row panels packed once at load time
 //!   ([`pack_panels`]) so that SIMD lanes are output rows; Q4_0, Q4_1, Q8_0, Q4_K,
-//!   Q6_K.
+//!   Q5_K, Q6_K.
 
 pub mod dot;
 pub mod panel;

@@ -5,7 +5,7 @@
 //! sets alternating, medians of several runs), as one markdown table at the end.
 //!
 //! `cargo run --release -p samebits-llm --example gpu_llm -- [--tiny | --shape llama3-8b]
-//! [--matrices q4_0|q4_1|q8_0|q4_k|q6_k] [--write-only] [--quick] [--runs N] [--model PATH]
+//! [--matrices q4_0|q4_1|q8_0|q4_k|q5_k|q6_k] [--write-only] [--quick] [--runs N] [--model PATH]
 //! [--profile N S]`; `--tiny` uses a 2-layer
 //! model (a quick check on machines without a GPU, where only the CPU half runs); `--shape
 //! llama3-8b` writes Llama-3.1-8B's shapes instead (32 layers, width 4096, 32 / 8 heads of 128,
@@ -177,8 +177,9 @@ fn main() {
             Some("q4_1") => GgmlType::Q4_1,
             Some("q8_0") => GgmlType::Q8_0,
             Some("q4_k") => GgmlType::Q4K,
+            Some("q5_k") => GgmlType::Q5K,
             Some("q6_k") => GgmlType::Q6K,
-            other => panic!("--matrices {other:?}: q4_0, q4_1, q8_0, q4_k or q6_k"),
+            other => panic!("--matrices {other:?}: q4_0, q4_1, q8_0, q4_k, q5_k or q6_k"),
         };
     }
     let path = args

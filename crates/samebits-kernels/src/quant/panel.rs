@@ -2,10 +2,11 @@
 //! are output rows (`docs/gguf.md`, section "Row panels").
 //!
 //! A panel is [`PANEL_ROWS`] = 16 consecutive rows (the last panel padded with zero rows). For
-//! each ggml block column (32 elements; 256 for the k-quants Q4_K and Q6_K), the 16 rows' blocks
-//! are stored together as one *panel block*: the 16 scales (and mins), then the codes interleaved
-//! so that one load gives the code of one element for all 16 rows. The bytes are the ggml bytes moved around, nothing is converted, so a
-//! panel matrix is exactly as large as the ggml one (plus the padding rows), and
+//! each ggml block column (32 elements; 256 for the k-quants Q4_K, Q5_K and Q6_K), the 16 rows'
+//! blocks are stored together as one *panel block*: the 16 scales (and mins), then the codes
+//! interleaved so that one load gives the code of one element for all 16 rows. The bytes are the
+//! ggml bytes moved around, nothing is converted, so a panel matrix is exactly as large as the
+//! ggml one (plus the padding rows), and
 //! [`PanelMatrix::dequantize_row`] gives back each row's original blocks.
 //!
 //! [`PanelMatrix::matmul`] computes `y[t, n]` = the canonical dot product of row `n` with row `t`
@@ -30,11 +31,16 @@ const BLOCK: usize = 32;
 /// Blocks per reduction tile.
 const BLOCKS_PER_TILE: usize = REDUCTION_TILE / BLOCK;
 
-/// Whether `ggml_type` has a panel layout (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K).
+/// Whether `ggml_type` has a panel layout (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K).
 pub fn has_panel_layout(ggml_type: GgmlType) -> bool {
     matches!(
         ggml_type,
-        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q4K | GgmlType::Q6K
+        GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q8_0
+            | GgmlType::Q4K
+            | GgmlType::Q5K
+            | GgmlType::Q6K
     )
 }
 
@@ -91,6 +97,7 @@ pub fn pack_panels<E: From<QuantError>>(
                     GgmlType::Q4_0 => Q4_0P::pack(row_block(r), r, panel_block),
                     GgmlType::Q4_1 => Q4_1P::pack(row_block(r), r, panel_block),
                     GgmlType::Q4K => Q4KP::pack(row_block(r), r, panel_block),
+                    GgmlType::Q5K => Q5KP::pack(row_block(r), r, panel_block),
                     GgmlType::Q6K => Q6KP::pack(row_block(r), r, panel_block),
                     _ => Q8_0P::pack(row_block(r), r, panel_block),
                 }
@@ -178,6 +185,10 @@ impl<'a> PanelMatrix<'a> {
                     Q4KP::unpack(panel_block, lane, block);
                     kquant::Q4K::dequantize_block(block, values);
                 }
+                GgmlType::Q5K => {
+                    Q5KP::unpack(panel_block, lane, block);
+                    kquant::Q5K::dequantize_block(block, values);
+                }
                 GgmlType::Q6K => {
                     Q6KP::unpack(panel_block, lane, block);
                     kquant::Q6K::dequantize_block(block, values);
@@ -231,6 +242,7 @@ impl<'a> PanelMatrix<'a> {
             GgmlType::Q4_0 => run_format::<Q4_0P>(&mut job, isa),
             GgmlType::Q4_1 => run_format::<Q4_1P>(&mut job, isa),
             GgmlType::Q4K => run_format::<Q4KP>(&mut job, isa),
+            GgmlType::Q5K => run_format::<Q5KP>(&mut job, isa),
             GgmlType::Q6K => run_format::<Q6KP>(&mut job, isa),
             _ => run_format::<Q8_0P>(&mut job, isa),
         }
@@ -545,8 +557,9 @@ trait PanelLanes: Lanes {
     unsafe fn bytes_i8(p: *const u8) -> Self;
     /// From the 16 u8 at `p`, `(u >> shift) & mask`, exactly.
     unsafe fn bits(p: *const u8, shift: u32, mask: u32) -> Self;
-    /// From the 16 little-endian u32 at `p`, the 2-bit field `(u >> 2 * index) & 3`, exactly.
-    unsafe fn crumbs(p: *const u8, index: usize) -> Self;
+    /// From the 16 little-endian u32 at `p`, the `BITS`-bit field `index`,
+    /// `(u >> BITS * index) & (2^BITS - 1)`, exactly.
+    unsafe fn fields<const BITS: u32>(p: *const u8, index: usize) -> Self;
 }
 
 impl PanelLanes for [f32; PANEL_ROWS] {
@@ -583,12 +596,12 @@ impl PanelLanes for [f32; PANEL_ROWS] {
         std::array::from_fn(|i| ((u32::from(b[i]) >> shift) & mask) as f32)
     }
     #[inline(always)]
-    unsafe fn crumbs(p: *const u8, index: usize) -> Self {
+    unsafe fn fields<const BITS: u32>(p: *const u8, index: usize) -> Self {
         // SAFETY: the caller passes 64 readable bytes.
         let b = unsafe { std::slice::from_raw_parts(p, 4 * PANEL_ROWS) };
         std::array::from_fn(|i| {
             let u = u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
-            ((u >> (2 * index)) & 3) as f32
+            ((u >> (BITS as usize * index)) & ((1 << BITS) - 1)) as f32
         })
     }
 }
@@ -647,11 +660,11 @@ mod x86 {
         }
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn crumbs(p: *const u8, index: usize) -> Self {
+        unsafe fn fields<const BITS: u32>(p: *const u8, index: usize) -> Self {
             // SAFETY: the caller passes 64 readable bytes.
             let u = unsafe { _mm512_loadu_si512(p.cast()) };
-            let u = _mm512_srlv_epi32(u, _mm512_set1_epi32(2 * index as i32));
-            _mm512_cvtepi32_ps(_mm512_and_si512(u, _mm512_set1_epi32(3)))
+            let u = _mm512_srlv_epi32(u, _mm512_set1_epi32((BITS as usize * index) as i32));
+            _mm512_cvtepi32_ps(_mm512_and_si512(u, _mm512_set1_epi32((1 << BITS) - 1)))
         }
     }
 
@@ -717,8 +730,9 @@ mod x86 {
         }
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn crumbs(p: *const u8, index: usize) -> Self {
-            let (shift, mask) = (_mm256_set1_epi32(2 * index as i32), _mm256_set1_epi32(3));
+        unsafe fn fields<const BITS: u32>(p: *const u8, index: usize) -> Self {
+            let shift = _mm256_set1_epi32((BITS as usize * index) as i32);
+            let mask = _mm256_set1_epi32((1 << BITS) - 1);
             let half = |p: *const u8| {
                 // SAFETY: the caller passes 64 readable bytes.
                 let u = unsafe { _mm256_loadu_si256(p.cast()) };
@@ -889,6 +903,10 @@ impl PanelFormat for Q8_0P {
 /// (f16), the 12 packed scale bytes (byte `i` of lane `l` at `64 + 16 i + l`), then for each
 /// sub-block `s` its 4 code groups at `256 + 256 s`.
 struct Q4KP;
+/// Q5_K panel block (2,816 bytes): Q4_K's `d`, `dmin`, scale bytes and low-nibble code groups,
+/// then for each sub-block `s` its high bits, one u32 per lane (bit `l` = element `l`), at
+/// `2304 + 64 s`.
+struct Q5KP;
 /// Q6_K panel block (3,360 bytes): `d[16]`, the 16 i8 scales (scale `i` of lane `l` at
 /// `32 + 16 i + l`), for each sub-block `s` the low nibbles' 4 code groups at `288 + 256 s`,
 /// then for each sub-block the high 2 bits' 2 code groups at `2336 + 128 s`.
@@ -898,11 +916,7 @@ impl PanelFormat for Q4KP {
     const BLOCK_BYTES: usize = 144;
     const SUBS: usize = 8;
     fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
-        pb[2 * lane..][..2].copy_from_slice(&block[..2]);
-        pb[32 + 2 * lane..][..2].copy_from_slice(&block[2..4]);
-        for (i, &byte) in block[4..16].iter().enumerate() {
-            pb[64 + PANEL_ROWS * i + lane] = byte;
-        }
+        pack_scaled_min_head(block, lane, pb);
         let qs = &block[16..144];
         for s in 0..8 {
             let code = |l: usize| (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
@@ -910,11 +924,7 @@ impl PanelFormat for Q4KP {
         }
     }
     fn unpack(pb: &[u8], lane: usize, block: &mut [u8]) {
-        block[..2].copy_from_slice(&pb[2 * lane..][..2]);
-        block[2..4].copy_from_slice(&pb[32 + 2 * lane..][..2]);
-        for (i, byte) in block[4..16].iter_mut().enumerate() {
-            *byte = pb[64 + PANEL_ROWS * i + lane];
-        }
+        unpack_scaled_min_head(pb, lane, block);
         let qs = &mut block[16..144];
         qs.fill(0);
         for s in 0..8 {
@@ -926,31 +936,10 @@ impl PanelFormat for Q4KP {
             }
         }
     }
-    /// `(d * sc, -dmin * mn)` with the 6-bit `sc`, `mn` of sub-block `s` (samebits-ggml's
-    /// `scale_and_min`): both products exact.
     #[inline(always)]
     unsafe fn scales<V: PanelLanes>(pb: *const u8, s: usize) -> (V, V) {
-        // SAFETY (whole body): the caller passes a whole panel block.
-        unsafe {
-            let byte = |i: usize| pb.add(64 + PANEL_ROWS * i);
-            let sixteen = V::splat(16.0);
-            let (sc, mn) = if s < 4 {
-                (V::bits(byte(s), 0, 63), V::bits(byte(s + 4), 0, 63))
-            } else {
-                (
-                    V::fma(
-                        V::bits(byte(s - 4), 6, 3),
-                        sixteen,
-                        V::bits(byte(s + 4), 0, 15),
-                    ),
-                    V::fma(V::bits(byte(s), 6, 3), sixteen, V::bits(byte(s + 4), 4, 15)),
-                )
-            };
-            (
-                V::mul(V::f16s(pb), sc),
-                V::mul(V::f16s(pb.add(32)), mn).negated(),
-            )
-        }
+        // SAFETY: the caller passes a whole panel block.
+        unsafe { scaled_min_factors(pb, s) }
     }
     /// `fma(d * sc, q, -(dmin * mn))`, `q` = nibble.
     #[inline(always)]
@@ -963,6 +952,94 @@ impl PanelFormat for Q4KP {
                 m,
             )
         }
+    }
+}
+
+impl PanelFormat for Q5KP {
+    const BLOCK_BYTES: usize = 176;
+    const SUBS: usize = 8;
+    /// Element `l` of sub-block `s`: nibble `s % 2` of `qs[32 (s / 2) + l]`, bit 4 from bit `s`
+    /// of `qh[l]`.
+    fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
+        pack_scaled_min_head(block, lane, pb);
+        let (qh, qs) = (&block[16..48], &block[48..176]);
+        for s in 0..8 {
+            let low = |l: usize| (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
+            pack_fields::<4>(low, lane, pb, 256 + 256 * s);
+            pack_fields::<1>(|l| (qh[l] >> s) & 1, lane, pb, 2304 + 64 * s);
+        }
+    }
+    fn unpack(pb: &[u8], lane: usize, block: &mut [u8]) {
+        unpack_scaled_min_head(pb, lane, block);
+        block[16..176].fill(0);
+        for s in 0..8 {
+            let low = unpack_fields::<4>(pb, lane, 256 + 256 * s);
+            let high = unpack_fields::<1>(pb, lane, 2304 + 64 * s);
+            for l in 0..32 {
+                block[48 + 32 * (s / 2) + l] |= low[l] << (4 * (s % 2));
+                block[16 + l] |= high[l] << s;
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn scales<V: PanelLanes>(pb: *const u8, s: usize) -> (V, V) {
+        // SAFETY: the caller passes a whole panel block.
+        unsafe { scaled_min_factors(pb, s) }
+    }
+    /// `fma(d * sc, q, -(dmin * mn))`, `q` = nibble + 16 * high bit (exact).
+    #[inline(always)]
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, m): (V, V), s: usize, k: usize) -> V {
+        // SAFETY: as above.
+        unsafe {
+            let low = V::nibbles::<0>(pb.add(256 + 256 * s + 64 * (k / 8)), k % 8);
+            let high = V::fields::<1>(pb.add(2304 + 64 * s), k);
+            V::fma(d, V::fma(high, V::splat(16.0), low), m)
+        }
+    }
+}
+
+/// Moves a Q4_K / Q5_K block's `d`, `dmin` and packed scale bytes to their panel places:
+/// `d[16]`, `dmin[16]`, then byte `i` of lane `l` at `64 + 16 i + l`.
+fn pack_scaled_min_head(block: &[u8], lane: usize, pb: &mut [u8]) {
+    pb[2 * lane..][..2].copy_from_slice(&block[..2]);
+    pb[32 + 2 * lane..][..2].copy_from_slice(&block[2..4]);
+    for (i, &byte) in block[4..16].iter().enumerate() {
+        pb[64 + PANEL_ROWS * i + lane] = byte;
+    }
+}
+
+fn unpack_scaled_min_head(pb: &[u8], lane: usize, block: &mut [u8]) {
+    block[..2].copy_from_slice(&pb[2 * lane..][..2]);
+    block[2..4].copy_from_slice(&pb[32 + 2 * lane..][..2]);
+    for (i, byte) in block[4..16].iter_mut().enumerate() {
+        *byte = pb[64 + PANEL_ROWS * i + lane];
+    }
+}
+
+/// Q4_K's and Q5_K's factors of sub-block `s`: `(d * sc, -(dmin * mn))` with the 6-bit `sc`,
+/// `mn` of samebits-ggml's `scale_and_min`, both products exact (the negation a sign flip).
+#[inline(always)]
+unsafe fn scaled_min_factors<V: PanelLanes>(pb: *const u8, s: usize) -> (V, V) {
+    // SAFETY (whole body): the caller passes a whole panel block.
+    unsafe {
+        let byte = |i: usize| pb.add(64 + PANEL_ROWS * i);
+        let sixteen = V::splat(16.0);
+        let (sc, mn) = if s < 4 {
+            (V::bits(byte(s), 0, 63), V::bits(byte(s + 4), 0, 63))
+        } else {
+            (
+                V::fma(
+                    V::bits(byte(s - 4), 6, 3),
+                    sixteen,
+                    V::bits(byte(s + 4), 0, 15),
+                ),
+                V::fma(V::bits(byte(s), 6, 3), sixteen, V::bits(byte(s + 4), 4, 15)),
+            )
+        };
+        (
+            V::mul(V::f16s(pb), sc),
+            V::mul(V::f16s(pb.add(32)), mn).negated(),
+        )
     }
 }
 
@@ -1017,7 +1094,7 @@ impl PanelFormat for Q6KP {
         // SAFETY: as above.
         unsafe {
             let low = V::nibbles::<32>(pb.add(288 + 256 * s + 64 * (k / 8)), k % 8);
-            let high = V::crumbs(pb.add(2336 + 128 * s + 64 * (k / 16)), k % 16);
+            let high = V::fields::<2>(pb.add(2336 + 128 * s + 64 * (k / 16)), k % 16);
             let q = V::fma(high, V::splat(16.0), low);
             V::mul(if k < 16 { lo } else { hi }, q)
         }
@@ -1048,10 +1125,10 @@ mod tests {
             |b: usize, len: usize| (0..len).map(move |i| ((b * 131 + i * 29 + 7) % 256) as u8);
         for b in 0..n {
             let d = scale(b);
-            if t == GgmlType::Q4K {
+            if t == GgmlType::Q4K || t == GgmlType::Q5K {
                 bytes.extend_from_slice(&d.to_le_bytes());
                 bytes.extend_from_slice(&scale(b + 2).to_le_bytes());
-                bytes.extend(pattern(b, 140));
+                bytes.extend(pattern(b, t.block_bytes() - 4));
                 continue;
             }
             if t == GgmlType::Q6K {
@@ -1079,11 +1156,12 @@ mod tests {
         .unwrap()
     }
 
-    const TYPES: [GgmlType; 5] = [
+    const TYPES: [GgmlType; 6] = [
         GgmlType::Q4_0,
         GgmlType::Q4_1,
         GgmlType::Q8_0,
         GgmlType::Q4K,
+        GgmlType::Q5K,
         GgmlType::Q6K,
     ];
 
@@ -1195,7 +1273,7 @@ mod tests {
 
     #[test]
     fn rejects_types_without_panels_and_wrong_sizes() {
-        assert!(panel_bytes(GgmlType::Q5K, 16, 256).is_none());
+        assert!(panel_bytes(GgmlType::Q3K, 16, 256).is_none());
         assert!(PanelMatrix::new(GgmlType::Q8_0, 16, 32, &[0u8; 10]).is_err());
         let packed = pack(GgmlType::Q8_0, 16, 32, &blocks(GgmlType::Q8_0, 16, 32));
         let m = PanelMatrix::new(GgmlType::Q8_0, 16, 32, &packed).unwrap();

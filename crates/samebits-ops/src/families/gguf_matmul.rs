@@ -14,7 +14,7 @@
 //!
 //! Both take an optional attribute `layout`: `"rows"` (default, the ggml rows as stored in the
 //! file) or `"panels"` (the row panels of `samebits_kernels::pack_panels` for Q4_0 / Q4_1 /
-//! Q8_0 / Q4_K / Q6_K; docs/gguf.md, "Row panels"). Over panels, both the one-row and the several-row products
+//! Q8_0 / Q4_K / Q5_K / Q6_K; docs/gguf.md, "Row panels"). Over panels, both the one-row and the several-row products
 //! run `PanelMatrix::matmul` on tasks of whole panels: SIMD lanes are rows, each its own
 //! canonical chain, so the bits equal the rows layout's for any token count, ISA and thread
 //! count. A graph keeps its weights in ggml rows whatever device runs it (the GPU kernels read
