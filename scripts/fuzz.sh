@@ -43,9 +43,20 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   export PATH="$ROOT/target/tools/bin:$PATH"
 fi
 
+# A missing corpus is written by fuzz/seed.py, with NumPy: the system Python's, else that of
+# the Python package's test environment (target/py-venv, made by scripts/test_python.sh, which
+# CI runs first).
 for target in "${TARGETS[@]}"; do
   if [ ! -d "fuzz/corpus/$target" ]; then
-    python3 fuzz/seed.py
+    PYTHON=python3
+    if ! python3 -c 'import numpy' 2>/dev/null; then
+      PYTHON=target/py-venv/bin/python
+      if ! "$PYTHON" -c 'import numpy' 2>/dev/null; then
+        echo "fuzz/seed.py needs NumPy: pip install numpy, or run scripts/test_python.sh first" >&2
+        exit 1
+      fi
+    fi
+    "$PYTHON" fuzz/seed.py
     break
   fi
 done
