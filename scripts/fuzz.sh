@@ -43,19 +43,19 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   export PATH="$ROOT/target/tools/bin:$PATH"
 fi
 
-# A missing corpus is written by fuzz/seed.py, with NumPy: the system Python's, else that of
-# the Python package's test environment (target/py-venv, made by scripts/test_python.sh, which
-# CI runs first).
+# A missing corpus is written by fuzz/seed.py, which needs NumPy and the gguf package: they are
+# installed, pinned, into target/fuzz-venv (made again when the pins change).
+SEED_PINS="numpy==2.4.6 gguf==0.19.0"
 for target in "${TARGETS[@]}"; do
   if [ ! -d "fuzz/corpus/$target" ]; then
-    PYTHON=python3
-    if ! python3 -c 'import numpy' 2>/dev/null; then
-      PYTHON=target/py-venv/bin/python
-      if ! "$PYTHON" -c 'import numpy' 2>/dev/null; then
-        echo "fuzz/seed.py needs NumPy: pip install numpy, or run scripts/test_python.sh first" >&2
-        exit 1
-      fi
+    venv=target/fuzz-venv
+    if [ "$(cat "$venv/pins" 2>/dev/null)" != "$SEED_PINS" ]; then
+      rm -rf "$venv"
+      python3 -m venv "$venv"
+      "$venv/bin/pip" install --quiet --disable-pip-version-check $SEED_PINS
+      echo "$SEED_PINS" > "$venv/pins"
     fi
+    PYTHON=$venv/bin/python
     "$PYTHON" fuzz/seed.py
     break
   fi
