@@ -59,6 +59,10 @@ const TOKEN_TYPE_USER_DEFINED: i64 = 4;
 /// SentencePiece's word-boundary mark, U+2581.
 const SPIECE_SPACE: char = '\u{2581}';
 
+/// A `tokenizer.json`'s token ids must stay below twice its token count or this, whichever is
+/// larger (the id-indexed tables stay proportionate to the file).
+const MIN_ID_SPAN: usize = 1 << 16;
+
 /// How vocabulary strings spell bytes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum PieceSpelling {
@@ -279,6 +283,16 @@ impl TextTokenizer {
         })?;
         let vocab = inner.get_vocab(true);
         let size = vocab.values().max().map_or(0, |&id| id as usize + 1);
+        // Tables below are indexed by id: a few tokens with huge ids (a hostile file) must not
+        // make them gigabytes long. Real vocabularies number their tokens from 0 with few gaps.
+        let limit = vocab.len().saturating_mul(2).max(MIN_ID_SPAN);
+        if size > limit {
+            return Err(bad(format!(
+                "token id {} is far beyond the vocabulary's {} tokens (ids must stay below {limit})",
+                size - 1,
+                vocab.len()
+            )));
+        }
         let mut tokens = vec![String::new(); size];
         for (token, &id) in &vocab {
             tokens[id as usize] = token.clone();

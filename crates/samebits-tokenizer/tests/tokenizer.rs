@@ -360,3 +360,34 @@ fn a_decoder_section_that_is_not_json_is_an_error() {
     assert_eq!(json["decoder"]["type"], "WordPiece");
     assert_eq!(tokenizer.token_to_id("a"), Some(1));
 }
+
+/// A `tokenizer.json` with a token id far beyond its token count is an error, not tables
+/// gigabytes long (found by the `hf_folder` fuzz target: a 259-token vocabulary whose last id
+/// was 100,000,002 took over 4 GB; fuzz/regressions/hf_folder replays the input).
+#[test]
+fn a_token_id_far_beyond_the_vocabulary_is_an_error() {
+    let file = |id: u64| {
+        format!(
+            r#"{{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null, "pre_tokenizer": null, "post_processor": null,
+            "decoder": {{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+                        "use_regex": true}},
+            "model": {{"type": "BPE", "dropout": null, "unk_token": null,
+                      "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                      "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+                      "vocab": {{"a": 0, "b": 1, "ab": {id}}}, "merges": [["a", "b"]]}}}}"#
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(&path, file(120_000_000)).unwrap();
+    let err = TextTokenizer::from_tokenizer_json(&path, &serde_json::Value::Null)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("token id 120000000 is far beyond"), "{err}");
+    // A gap within the limit loads.
+    std::fs::write(&path, file(1000)).unwrap();
+    let tokenizer = TextTokenizer::from_tokenizer_json(&path, &serde_json::Value::Null).unwrap();
+    assert_eq!(tokenizer.encode("ab", false).unwrap(), [1000]);
+}
