@@ -7,6 +7,9 @@
 //! and zeros of both signs; NaN results compare as NaN (their sign and payload are not part of
 //! the contract, docs/contract.md "Arithmetic").
 
+mod common;
+
+use common::node;
 use samebits_ir::{Attribute, DType, Graph, Model, Node, Tensor, Value, ValueInfo, ValueType};
 use samebits_kernels::{Isa, with_isa};
 use samebits_ops::{OperationSet, Plan, RunOptions};
@@ -45,17 +48,6 @@ impl Rng {
 
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
-    }
-}
-
-fn node(op: &str, inputs: &[&str], output: &str) -> Node {
-    Node {
-        name: output.into(),
-        op_type: op.into(),
-        domain: String::new(),
-        inputs: inputs.iter().map(|s| s.to_string()).collect(),
-        outputs: vec![output.into()],
-        attributes: Default::default(),
     }
 }
 

@@ -4,22 +4,14 @@
 //! bits; the pass leaves a pattern alone where an intermediate is read elsewhere, where the
 //! residual term is a constant (a bias, which broadcasts) or where known shapes differ.
 
+mod common;
+
+use common::node_in;
 use samebits_ir::{
     Attribute, DType, Graph, Node, OpsetImports, Shape, Tensor, Value, ValueInfo, ValueType,
 };
 use samebits_ops::{OperationSet, Plan, RunOptions};
 use samebits_passes::decoder_fusion::{self, RULES};
-
-fn node(domain: &str, op: &str, inputs: &[&str], output: &str) -> Node {
-    Node {
-        name: output.into(),
-        op_type: op.into(),
-        domain: domain.into(),
-        inputs: inputs.iter().map(|s| s.to_string()).collect(),
-        outputs: vec![output.into()],
-        attributes: Default::default(),
-    }
-}
 
 fn f32_input(name: &str, shape: Option<&[usize]>) -> ValueInfo {
     ValueInfo {
@@ -78,7 +70,7 @@ fn q8_0_blocks(seed: u64, rows: usize, cols: usize) -> Vec<u8> {
 }
 
 fn matmul_gguf(x: &str, w: &str, out: &str, rows: usize, cols: usize) -> Node {
-    let mut n = node("samebits", "MatMulGguf", &[x, w], out);
+    let mut n = node_in("samebits", "MatMulGguf", &[x, w], out);
     for (k, v) in [("ggml_type", 8), ("rows", rows), ("cols", cols)] {
         n.attributes.insert(k.into(), Attribute::Int(v as i64));
     }
@@ -117,15 +109,15 @@ fn silu_graph(shape: &[usize], swap_first: bool, swap_second: bool) -> Graph {
     g.inputs.push(f32_input("g", Some(shape)));
     g.inputs.push(f32_input("u", Some(shape)));
     g.outputs.push(output("h"));
-    g.nodes.push(node("", "Sigmoid", &["g"], "s"));
+    g.nodes.push(node_in("", "Sigmoid", &["g"], "s"));
     let first: &[&str] = if swap_first { &["s", "g"] } else { &["g", "s"] };
-    g.nodes.push(node("", "Mul", first, "t"));
+    g.nodes.push(node_in("", "Mul", first, "t"));
     let second: &[&str] = if swap_second {
         &["u", "t"]
     } else {
         &["t", "u"]
     };
-    g.nodes.push(node("", "Mul", second, "h"));
+    g.nodes.push(node_in("", "Mul", second, "h"));
     g
 }
 
@@ -191,7 +183,7 @@ fn product_add_graph(rows: usize, cols: usize, residual_first: bool) -> Graph {
     } else {
         &["p", "r"]
     };
-    g.nodes.push(node("", "Add", operands, "y"));
+    g.nodes.push(node_in("", "Add", operands, "y"));
     g
 }
 
@@ -247,12 +239,12 @@ fn feed_forward_block_fuses_with_both_rules() {
     }
     g.nodes.push(matmul_gguf("h", "gate_w", "gate", ffn, dim));
     g.nodes.push(matmul_gguf("h", "up_w", "up", ffn, dim));
-    g.nodes.push(node("", "Sigmoid", &["gate"], "sig"));
-    g.nodes.push(node("", "Mul", &["gate", "sig"], "silu"));
-    g.nodes.push(node("", "Mul", &["silu", "up"], "hidden"));
+    g.nodes.push(node_in("", "Sigmoid", &["gate"], "sig"));
+    g.nodes.push(node_in("", "Mul", &["gate", "sig"], "silu"));
+    g.nodes.push(node_in("", "Mul", &["silu", "up"], "hidden"));
     g.nodes
         .push(matmul_gguf("hidden", "down_w", "down", dim, ffn));
-    g.nodes.push(node("", "Add", &["x", "down"], "y"));
+    g.nodes.push(node_in("", "Add", &["x", "down"], "y"));
     for tokens in [1, 4] {
         let inputs = [
             Tensor::from_vec(vec![1, tokens, dim], random_f32(11, tokens * dim)).unwrap(),
@@ -282,7 +274,7 @@ fn with_attributes(mut n: Node, attributes: &[(&str, Attribute)]) -> Node {
 /// `RMSNormalization(x, scale)` over the last axis.
 fn rms_norm(x: &str, scale: &str, out: &str) -> Node {
     with_attributes(
-        node("", "RMSNormalization", &[x, scale], out),
+        node_in("", "RMSNormalization", &[x, scale], out),
         &[
             ("axis", Attribute::Int(-1)),
             ("epsilon", Attribute::Float(1e-5)),
@@ -292,7 +284,7 @@ fn rms_norm(x: &str, scale: &str, out: &str) -> Node {
 
 fn rotary(x: &str, heads: i64, out: &str) -> Node {
     with_attributes(
-        node("", "RotaryEmbedding", &[x, "cos", "sin"], out),
+        node_in("", "RotaryEmbedding", &[x, "cos", "sin"], out),
         &[
             ("interleaved", Attribute::Int(1)),
             ("num_heads", Attribute::Int(heads)),
@@ -388,9 +380,9 @@ fn norm_gate_up_equals_its_nodes() {
         rms_norm("x", "scale", "n"),
         matmul_gguf("n", "wg", "gate", 96, DIM),
         matmul_gguf("n", "wu", "up", 96, DIM),
-        node("", "Sigmoid", &["gate"], "sig"),
-        node("", "Mul", &["sig", "gate"], "silu"),
-        node("", "Mul", &["up", "silu"], "h"),
+        node_in("", "Sigmoid", &["gate"], "sig"),
+        node_in("", "Mul", &["sig", "gate"], "silu"),
+        node_in("", "Mul", &["up", "silu"], "h"),
     ];
     for tokens in [1, 4] {
         let x = Tensor::from_vec(vec![1, tokens, DIM], random_f32(40, tokens * DIM)).unwrap();
@@ -439,7 +431,7 @@ fn norm_products_need_a_consistent_order_and_private_intermediates() {
     let mut early_reader = qkv_graph();
     early_reader
         .nodes
-        .insert(4, node("", "Neg", &["v"], "v_neg"));
+        .insert(4, node_in("", "Neg", &["v"], "v_neg"));
     early_reader.outputs.push(output("v_neg"));
     let inputs = qkv_inputs(2, 50);
     assert_eq!(
@@ -475,7 +467,7 @@ fn attention_product_equals_its_nodes() {
     }
     q8_0_initializer(&mut g, "wo", DIM, DIM);
     let mut attention = with_attributes(
-        node(
+        node_in(
             "",
             "Attention",
             &["q", "k", "v", "", "past_key", "past_value"],
@@ -491,7 +483,7 @@ fn attention_product_equals_its_nodes() {
     g.nodes = vec![
         attention,
         matmul_gguf("y", "wo", "o", DIM, DIM),
-        node("", "Add", &["r", "o"], "out"),
+        node_in("", "Add", &["r", "o"], "out"),
     ];
     for (tokens, past) in [(1, 0), (1, 7), (4, 3)] {
         let t = |shape: Vec<usize>, seed: u64| {

@@ -2,20 +2,12 @@
 //! operand, evaluated by constant folding, against derivatives worked out by hand and
 //! evaluated in float64; held (`zs`) tensors, unreachable `xs` and ops without a rule.
 
+mod common;
+
+use common::node;
 use samebits_ir::{Attribute, DType, Graph, Model, Node, Tensor, ValueInfo};
 use samebits_ops::OperationSet;
 use samebits_passes::Pipeline;
-
-fn node(op: &str, inputs: &[&str], output: &str) -> Node {
-    Node {
-        name: output.into(),
-        op_type: op.into(),
-        domain: String::new(),
-        inputs: inputs.iter().map(|s| s.to_string()).collect(),
-        outputs: vec![output.into()],
-        attributes: Default::default(),
-    }
-}
 
 fn gradient(xs: &[&str], zs: &[&str], y: &str, outputs: &[&str]) -> Node {
     let strings = |v: &[&str]| Attribute::Strings(v.iter().map(|s| s.to_string()).collect());

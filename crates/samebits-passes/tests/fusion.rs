@@ -6,22 +6,12 @@
 //! results compare as NaN: their sign and payload are hardware-defined and not part of the
 //! contract (docs/contract.md, "Arithmetic"; vector code may pick either operand's NaN).
 
-use samebits_ir::{
-    Attribute, DType, Graph, Model, Node, Shape, Tensor, Value, ValueInfo, ValueType,
-};
+mod common;
+
+use common::node;
+use samebits_ir::{Attribute, DType, Graph, Model, Shape, Tensor, Value, ValueInfo, ValueType};
 use samebits_ops::{OperationSet, Plan, RunOptions};
 use samebits_passes::Pipeline;
-
-fn node(op: &str, inputs: &[&str], output: &str) -> Node {
-    Node {
-        name: output.into(),
-        op_type: op.into(),
-        domain: String::new(),
-        inputs: inputs.iter().map(|s| s.to_string()).collect(),
-        outputs: vec![output.into()],
-        attributes: Default::default(),
-    }
-}
 
 fn f32_input(name: &str, shape: Option<&[usize]>) -> ValueInfo {
     ValueInfo {

@@ -1,20 +1,12 @@
 //! The pass pipeline on a small graph: folding evaluates the constant branch, dead nodes go,
 //! inference fills types, and each pass leaves a JSON and a DOT dump.
 
-use samebits_ir::{DType, Graph, Model, Node, Shape, Tensor, ValueInfo, ValueType};
+mod common;
+
+use common::node;
+use samebits_ir::{DType, Graph, Model, Shape, Tensor, ValueInfo, ValueType};
 use samebits_ops::OperationSet;
 use samebits_passes::Pipeline;
-
-fn node(op: &str, inputs: &[&str], output: &str) -> Node {
-    Node {
-        name: output.into(),
-        op_type: op.into(),
-        domain: String::new(),
-        inputs: inputs.iter().map(|s| s.to_string()).collect(),
-        outputs: vec![output.into()],
-        attributes: Default::default(),
-    }
-}
 
 fn model() -> Model {
     let mut g = Graph::default();

@@ -53,6 +53,39 @@ pub struct PanelMatrix<'a> {
     bytes: &'a [u8],
 }
 
+/// Runs `$body` with `$F` bound to the [`PanelFormat`] of `$ggml_type`, one of the types
+/// [`has_panel_layout`] accepts (callers check it first; Q8_0 is the last arm).
+macro_rules! with_panel_format {
+    ($ggml_type:expr, $F:ident => $body:expr) => {
+        match $ggml_type {
+            GgmlType::Q4_0 => {
+                type $F = Q4_0P;
+                $body
+            }
+            GgmlType::Q4_1 => {
+                type $F = Q4_1P;
+                $body
+            }
+            GgmlType::Q4K => {
+                type $F = Q4KP;
+                $body
+            }
+            GgmlType::Q5K => {
+                type $F = Q5KP;
+                $body
+            }
+            GgmlType::Q6K => {
+                type $F = Q6KP;
+                $body
+            }
+            _ => {
+                type $F = Q8_0P;
+                $body
+            }
+        }
+    };
+}
+
 /// Bytes of a `[rows, cols]` matrix of `ggml_type` in panel layout (rows rounded up to whole
 /// panels), or `None` when the type has no panel layout or `cols` is not whole blocks.
 pub fn panel_bytes(ggml_type: GgmlType, rows: usize, cols: usize) -> Option<usize> {
@@ -93,14 +126,7 @@ pub fn pack_panels<E: From<QuantError>>(
         for (b, panel_block) in panel.chunks_exact_mut(PANEL_ROWS * block_bytes).enumerate() {
             let row_block = |r: usize| &source[r * row_bytes + b * block_bytes..][..block_bytes];
             for r in 0..PANEL_ROWS {
-                match ggml_type {
-                    GgmlType::Q4_0 => Q4_0P::pack(row_block(r), r, panel_block),
-                    GgmlType::Q4_1 => Q4_1P::pack(row_block(r), r, panel_block),
-                    GgmlType::Q4K => Q4KP::pack(row_block(r), r, panel_block),
-                    GgmlType::Q5K => Q5KP::pack(row_block(r), r, panel_block),
-                    GgmlType::Q6K => Q6KP::pack(row_block(r), r, panel_block),
-                    _ => Q8_0P::pack(row_block(r), r, panel_block),
-                }
+                with_panel_format!(ggml_type, F => F::pack(row_block(r), r, panel_block));
             }
         }
     }
@@ -166,38 +192,16 @@ impl<'a> PanelMatrix<'a> {
         let (panel, lane) = (row / PANEL_ROWS, row % PANEL_ROWS);
         let block_bytes = self.ggml_type.block_bytes();
         let panel = &self.bytes[panel * self.panel_stride()..][..self.panel_stride()];
-        let mut block = [0u8; Q6KP::BLOCK_BYTES];
+        let mut block = [0u8; kquant::Q6K::BYTES];
         let block = &mut block[..block_bytes];
         for (panel_block, values) in panel
             .chunks_exact(PANEL_ROWS * block_bytes)
             .zip(out.chunks_exact_mut(self.ggml_type.block_elems()))
         {
-            match self.ggml_type {
-                GgmlType::Q4_0 => {
-                    Q4_0P::unpack(panel_block, lane, block);
-                    legacy::Q4_0::dequantize_block(block, values);
-                }
-                GgmlType::Q4_1 => {
-                    Q4_1P::unpack(panel_block, lane, block);
-                    legacy::Q4_1::dequantize_block(block, values);
-                }
-                GgmlType::Q4K => {
-                    Q4KP::unpack(panel_block, lane, block);
-                    kquant::Q4K::dequantize_block(block, values);
-                }
-                GgmlType::Q5K => {
-                    Q5KP::unpack(panel_block, lane, block);
-                    kquant::Q5K::dequantize_block(block, values);
-                }
-                GgmlType::Q6K => {
-                    Q6KP::unpack(panel_block, lane, block);
-                    kquant::Q6K::dequantize_block(block, values);
-                }
-                _ => {
-                    Q8_0P::unpack(panel_block, lane, block);
-                    legacy::Q8_0::dequantize_block(block, values);
-                }
-            }
+            with_panel_format!(self.ggml_type, F => {
+                F::unpack(panel_block, lane, block);
+                <F as PanelFormat>::Ggml::dequantize_block(block, values);
+            });
         }
         Ok(())
     }
@@ -238,14 +242,7 @@ impl<'a> PanelMatrix<'a> {
             out,
             n,
         };
-        match self.ggml_type {
-            GgmlType::Q4_0 => run_format::<Q4_0P>(&mut job, isa),
-            GgmlType::Q4_1 => run_format::<Q4_1P>(&mut job, isa),
-            GgmlType::Q4K => run_format::<Q4KP>(&mut job, isa),
-            GgmlType::Q5K => run_format::<Q5KP>(&mut job, isa),
-            GgmlType::Q6K => run_format::<Q6KP>(&mut job, isa),
-            _ => run_format::<Q8_0P>(&mut job, isa),
-        }
+        with_panel_format!(self.ggml_type, F => run_format::<F>(&mut job, isa));
         Ok(())
     }
 }
@@ -747,12 +744,12 @@ mod x86 {
 /// A ggml block type's panel block: how 16 row blocks are interleaved and how an element's 16
 /// weights are dequantized (the formulas of `docs/gguf.md`).
 trait PanelFormat {
-    /// Bytes of one row's ggml block.
-    const BLOCK_BYTES: usize;
+    /// The ggml block format (samebits-ggml's one definition of its dequantization).
+    type Ggml: BlockFormat;
     /// 32-element sub-blocks per ggml block (8 for the k-quants).
-    const SUBS: usize = 1;
+    const SUBS: usize = Self::Ggml::ELEMS / BLOCK;
     /// Bytes of one panel block.
-    const PANEL_BLOCK: usize = PANEL_ROWS * Self::BLOCK_BYTES;
+    const PANEL_BLOCK: usize = PANEL_ROWS * Self::Ggml::BYTES;
     /// Moves the ggml block of row `lane` into its places in `panel_block`.
     fn pack(block: &[u8], lane: usize, panel_block: &mut [u8]);
     /// The ggml block of row `lane`, back from `panel_block`.
@@ -825,7 +822,7 @@ struct Q4_1P;
 struct Q8_0P;
 
 impl PanelFormat for Q4_0P {
-    const BLOCK_BYTES: usize = 18;
+    type Ggml = legacy::Q4_0;
     fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
         pb[2 * lane..][..2].copy_from_slice(&block[..2]);
         pack_nibbles(&block[2..18], lane, pb, 32);
@@ -848,7 +845,7 @@ impl PanelFormat for Q4_0P {
 }
 
 impl PanelFormat for Q4_1P {
-    const BLOCK_BYTES: usize = 20;
+    type Ggml = legacy::Q4_1;
     fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
         pb[2 * lane..][..2].copy_from_slice(&block[..2]);
         pb[32 + 2 * lane..][..2].copy_from_slice(&block[2..4]);
@@ -873,7 +870,7 @@ impl PanelFormat for Q4_1P {
 }
 
 impl PanelFormat for Q8_0P {
-    const BLOCK_BYTES: usize = 34;
+    type Ggml = legacy::Q8_0;
     fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
         pb[2 * lane..][..2].copy_from_slice(&block[..2]);
         for (k, &code) in block[2..34].iter().enumerate() {
@@ -913,8 +910,7 @@ struct Q5KP;
 struct Q6KP;
 
 impl PanelFormat for Q4KP {
-    const BLOCK_BYTES: usize = 144;
-    const SUBS: usize = 8;
+    type Ggml = kquant::Q4K;
     fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
         pack_scaled_min_head(block, lane, pb);
         let qs = &block[16..144];
@@ -956,8 +952,7 @@ impl PanelFormat for Q4KP {
 }
 
 impl PanelFormat for Q5KP {
-    const BLOCK_BYTES: usize = 176;
-    const SUBS: usize = 8;
+    type Ggml = kquant::Q5K;
     /// Element `l` of sub-block `s`: nibble `s % 2` of `qs[32 (s / 2) + l]`, bit 4 from bit `s`
     /// of `qh[l]`.
     fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
@@ -1044,8 +1039,7 @@ unsafe fn scaled_min_factors<V: PanelLanes>(pb: *const u8, s: usize) -> (V, V) {
 }
 
 impl PanelFormat for Q6KP {
-    const BLOCK_BYTES: usize = 210;
-    const SUBS: usize = 8;
+    type Ggml = kquant::Q6K;
     /// Element `l` of sub-block `s = 4 h + r` (samebits-ggml's Q6K): low nibble from
     /// `ql[64 h + l + 32 (r % 2)] >> 4 (r / 2)`, high 2 bits from `qh[32 h + l] >> 2 r`.
     fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
