@@ -48,15 +48,8 @@ fi
 SEED_PINS="numpy==2.4.6 gguf==0.19.0"
 for target in "${TARGETS[@]}"; do
   if [ ! -d "fuzz/corpus/$target" ]; then
-    venv=target/fuzz-venv
-    if [ "$(cat "$venv/pins" 2>/dev/null)" != "$SEED_PINS" ]; then
-      rm -rf "$venv"
-      python3 -m venv "$venv"
-      "$venv/bin/pip" install --quiet --disable-pip-version-check $SEED_PINS
-      echo "$SEED_PINS" > "$venv/pins"
-    fi
-    PYTHON=$venv/bin/python
-    "$PYTHON" fuzz/seed.py
+    scripts/pinned_venv.sh target/fuzz-venv "$SEED_PINS"
+    target/fuzz-venv/bin/python fuzz/seed.py
     break
   fi
 done

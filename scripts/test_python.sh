@@ -10,13 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PINS="maturin==1.16.0 pytest==9.2.0 numpy==2.4.6"
 venv=target/py-venv
-if [ "$(cat "$venv/pins" 2>/dev/null)" != "$PINS" ]; then
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    # shellcheck disable=SC2086
-    "$venv/bin/pip" install --quiet --disable-pip-version-check $PINS
-    echo "$PINS" > "$venv/pins"
-fi
+scripts/pinned_venv.sh "$venv" "$PINS"
 # The command and the workspace's libraries (libsamebits_capi among them) in one build: the
 # features scripts/setup.sh's `cargo build --release --bin samebits` resolves, so its artifacts
 # are shared.
