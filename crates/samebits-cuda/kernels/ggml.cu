@@ -9,8 +9,8 @@
 // "Q4_K, Q5_K, Q6_K", "Q2_K, Q3_K" and "IQ4_NL, IQ4_XS"), defined on the CPU by crates/samebits-ggml/src/{float,legacy,kquant}.rs; the test
 // gguf::tests::device_dequantization_equals_samebits_ggml compiles this file on the host and
 // compares every format with samebits-ggml bit for bit on random blocks:
-//   F32: the stored float; F16: exact conversion; Q4_0: d * (q - 8); Q4_1: fma(d, q, m);
-//   Q8_0: d * q (q signed). d and m are f16, converted exactly; the integer codes become floats
+//   F32: the stored float; F16, BF16: exact conversion; Q4_0: d * (q - 8); Q4_1, Q5_1:
+//   fma(d, q, m); Q5_0: d * (q - 16); Q8_0: d * q (q signed). d and m are f16, converted exactly; the integer codes become floats
 //   exactly through the 2^23 exponent trick (one logical op and one exact subtraction).
 
 // The integer q (0 <= q < 2^23) as a float, exactly: 2^23 + q has q in its low mantissa bits.
@@ -52,6 +52,16 @@ struct SbGgmlBlock<SB_GGML_F16> {
   __device__ __forceinline__ float value(int) const { return sb_f16_to_f32(*w); }
 };
 
+// BF16: the 16 high bits of an f32, so the conversion is exact (the bits shifted up).
+template <>
+struct SbGgmlBlock<SB_GGML_BF16> {
+  static constexpr int ELEMS = SB_GGML_BF16_ELEMS, BYTES = SB_GGML_BF16_BYTES;
+  const unsigned short* w;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block)
+      : w(reinterpret_cast<const unsigned short*>(block)) {}
+  __device__ __forceinline__ float value(int) const { return __uint_as_float((unsigned int)*w << 16); }
+};
+
 // Q4_0, 2-byte aligned: d (f16), then 16 code bytes as 8 u16 words: element i < 16 is the low
 // nibble of code byte i, element i + 16 its high nibble. x = d * (q - 8).
 template <>
@@ -91,6 +101,55 @@ struct SbGgmlBlock<SB_GGML_Q4_1> {
   {
     const unsigned int q = (qs[(i & 15) >> 2] >> (8 * (i & 3) + 4 * (i >> 4))) & 0x0fu;
     return __fmaf_rn(d, sb_small_uint_to_f32(q), m);
+  }
+};
+
+// The 5-bit code of element i of Q5_0 / Q5_1: the Q4_0 nibble of the 16 code bytes `qs` (read
+// as bytes: Q5_0's are only 2-byte aligned) and bit i of the 32-bit `qh` as bit 4.
+__device__ __forceinline__ unsigned int sb_five_bit_code(const unsigned char* qs, unsigned int qh,
+                                                        int i)
+{
+  return ((qs[i & 15] >> (4 * (i >> 4))) & 0x0fu) | (((qh >> i) & 1u) << 4);
+}
+
+// Q5_0, 2-byte aligned: d (f16), qh (4 bytes, as two u16 words), 16 code bytes.
+// x = d * (q - 16).
+template <>
+struct SbGgmlBlock<SB_GGML_Q5_0> {
+  static constexpr int ELEMS = SB_GGML_Q5_0_ELEMS, BYTES = SB_GGML_Q5_0_BYTES;
+  float d;
+  unsigned int qh;
+  const unsigned char* qs;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block) : qs(block + 6)
+  {
+    const unsigned short* h = reinterpret_cast<const unsigned short*>(block);
+    d = sb_f16_to_f32(h[0]);
+    qh = (unsigned int)h[1] | ((unsigned int)h[2] << 16);
+  }
+  __device__ __forceinline__ float value(int i) const
+  {
+    return d * (sb_small_uint_to_f32(sb_five_bit_code(qs, qh, i)) - 16.0f);
+  }
+};
+
+// Q5_1, 4-byte aligned: d and m (f16) in the first u32 word, qh (u32), 16 code bytes.
+// x = fma(d, q, m).
+template <>
+struct SbGgmlBlock<SB_GGML_Q5_1> {
+  static constexpr int ELEMS = SB_GGML_Q5_1_ELEMS, BYTES = SB_GGML_Q5_1_BYTES;
+  float d, m;
+  unsigned int qh;
+  const unsigned char* qs;
+  __device__ __forceinline__ explicit SbGgmlBlock(const unsigned char* block) : qs(block + 8)
+  {
+    const unsigned int* words = reinterpret_cast<const unsigned int*>(block);
+    d = sb_f16_to_f32((unsigned short)(words[0] & 0xffffu));
+    m = sb_f16_to_f32((unsigned short)(words[0] >> 16));
+    qh = words[1];
+  }
+  __device__ __forceinline__ float value(int i) const
+  {
+    return __fmaf_rn(d, sb_small_uint_to_f32(sb_five_bit_code(qs, qh, i)), m);
   }
 };
 

@@ -21,11 +21,14 @@ use crate::gemm::{DeviceMat, GemmEpilogue, GemmLaunch, GemmShape};
 
 /// The weight types the device dequantizes: `kernels/ggml.cu` defines one `SbGgmlBlock` per
 /// type, and every GGUF kernel is instantiated for each (`SB_GGML_DEVICE_TYPES`).
-const DEVICE_TYPES: [GgmlType; 12] = [
+const DEVICE_TYPES: [GgmlType; 15] = [
     GgmlType::F32,
     GgmlType::F16,
+    GgmlType::BF16,
     GgmlType::Q4_0,
     GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
     GgmlType::Q8_0,
     GgmlType::Q2K,
     GgmlType::Q3K,
@@ -494,8 +497,8 @@ mod tests {
         let mut rng = samebits_testdata::Rng(seed);
         let mut next = move || rng.next_u64() as u8;
         let f16_fields: &[usize] = match t {
-            GgmlType::Q4_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
-            GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q8_0 => &[0],
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
+            GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
             GgmlType::Q6K => &[208],
             GgmlType::Iq4Nl | GgmlType::Iq4Xs => &[0],
             GgmlType::Q2K => &[80, 82],

@@ -5,7 +5,7 @@
 //! sets alternating, medians of several runs), as one markdown table at the end.
 //!
 //! `cargo run --release -p samebits-llm --example gpu_llm -- [--tiny | --shape llama3-8b]
-//! [--matrices q4_0|q4_1|q8_0|q4_k|q5_k|q6_k] [--write-only] [--quick] [--runs N] [--model PATH]
+//! [--matrices TYPE] [--write-only] [--quick] [--runs N] [--model PATH]
 //! [--profile N S]`; `--tiny` uses a 2-layer
 //! model (a quick check on machines without a GPU, where only the CPU half runs); `--shape
 //! llama3-8b` writes Llama-3.1-8B's shapes instead (32 layers, width 4096, 32 / 8 heads of 128,
@@ -13,14 +13,16 @@
 //! writing the file, for timing it with `samebits generate --device cuda` (`--shape
 //! L,D,H,HD,KV,FFN,V` names any llama shape with Q4_0 matrices); `--quick` times tg128 only; `--profile N S`
 //! runs only GPU prefills of N tokens (a first one to warm up, a timed one) and S decode steps
-//! after the second (a short, fixed kernel sequence for a profiler such as `ncu`).
+//! after the second (a short, fixed kernel sequence for a profiler such as `ncu`);
+//! `--matrices TYPE` picks the layer matrices' ggml type by name (q4_1, q5_0, q4_k, bf16, ..: any
+//! of random_llama's `MATRIX_TYPES`; K-quants and IQ4_XS need widths that are multiples of 256).
 
 #[path = "../../samebits-gguf/tests/common/mod.rs"]
 mod gguf_common;
 #[path = "../tests/support/random_llama.rs"]
 mod random_llama;
 
-use random_llama::{Family, LlamaShape, SMOLLM2, write_random_llama};
+use random_llama::{Family, LlamaShape, MATRIX_TYPES, SMOLLM2, write_random_llama};
 use samebits_gguf::GgmlType;
 use samebits_llm::sampling::argmax;
 use samebits_llm::{KvCache, Llm};
@@ -172,15 +174,20 @@ fn main() {
         (false, None) => SMOLLM2,
     };
     if let Some(i) = args.iter().position(|a| a == "--matrices") {
-        shape.matrices = match args.get(i + 1).map(String::as_str) {
-            Some("q4_0") => GgmlType::Q4_0,
-            Some("q4_1") => GgmlType::Q4_1,
-            Some("q8_0") => GgmlType::Q8_0,
-            Some("q4_k") => GgmlType::Q4K,
-            Some("q5_k") => GgmlType::Q5K,
-            Some("q6_k") => GgmlType::Q6K,
-            other => panic!("--matrices {other:?}: q4_0, q4_1, q8_0, q4_k, q5_k or q6_k"),
-        };
+        let name = args
+            .get(i + 1)
+            .map(|n| n.to_uppercase())
+            .unwrap_or_default();
+        shape.matrices = MATRIX_TYPES
+            .into_iter()
+            .find(|t| t.name() == name)
+            .unwrap_or_else(|| {
+                let names: Vec<String> = MATRIX_TYPES
+                    .iter()
+                    .map(|t| t.name().to_lowercase())
+                    .collect();
+                panic!("--matrices {name:?}: one of {}", names.join(", "))
+            });
     }
     let path = args
         .iter()

@@ -64,8 +64,28 @@ fn f16(v: f32) -> [u8; 2] {
     half::f16::from_f32(v).to_le_bytes()
 }
 
-/// `rows` rows of `cols` random weights of `ty` (Q4_0, Q4_1, Q8_0, IQ4_NL, F32, Q2_K to Q6_K or
-/// IQ4_XS), values of order `scale`.
+/// The matrix types [`write_random_llama`] writes (`LlamaShape::matrices`).
+#[allow(dead_code)] // read by examples/gpu_llm.rs, not by every test that includes this module
+pub const MATRIX_TYPES: [GgmlType; 15] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q2K,
+    GgmlType::Q3K,
+    GgmlType::Q4K,
+    GgmlType::Q5K,
+    GgmlType::Q6K,
+    GgmlType::Iq4Nl,
+    GgmlType::Iq4Xs,
+];
+
+/// `rows` rows of `cols` random weights of `ty` (one of [`MATRIX_TYPES`]), values of order
+/// `scale`.
 fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, scale: f32) -> Vec<u8> {
     let mut out = Vec::with_capacity(rows * ty.row_bytes(cols).expect("whole blocks"));
     if ty.block_elems() == 256 {
@@ -113,6 +133,15 @@ fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, scale: f32) -> 
                 out.extend(f16(d / 8.0));
                 out.extend(rng.bytes(16));
             }
+            GgmlType::Q5_0 => {
+                out.extend(f16(d / 16.0));
+                out.extend(rng.bytes(20));
+            }
+            GgmlType::Q5_1 => {
+                out.extend(f16(d / 16.0));
+                out.extend(f16(-d));
+                out.extend(rng.bytes(20));
+            }
             GgmlType::Q8_0 => {
                 out.extend(f16(d / 128.0));
                 out.extend(rng.bytes(32));
@@ -124,6 +153,16 @@ fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, scale: f32) -> 
             GgmlType::F32 => {
                 for _ in 0..32 {
                     out.extend((rng.unit() * scale).to_le_bytes());
+                }
+            }
+            GgmlType::F16 => {
+                for _ in 0..32 {
+                    out.extend(f16(rng.unit() * scale));
+                }
+            }
+            GgmlType::BF16 => {
+                for _ in 0..32 {
+                    out.extend(half::bf16::from_f32(rng.unit() * scale).to_le_bytes());
                 }
             }
             other => panic!("no random blocks of {other}"),
