@@ -83,7 +83,7 @@ impl CudaBackend {
             stream,
             module,
             functions: Mutex::new(HashMap::new()),
-            pool: Arc::new(BufferPool::default()),
+            pool: Arc::new(BufferPool::trimming()),
             compute_capability,
             sm_count,
             max_shared_per_block,
