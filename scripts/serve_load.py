@@ -13,9 +13,11 @@ Load: CLIENTS threads send mixed requests (completions and chat, streamed and no
 prompts, five seeds, 4 to 24 tokens) for SECONDS. Fails on any error, malformed response, or a
 repeat of a request whose text or logits digest differs from its first answer. Prints requests,
 generated tokens per second, p50 / p99 time to first token and inter-token latency (streams),
-and the server's RSS (with --pid) and GPU memory (nvidia-smi, when present) every minute (every
-sixth of a run shorter than six minutes), so that growth between the first and the last minute
-and any plateau show.
+and the server's RSS (with --pid) and GPU memory (nvidia-smi, when present): read every 5 s
+(every 60th of a run shorter than five minutes) and reported as the highest reading of each
+minute (each sixth of a run shorter than six minutes), so that growth between the first and the
+last minute and any plateau show. One reading alone says little: a server's resident size moves
+by tens of megabytes within seconds as the batch changes shape.
 """
 
 import argparse
@@ -117,6 +119,26 @@ def memory(pid):
     return f"RSS {rss_text}, GPU {gpu} MiB", rss, gpu
 
 
+def watch_memory(pid, every, step, stop):
+    """Reads `memory(pid)` every `step` seconds until `stop` is set; returns the readings
+    grouped by windows of `every` seconds, as lists of (RSS KiB, GPU MiB)."""
+    windows = []
+    begin = time.monotonic()
+    while not stop.wait(step):
+        w = int((time.monotonic() - begin) // every)
+        while len(windows) <= w:
+            windows.append([])
+        windows[w].append(memory(pid)[1:])
+    return windows
+
+
+def highest(window):
+    """(RSS MiB, GPU MiB) highest in a window of readings; None where unknown."""
+    rss = [r for r, _ in window if r is not None]
+    gpu = [g for _, g in window if g is not None]
+    return (max(rss) // 1024 if rss else None, max(gpu) if gpu else None)
+
+
 def request_mix(i, n):
     """Request `n` of client `i`: (prompt, seed, max_tokens, stream, chat)."""
     return (PROMPTS[(i + n) % len(PROMPTS)], (i * 7 + n) % 5, 4 + (i + 3 * n) % 21,
@@ -128,15 +150,19 @@ def run_load(send, clients, seconds, pid):
     `send(prompt, seed, max_tokens, stream, chat)`, which returns (text, finish_reason, receipt,
     arrival times of the streamed pieces that carried text). Checks every response (finish
     reason, receipt lengths, and that a repeat of a request gives its first text and logits
-    digest); prints the counts, latency percentiles and memory readings, and returns the first
-    reading (after a minute, or a sixth of a shorter run) and the last (at the end) as `memory`
-    gives them. Fails on any failed request."""
+    digest); prints the counts, latency percentiles and memory readings, and returns the highest
+    (RSS MiB, GPU MiB) of the first and of the last window (a minute, or a sixth of a shorter
+    run). Fails on any failed request."""
     lock = threading.Lock()
     failures, first, repeats, tokens = [], {}, [0], [0]
     ttft, itl = [], []
     deadline = time.monotonic() + seconds
     every = min(60.0, seconds / 6)
-    readings = []
+    step = min(5.0, max(seconds / 60, 0.5))
+    stop = threading.Event()
+    watched = []
+    watcher = threading.Thread(target=lambda: watched.extend(watch_memory(pid, every, step, stop)))
+    watcher.start()
 
     def one(i, n):
         prompt, seed, max_tokens, stream, chat = request_mix(i, n)
@@ -164,8 +190,6 @@ def run_load(send, clients, seconds, pid):
                 with lock:
                     failures.append(f"client {i} request {n}: {e!r}")
             n += 1
-            if i == 0 and time.monotonic() > deadline - seconds + every * (len(readings) + 1):
-                readings.append(memory(pid))
 
     begin = time.monotonic()
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
@@ -174,8 +198,9 @@ def run_load(send, clients, seconds, pid):
     for t in threads:
         t.join()
     elapsed = time.monotonic() - begin
-    late = memory(pid)
-    early = readings[0] if readings else ("n/a", None, None)
+    stop.set()
+    watcher.join()
+    windows = [highest(w) for w in watched if w] or [(None, None)]
 
     def pct(values, p):
         values = sorted(values)
@@ -186,11 +211,12 @@ def run_load(send, clients, seconds, pid):
           f"{tokens[0] / elapsed:.1f} generated tok/s")
     print(f"TTFT p50 {pct(ttft, 50):.0f} ms p99 {pct(ttft, 99):.0f} ms; "
           f"inter-token p50 {pct(itl, 50):.1f} ms p99 {pct(itl, 99):.1f} ms")
-    print(f"memory after {every:.0f} s: {early[0]}; at the end: {late[0]}")
-    series = ", ".join(f"{r[1] // 1024 if r[1] else 'n/a'} / {r[2]}" for r in readings + [late])
-    print(f"memory every {every:.0f} s (RSS MiB / GPU MiB): {series}")
+    series = ", ".join(f"{r} / {g}" for r, g in windows)
+    print(f"memory, highest of each {every:.0f} s read every {step:g} s (RSS MiB / GPU MiB): {series}")
+    print(f"first window: RSS {windows[0][0]} MiB, GPU {windows[0][1]} MiB; "
+          f"last window: RSS {windows[-1][0]} MiB, GPU {windows[-1][1]} MiB")
     assert not failures, "\n".join(failures[:10])
-    return early, late
+    return windows[0], windows[-1]
 
 
 def load(server, clients, seconds, pid):

@@ -13,6 +13,7 @@
 //! model may run in several pipeline stages of this process (`partitions`), the same bits.
 
 use crate::api::{ApiError, GenerationRequest, Prompt, usage};
+use crate::memory::HeapReleaser;
 use crate::metrics::{Metrics, Outcome};
 use crate::receipts::ReceiptStore;
 use crate::stop::StopFilter;
@@ -246,7 +247,9 @@ impl<'a> Scheduler<'a> {
     fn run(&self, jobs: Receiver<Job>, max_running: usize) {
         let mut running: Vec<Running<'a>> = Vec::new();
         let mut open = true;
+        let mut heap = HeapReleaser::new();
         loop {
+            heap.tick();
             while open && running.len() < max_running {
                 let job = if running.is_empty() {
                     match jobs.recv() {

@@ -7,6 +7,7 @@
 //! - [`routes`]: the HTTP endpoints and their JSON errors.
 //! - [`stop`]: stop strings over streamed text.
 //! - [`metrics`]: counters and their Prometheus exposition.
+//! - [`memory`]: the process's resident size, and freed heap pages handed back between rounds.
 //! - [`receipts`]: recent receipts for `GET /v1/receipts/{id}`.
 //!
 //! [`Server::start`] loads the model, binds and serves on background threads;
@@ -15,6 +16,7 @@
 
 pub mod api;
 pub mod engine;
+pub mod memory;
 pub mod metrics;
 pub mod receipts;
 pub mod routes;

@@ -187,6 +187,14 @@ impl Metrics {
                 "Sequences being generated.",
                 s.running as f64,
             );
+            if let Some(bytes) = crate::memory::resident_bytes() {
+                gauge(
+                    &mut out,
+                    "process_resident_memory_bytes",
+                    "Resident memory size in bytes.",
+                    bytes as f64,
+                );
+            }
             let recent: u64 = s
                 .recent
                 .iter()
