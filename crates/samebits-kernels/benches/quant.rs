@@ -15,9 +15,11 @@ use samebits_kernels::{Isa, PanelMatrix, has_panel_layout, matvec_q_f32, pack_pa
 
 const ROWS: usize = 2048;
 const COLS: usize = 2048;
-const TYPES: [GgmlType; 8] = [
+const TYPES: [GgmlType; 10] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
     GgmlType::Q8_0,
     GgmlType::Q4K,
     GgmlType::Q5K,
@@ -46,7 +48,10 @@ fn random_rows(t: GgmlType, seed: &mut u64) -> Vec<u8> {
         } else {
             b[..2].copy_from_slice(&scale);
         }
-        if matches!(t, GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K) {
+        if matches!(
+            t,
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K
+        ) {
             b[2..4].copy_from_slice(&scale);
         }
     }

@@ -1,9 +1,9 @@
-//! K-quant and IQ4 decoders on the CPU: small random llamas with Q4_K, Q5_K and Q6_K layer
-//! matrices (the types of the common Q4_K_M and Q5_K_M presets), or IQ4_NL and IQ4_XS ones, run
-//! their products on the row-panel kernels (samebits-kernels `quant/panel.rs`), whose
+//! Quantized decoders on the CPU: small random llamas with Q4_K, Q5_K and Q6_K layer matrices
+//! (the types of the common Q4_K_M and Q5_K_M presets), or Q5_0, Q5_1, IQ4_NL or IQ4_XS ones,
+//! run their products on the row-panel kernels (samebits-kernels `quant/panel.rs`), whose
 //! several-token (prefill) and one-token (decode) paths are different code: one prefill over a
-//! whole sequence must give every position the bits its decode step gave. (The kernels' own tests hold both paths to the dequantize-then-dot
-//! definition of `docs/gguf.md` on every ISA.)
+//! whole sequence must give every position the bits its decode step gave. (The kernels' own
+//! tests hold both paths to the dequantize-then-dot definition of `docs/gguf.md` on every ISA.)
 
 #[path = "../../samebits-gguf/tests/common/mod.rs"]
 mod gguf_common;
@@ -42,6 +42,8 @@ fn panel_type_prefill_equals_decode_steps() {
         GgmlType::Q4K,
         GgmlType::Q5K,
         GgmlType::Q6K,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
         GgmlType::Iq4Nl,
         GgmlType::Iq4Xs,
     ];

@@ -33,13 +33,15 @@ const BLOCK: usize = 32;
 /// Blocks per reduction tile.
 const BLOCKS_PER_TILE: usize = REDUCTION_TILE / BLOCK;
 
-/// Whether `ggml_type` has a panel layout (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL,
-/// IQ4_XS). `samebits::MatMulGguf` packs the weights of these types into panels on the CPU.
+/// Whether `ggml_type` has a panel layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K,
+/// IQ4_NL, IQ4_XS). `samebits::MatMulGguf` packs the weights of these types into panels on the CPU.
 pub fn has_panel_layout(ggml_type: GgmlType) -> bool {
     matches!(
         ggml_type,
         GgmlType::Q4_0
             | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
             | GgmlType::Q8_0
             | GgmlType::Q4K
             | GgmlType::Q5K
@@ -69,6 +71,14 @@ macro_rules! with_panel_format {
             }
             GgmlType::Q4_1 => {
                 type $F = Q4_1P;
+                $body
+            }
+            GgmlType::Q5_0 => {
+                type $F = Q5_0P;
+                $body
+            }
+            GgmlType::Q5_1 => {
+                type $F = Q5_1P;
                 $body
             }
             GgmlType::Q4K => {
@@ -901,8 +911,28 @@ fn unpack_nibbles(panel_block: &[u8], lane: usize, at: usize, qs: &mut [u8]) {
 struct Q4_0P;
 /// Q4_1 panel block (320 bytes): `d` of the 16 rows, their `m`, then 4 code groups.
 struct Q4_1P;
+/// Q5_0 panel block (352 bytes): `d` of the 16 rows, their `qh` (one u32 per lane, bit `l` =
+/// bit 4 of element `l`), then the low nibbles' 4 code groups.
+struct Q5_0P;
+/// Q5_1 panel block (384 bytes): `d` of the 16 rows, their `m`, their `qh`, then 4 code groups.
+struct Q5_1P;
 /// Q8_0 panel block (544 bytes): `d` of the 16 rows, then per element the 16 rows' i8 codes.
 struct Q8_0P;
+
+/// The 16 rows' 5-bit code of element `k` minus `BIAS`: the low nibble (minus `BIAS`) from the
+/// code groups at `low`, plus 16 times bit 4 from the one u32 per lane at `high` (exact).
+#[inline(always)]
+unsafe fn five_bit_codes<V: PanelLanes, const BIAS: i32>(
+    low: *const u8,
+    high: *const u8,
+    k: usize,
+) -> V {
+    // SAFETY: the caller passes 4 code groups at `low` and 64 bytes at `high`.
+    unsafe {
+        let low = V::nibbles::<BIAS>(low.add(64 * (k / 8)), k % 8);
+        V::fma(V::fields::<1>(high, k), V::splat(16.0), low)
+    }
+}
 
 impl PanelFormat for Q4_0P {
     type Ggml = legacy::Q4_0;
@@ -949,6 +979,58 @@ impl PanelFormat for Q4_1P {
     unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, m): (V, V), _: usize, k: usize) -> V {
         // SAFETY: as above.
         unsafe { V::fma(d, V::nibbles::<0>(pb.add(64 + 64 * (k / 8)), k % 8), m) }
+    }
+}
+
+impl PanelFormat for Q5_0P {
+    type Ggml = legacy::Q5_0;
+    fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
+        pb[2 * lane..][..2].copy_from_slice(&block[..2]);
+        pb[32 + 4 * lane..][..4].copy_from_slice(&block[2..6]);
+        pack_nibbles(&block[6..22], lane, pb, 96);
+    }
+    fn unpack(pb: &[u8], lane: usize, block: &mut [u8]) {
+        block[..2].copy_from_slice(&pb[2 * lane..][..2]);
+        block[2..6].copy_from_slice(&pb[32 + 4 * lane..][..4]);
+        unpack_nibbles(pb, lane, 96, &mut block[6..22]);
+    }
+    #[inline(always)]
+    unsafe fn scales<V: PanelLanes>(pb: *const u8, _: usize) -> (V, V) {
+        // SAFETY: the caller passes a whole panel block.
+        unsafe { (V::f16s(pb), V::splat(0.0)) }
+    }
+    /// `d * (q - 16)`, `q` = nibble + 16 * high bit.
+    #[inline(always)]
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, _): (V, V), _: usize, k: usize) -> V {
+        // SAFETY: as above.
+        unsafe { V::mul(d, five_bit_codes::<V, 16>(pb.add(96), pb.add(32), k)) }
+    }
+}
+
+impl PanelFormat for Q5_1P {
+    type Ggml = legacy::Q5_1;
+    fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
+        pb[2 * lane..][..2].copy_from_slice(&block[..2]);
+        pb[32 + 2 * lane..][..2].copy_from_slice(&block[2..4]);
+        pb[64 + 4 * lane..][..4].copy_from_slice(&block[4..8]);
+        pack_nibbles(&block[8..24], lane, pb, 128);
+    }
+    fn unpack(pb: &[u8], lane: usize, block: &mut [u8]) {
+        block[..2].copy_from_slice(&pb[2 * lane..][..2]);
+        block[2..4].copy_from_slice(&pb[32 + 2 * lane..][..2]);
+        block[4..8].copy_from_slice(&pb[64 + 4 * lane..][..4]);
+        unpack_nibbles(pb, lane, 128, &mut block[8..24]);
+    }
+    #[inline(always)]
+    unsafe fn scales<V: PanelLanes>(pb: *const u8, _: usize) -> (V, V) {
+        // SAFETY: the caller passes a whole panel block.
+        unsafe { (V::f16s(pb), V::f16s(pb.add(32))) }
+    }
+    /// `fma(d, q, m)`, `q` = nibble + 16 * high bit.
+    #[inline(always)]
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, m): (V, V), _: usize, k: usize) -> V {
+        // SAFETY: as above.
+        unsafe { V::fma(d, five_bit_codes::<V, 0>(pb.add(128), pb.add(64), k), m) }
     }
 }
 
@@ -1139,9 +1221,8 @@ impl PanelFormat for Q5KP {
     unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, m): (V, V), s: usize, k: usize) -> V {
         // SAFETY: as above.
         unsafe {
-            let low = V::nibbles::<0>(pb.add(256 + 256 * s + 64 * (k / 8)), k % 8);
-            let high = V::fields::<1>(pb.add(2304 + 64 * s), k);
-            V::fma(d, V::fma(high, V::splat(16.0), low), m)
+            let q = five_bit_codes::<V, 0>(pb.add(256 + 256 * s), pb.add(2304 + 64 * s), k);
+            V::fma(d, q, m)
         }
     }
 }
@@ -1277,12 +1358,12 @@ mod tests {
             }
             bytes.extend_from_slice(&d.to_le_bytes());
             let mut head = 2;
-            if t == GgmlType::Q4_1 {
+            if t == GgmlType::Q4_1 || t == GgmlType::Q5_1 {
                 let m = half::f16::from_f32(-0.11 + (b % 3) as f32 * 0.07);
                 bytes.extend_from_slice(&m.to_le_bytes());
                 head += 2;
             }
-            // The codes, and IQ4_XS's scale bytes.
+            // The codes, Q5_0's and Q5_1's high bits, IQ4_XS's scale bytes.
             bytes.extend(pattern(b, t.block_bytes() - head));
         }
         bytes
@@ -1297,9 +1378,11 @@ mod tests {
         .unwrap()
     }
 
-    const TYPES: [GgmlType; 8] = [
+    const TYPES: [GgmlType; 10] = [
         GgmlType::Q4_0,
         GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
         GgmlType::Q8_0,
         GgmlType::Q4K,
         GgmlType::Q5K,

@@ -64,8 +64,8 @@ fn f16(v: f32) -> [u8; 2] {
     half::f16::from_f32(v).to_le_bytes()
 }
 
-/// `rows` rows of `cols` random weights of `ty` (Q4_0, Q4_1, Q8_0, IQ4_NL, F32, Q2_K to Q6_K or
-/// IQ4_XS), values of order `scale`.
+/// `rows` rows of `cols` random weights of `ty` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, F32, Q2_K
+/// to Q6_K or IQ4_XS), values of order `scale`.
 fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, scale: f32) -> Vec<u8> {
     let mut out = Vec::with_capacity(rows * ty.row_bytes(cols).expect("whole blocks"));
     if ty.block_elems() == 256 {
@@ -112,6 +112,15 @@ fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, scale: f32) -> 
             GgmlType::Q4_0 => {
                 out.extend(f16(d / 8.0));
                 out.extend(rng.bytes(16));
+            }
+            GgmlType::Q5_1 => {
+                out.extend(f16(d / 16.0));
+                out.extend(f16(-d));
+                out.extend(rng.bytes(20));
+            }
+            GgmlType::Q5_0 => {
+                out.extend(f16(d / 16.0));
+                out.extend(rng.bytes(20));
             }
             GgmlType::Q8_0 => {
                 out.extend(f16(d / 128.0));
