@@ -5,8 +5,8 @@
 //! - [`dot`]: [`dot_q_f32`] / [`matvec_q_f32`] over rows in the ggml layout (any format with a
 //!   dequantization), for the decode hot path.
 //! - [`panel`]: [`PanelMatrix`], the same products over row panels packed once at load time
-//!   ([`pack_panels`]) so that SIMD lanes are output rows; Q4_0, Q4_1, Q8_0, Q4_K,
-//!   Q5_K, Q6_K.
+//!   ([`pack_panels`]) so that SIMD lanes are output rows; the types of
+//!   [`has_panel_layout`].
 
 pub mod dot;
 pub mod panel;

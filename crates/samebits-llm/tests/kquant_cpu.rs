@@ -1,9 +1,9 @@
-//! K-quant decoders on the CPU: small random llamas with Q4_K, Q5_K and Q6_K layer matrices
-//! (the types of the common Q4_K_M and Q5_K_M presets) run their products on the row-panel kernels
-//! (samebits-kernels `quant/panel.rs`), whose several-token (prefill) and one-token (decode)
-//! paths are different code: one prefill over a whole sequence must give every position the
-//! bits its decode step gave. (The kernels' own tests hold both paths to the dequantize-then-dot
-//! definition of `docs/gguf.md` on every ISA.)
+//! Quantized decoders on the CPU: small random llamas with Q4_K, Q5_K and Q6_K layer matrices
+//! (the types of the common Q4_K_M and Q5_K_M presets), or Q5_0, Q5_1, IQ4_NL or IQ4_XS ones,
+//! run their products on the row-panel kernels (samebits-kernels `quant/panel.rs`), whose
+//! several-token (prefill) and one-token (decode) paths are different code: one prefill over a
+//! whole sequence must give every position the bits its decode step gave. (The kernels' own
+//! tests hold both paths to the dequantize-then-dot definition of `docs/gguf.md` on every ISA.)
 
 #[path = "../../samebits-gguf/tests/common/mod.rs"]
 mod gguf_common;
@@ -36,12 +36,18 @@ fn bits(v: &[f32]) -> Vec<u32> {
 }
 
 #[test]
-fn k_quant_prefill_equals_decode_steps() {
+fn panel_type_prefill_equals_decode_steps() {
     let dir = tempfile::tempdir().unwrap();
-    for (n, matrices) in [GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K]
-        .into_iter()
-        .enumerate()
-    {
+    let types = [
+        GgmlType::Q4K,
+        GgmlType::Q5K,
+        GgmlType::Q6K,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Iq4Nl,
+        GgmlType::Iq4Xs,
+    ];
+    for (n, matrices) in types.into_iter().enumerate() {
         let path = dir.path().join(format!("random_{n}.gguf"));
         write_random_llama(&path, &shape(matrices), 11 + n as u64);
         let llm = Llm::load(&path, OperationSet::Reproducible).unwrap();

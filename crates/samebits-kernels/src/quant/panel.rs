@@ -2,9 +2,10 @@
 //! are output rows (`docs/gguf.md`, section "Row panels").
 //!
 //! A panel is [`PANEL_ROWS`] = 16 consecutive rows (the last panel padded with zero rows). For
-//! each ggml block column (32 elements; 256 for the k-quants Q4_K, Q5_K and Q6_K), the 16 rows'
-//! blocks are stored together as one *panel block*: the 16 scales (and mins), then the codes
-//! interleaved so that one load gives the code of one element for all 16 rows. The bytes are the
+//! each ggml block column (32 elements; 256 for the k-quants Q4_K, Q5_K, Q6_K and for IQ4_XS),
+//! the 16 rows' blocks are stored together as one *panel block*: the 16 scales (and mins), then
+//! the codes interleaved so that one load gives the code of one element for all 16 rows (IQ4
+//! codes index the non-linear table in the lanes: one `vpermps` on AVX-512). The bytes are the
 //! ggml bytes moved around, nothing is converted, so a panel matrix is exactly as large as the
 //! ggml one (plus the padding rows), and
 //! [`PanelMatrix::dequantize_row`] gives back each row's original blocks.
@@ -20,6 +21,7 @@
 
 use crate::lanes::Lanes;
 use crate::{Isa, REDUCTION_TILE};
+use samebits_ggml::iquant::{self, IQ4_NL_VALUES};
 use samebits_ggml::{BlockFormat, GgmlType, QuantError, Result, kquant, legacy};
 use std::ops::Range;
 
@@ -31,16 +33,21 @@ const BLOCK: usize = 32;
 /// Blocks per reduction tile.
 const BLOCKS_PER_TILE: usize = REDUCTION_TILE / BLOCK;
 
-/// Whether `ggml_type` has a panel layout (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K).
+/// Whether `ggml_type` has a panel layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K,
+/// IQ4_NL, IQ4_XS). `samebits::MatMulGguf` packs the weights of these types into panels on the CPU.
 pub fn has_panel_layout(ggml_type: GgmlType) -> bool {
     matches!(
         ggml_type,
         GgmlType::Q4_0
             | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
             | GgmlType::Q8_0
             | GgmlType::Q4K
             | GgmlType::Q5K
             | GgmlType::Q6K
+            | GgmlType::Iq4Nl
+            | GgmlType::Iq4Xs
     )
 }
 
@@ -66,6 +73,14 @@ macro_rules! with_panel_format {
                 type $F = Q4_1P;
                 $body
             }
+            GgmlType::Q5_0 => {
+                type $F = Q5_0P;
+                $body
+            }
+            GgmlType::Q5_1 => {
+                type $F = Q5_1P;
+                $body
+            }
             GgmlType::Q4K => {
                 type $F = Q4KP;
                 $body
@@ -76,6 +91,14 @@ macro_rules! with_panel_format {
             }
             GgmlType::Q6K => {
                 type $F = Q6KP;
+                $body
+            }
+            GgmlType::Iq4Nl => {
+                type $F = Iq4NlP;
+                $body
+            }
+            GgmlType::Iq4Xs => {
+                type $F = Iq4XsP;
                 $body
             }
             _ => {
@@ -550,6 +573,9 @@ trait PanelLanes: Lanes {
     unsafe fn negated(self) -> Self;
     /// From the 16 little-endian u32 at `p`, `((u >> 4 * nibble) & 15) - BIAS`, exactly.
     unsafe fn nibbles<const BIAS: i32>(p: *const u8, nibble: usize) -> Self;
+    /// From the 16 little-endian u32 at `p`, `IQ4_NL_VALUES[(u >> 4 * nibble) & 15]` (the IQ4
+    /// code table of samebits-ggml), exactly.
+    unsafe fn iq4_values(p: *const u8, nibble: usize) -> Self;
     /// The 16 i8 at `p`, exactly.
     unsafe fn bytes_i8(p: *const u8) -> Self;
     /// From the 16 u8 at `p`, `(u >> shift) & mask`, exactly.
@@ -574,11 +600,13 @@ impl PanelLanes for [f32; PANEL_ROWS] {
     #[inline(always)]
     unsafe fn nibbles<const BIAS: i32>(p: *const u8, nibble: usize) -> Self {
         // SAFETY: the caller passes 64 readable bytes.
-        let b = unsafe { std::slice::from_raw_parts(p, 4 * PANEL_ROWS) };
-        std::array::from_fn(|i| {
-            let u = u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
-            (((u >> (4 * nibble)) & 15) as i32 - BIAS) as f32
-        })
+        unsafe { Self::fields::<4>(p, nibble).map(|code| code - BIAS as f32) }
+    }
+    #[inline(always)]
+    unsafe fn iq4_values(p: *const u8, nibble: usize) -> Self {
+        // SAFETY: the caller passes 64 readable bytes.
+        let codes = unsafe { Self::fields::<4>(p, nibble) };
+        codes.map(|code| f32::from(IQ4_NL_VALUES[code as usize]))
     }
     #[inline(always)]
     unsafe fn bytes_i8(p: *const u8) -> Self {
@@ -606,7 +634,7 @@ impl PanelLanes for [f32; PANEL_ROWS] {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     //! [`PanelLanes`](super::PanelLanes) as one AVX-512 register or a pair of AVX2 registers.
-    use super::PanelLanes;
+    use super::{IQ4_NL_VALUES, PanelLanes};
     use crate::lanes::Pair;
     use std::arch::x86_64::*;
 
@@ -615,6 +643,25 @@ mod x86 {
     #[inline(always)]
     fn code_table<const BIAS: i32>() -> [f32; 16] {
         std::array::from_fn(|i| (i as i32 - BIAS) as f32)
+    }
+
+    /// The IQ4 code table as floats.
+    #[inline(always)]
+    fn iq4_table() -> [f32; 16] {
+        IQ4_NL_VALUES.map(f32::from)
+    }
+
+    /// `table[(u >> 4 * nibble) & 15]` for the 16 little-endian u32 `u` at `p`: one `vpermps`,
+    /// which reads only the low 4 bits of each index.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn lookup_512(p: *const u8, nibble: usize, table: [f32; 16]) -> __m512 {
+        // SAFETY: the caller passes 64 readable bytes.
+        let codes = unsafe { _mm512_loadu_si512(p.cast()) };
+        let shifted = _mm512_srlv_epi32(codes, _mm512_set1_epi32(4 * nibble as i32));
+        // SAFETY: the table is 16 floats.
+        let table = unsafe { _mm512_loadu_ps(table.as_ptr()) };
+        _mm512_permutexvar_ps(shifted, table)
     }
 
     impl PanelLanes for __m512 {
@@ -635,11 +682,13 @@ mod x86 {
         #[target_feature(enable = "avx512f")]
         unsafe fn nibbles<const BIAS: i32>(p: *const u8, nibble: usize) -> Self {
             // SAFETY: the caller passes 64 readable bytes.
-            let codes = unsafe { _mm512_loadu_si512(p.cast()) };
-            let shifted = _mm512_srlv_epi32(codes, _mm512_set1_epi32(4 * nibble as i32));
-            // SAFETY: the table is 16 floats.
-            let table = unsafe { _mm512_loadu_ps(code_table::<BIAS>().as_ptr()) };
-            _mm512_permutexvar_ps(shifted, table)
+            unsafe { lookup_512(p, nibble, code_table::<BIAS>()) }
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn iq4_values(p: *const u8, nibble: usize) -> Self {
+            // SAFETY: the caller passes 64 readable bytes.
+            unsafe { lookup_512(p, nibble, iq4_table()) }
         }
         #[inline]
         #[target_feature(enable = "avx512f")]
@@ -695,6 +744,35 @@ mod x86 {
                 let codes = unsafe { _mm256_loadu_si256(p.cast()) };
                 let code = _mm256_and_si256(_mm256_srlv_epi32(codes, shift), mask);
                 _mm256_cvtepi32_ps(_mm256_sub_epi32(code, bias))
+            };
+            // SAFETY: as above.
+            Pair(half(p), half(unsafe { p.add(32) }))
+        }
+        /// Per 8 lanes, `vpermps` over each half of the table (it reads the low 3 bits of the
+        /// index), then the half that bit 3 picks (`blendvps` reads bit 31, where bit 3 is
+        /// shifted).
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn iq4_values(p: *const u8, nibble: usize) -> Self {
+            let shift = _mm256_set1_epi32(4 * nibble as i32);
+            let table = iq4_table();
+            // SAFETY: the table is 16 floats.
+            let (low, high) = unsafe {
+                (
+                    _mm256_loadu_ps(table.as_ptr()),
+                    _mm256_loadu_ps(table.as_ptr().add(8)),
+                )
+            };
+            let half = |p: *const u8| {
+                // SAFETY: the caller passes 64 readable bytes.
+                let codes = unsafe { _mm256_loadu_si256(p.cast()) };
+                let code = _mm256_srlv_epi32(codes, shift);
+                let pick = _mm256_castsi256_ps(_mm256_slli_epi32::<28>(code));
+                _mm256_blendv_ps(
+                    _mm256_permutevar8x32_ps(low, code),
+                    _mm256_permutevar8x32_ps(high, code),
+                    pick,
+                )
             };
             // SAFETY: as above.
             Pair(half(p), half(unsafe { p.add(32) }))
@@ -800,6 +878,21 @@ fn unpack_fields<const N: usize>(pb: &[u8], lane: usize, at: usize) -> [u8; 32] 
     })
 }
 
+/// Stores the bytes of one lane so that byte `i` of lane `l` is at `at + 16 i + l` (one load
+/// gives byte `i` of all 16 rows).
+fn pack_bytes(bytes: &[u8], lane: usize, pb: &mut [u8], at: usize) {
+    for (i, &byte) in bytes.iter().enumerate() {
+        pb[at + PANEL_ROWS * i + lane] = byte;
+    }
+}
+
+/// The bytes [`pack_bytes`] stored for `lane` at `at`.
+fn unpack_bytes(pb: &[u8], lane: usize, at: usize, bytes: &mut [u8]) {
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = pb[at + PANEL_ROWS * i + lane];
+    }
+}
+
 /// The legacy Q4 types' `qs` (element `e < 16` in the low nibble of byte `e`, element `e + 16`
 /// in its high nibble) as code groups at `at`.
 fn pack_nibbles(qs: &[u8], lane: usize, panel_block: &mut [u8], at: usize) {
@@ -818,8 +911,28 @@ fn unpack_nibbles(panel_block: &[u8], lane: usize, at: usize, qs: &mut [u8]) {
 struct Q4_0P;
 /// Q4_1 panel block (320 bytes): `d` of the 16 rows, their `m`, then 4 code groups.
 struct Q4_1P;
+/// Q5_0 panel block (352 bytes): `d` of the 16 rows, their `qh` (one u32 per lane, bit `l` =
+/// bit 4 of element `l`), then the low nibbles' 4 code groups.
+struct Q5_0P;
+/// Q5_1 panel block (384 bytes): `d` of the 16 rows, their `m`, their `qh`, then 4 code groups.
+struct Q5_1P;
 /// Q8_0 panel block (544 bytes): `d` of the 16 rows, then per element the 16 rows' i8 codes.
 struct Q8_0P;
+
+/// The 16 rows' 5-bit code of element `k` minus `BIAS`: the low nibble (minus `BIAS`) from the
+/// code groups at `low`, plus 16 times bit 4 from the one u32 per lane at `high` (exact).
+#[inline(always)]
+unsafe fn five_bit_codes<V: PanelLanes, const BIAS: i32>(
+    low: *const u8,
+    high: *const u8,
+    k: usize,
+) -> V {
+    // SAFETY: the caller passes 4 code groups at `low` and 64 bytes at `high`.
+    unsafe {
+        let low = V::nibbles::<BIAS>(low.add(64 * (k / 8)), k % 8);
+        V::fma(V::fields::<1>(high, k), V::splat(16.0), low)
+    }
+}
 
 impl PanelFormat for Q4_0P {
     type Ggml = legacy::Q4_0;
@@ -869,19 +982,67 @@ impl PanelFormat for Q4_1P {
     }
 }
 
+impl PanelFormat for Q5_0P {
+    type Ggml = legacy::Q5_0;
+    fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
+        pb[2 * lane..][..2].copy_from_slice(&block[..2]);
+        pb[32 + 4 * lane..][..4].copy_from_slice(&block[2..6]);
+        pack_nibbles(&block[6..22], lane, pb, 96);
+    }
+    fn unpack(pb: &[u8], lane: usize, block: &mut [u8]) {
+        block[..2].copy_from_slice(&pb[2 * lane..][..2]);
+        block[2..6].copy_from_slice(&pb[32 + 4 * lane..][..4]);
+        unpack_nibbles(pb, lane, 96, &mut block[6..22]);
+    }
+    #[inline(always)]
+    unsafe fn scales<V: PanelLanes>(pb: *const u8, _: usize) -> (V, V) {
+        // SAFETY: the caller passes a whole panel block.
+        unsafe { (V::f16s(pb), V::splat(0.0)) }
+    }
+    /// `d * (q - 16)`, `q` = nibble + 16 * high bit.
+    #[inline(always)]
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, _): (V, V), _: usize, k: usize) -> V {
+        // SAFETY: as above.
+        unsafe { V::mul(d, five_bit_codes::<V, 16>(pb.add(96), pb.add(32), k)) }
+    }
+}
+
+impl PanelFormat for Q5_1P {
+    type Ggml = legacy::Q5_1;
+    fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
+        pb[2 * lane..][..2].copy_from_slice(&block[..2]);
+        pb[32 + 2 * lane..][..2].copy_from_slice(&block[2..4]);
+        pb[64 + 4 * lane..][..4].copy_from_slice(&block[4..8]);
+        pack_nibbles(&block[8..24], lane, pb, 128);
+    }
+    fn unpack(pb: &[u8], lane: usize, block: &mut [u8]) {
+        block[..2].copy_from_slice(&pb[2 * lane..][..2]);
+        block[2..4].copy_from_slice(&pb[32 + 2 * lane..][..2]);
+        block[4..8].copy_from_slice(&pb[64 + 4 * lane..][..4]);
+        unpack_nibbles(pb, lane, 128, &mut block[8..24]);
+    }
+    #[inline(always)]
+    unsafe fn scales<V: PanelLanes>(pb: *const u8, _: usize) -> (V, V) {
+        // SAFETY: the caller passes a whole panel block.
+        unsafe { (V::f16s(pb), V::f16s(pb.add(32))) }
+    }
+    /// `fma(d, q, m)`, `q` = nibble + 16 * high bit.
+    #[inline(always)]
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, m): (V, V), _: usize, k: usize) -> V {
+        // SAFETY: as above.
+        unsafe { V::fma(d, five_bit_codes::<V, 0>(pb.add(128), pb.add(64), k), m) }
+    }
+}
+
 impl PanelFormat for Q8_0P {
     type Ggml = legacy::Q8_0;
     fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
         pb[2 * lane..][..2].copy_from_slice(&block[..2]);
-        for (k, &code) in block[2..34].iter().enumerate() {
-            pb[32 + PANEL_ROWS * k + lane] = code;
-        }
+        pack_bytes(&block[2..34], lane, pb, 32);
     }
     fn unpack(pb: &[u8], lane: usize, block: &mut [u8]) {
         block[..2].copy_from_slice(&pb[2 * lane..][..2]);
-        for (k, code) in block[2..34].iter_mut().enumerate() {
-            *code = pb[32 + PANEL_ROWS * k + lane];
-        }
+        unpack_bytes(pb, lane, 32, &mut block[2..34]);
     }
     #[inline(always)]
     unsafe fn scales<V: PanelLanes>(pb: *const u8, _: usize) -> (V, V) {
@@ -893,6 +1054,80 @@ impl PanelFormat for Q8_0P {
     unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, _): (V, V), _: usize, k: usize) -> V {
         // SAFETY: as above.
         unsafe { V::mul(d, V::bytes_i8(pb.add(32 + PANEL_ROWS * k))) }
+    }
+}
+
+/// IQ4_NL panel block (288 bytes): Q4_0's layout (the ggml blocks are alike, `d: f16, qs[16]`).
+struct Iq4NlP;
+/// IQ4_XS panel block (2,176 bytes, one 256-element super-block of 16 rows): `d[16]` (f16), the
+/// 6 scale bytes `scales_h` (u16, little-endian) and `scales_l[4]` (byte `i` of lane `l` at
+/// `32 + 16 i + l`), then for each 32-element sub-block `s` its 4 code groups at `128 + 256 s`.
+struct Iq4XsP;
+
+impl PanelFormat for Iq4NlP {
+    type Ggml = iquant::Iq4Nl;
+    fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
+        Q4_0P::pack(block, lane, pb);
+    }
+    fn unpack(pb: &[u8], lane: usize, block: &mut [u8]) {
+        Q4_0P::unpack(pb, lane, block);
+    }
+    #[inline(always)]
+    unsafe fn scales<V: PanelLanes>(pb: *const u8, sub: usize) -> (V, V) {
+        // SAFETY: the caller passes a whole panel block.
+        unsafe { Q4_0P::scales(pb, sub) }
+    }
+    /// `d * K[q]`.
+    #[inline(always)]
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, _): (V, V), _: usize, k: usize) -> V {
+        // SAFETY: as above.
+        unsafe { V::mul(d, V::iq4_values(pb.add(32 + 64 * (k / 8)), k % 8)) }
+    }
+}
+
+impl PanelFormat for Iq4XsP {
+    type Ggml = iquant::Iq4Xs;
+    /// Sub-block `s` takes the codes `qs[16 s .. 16 s + 16]` as IQ4_NL (and Q4_0) do.
+    fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
+        pb[2 * lane..][..2].copy_from_slice(&block[..2]);
+        pack_bytes(&block[2..8], lane, pb, 32);
+        for (s, qs) in block[8..136].chunks_exact(16).enumerate() {
+            pack_nibbles(qs, lane, pb, 128 + 256 * s);
+        }
+    }
+    fn unpack(pb: &[u8], lane: usize, block: &mut [u8]) {
+        block[..2].copy_from_slice(&pb[2 * lane..][..2]);
+        unpack_bytes(pb, lane, 32, &mut block[2..8]);
+        for (s, qs) in block[8..136].chunks_exact_mut(16).enumerate() {
+            unpack_nibbles(pb, lane, 128 + 256 * s, qs);
+        }
+    }
+    /// `(d * (ls - 32), 0)`, exact, with the 6-bit `ls`: its low 4 bits from `scales_l[s / 2]`
+    /// (scale byte `2 + s / 2`), its high 2 bits from `scales_h >> 2 s` (scale byte `s / 4`).
+    #[inline(always)]
+    unsafe fn scales<V: PanelLanes>(pb: *const u8, s: usize) -> (V, V) {
+        // SAFETY: the caller passes a whole panel block.
+        unsafe {
+            let byte = |i: usize| pb.add(32 + PANEL_ROWS * i);
+            let low = V::bits(byte(2 + s / 2), 4 * (s as u32 % 2), 15);
+            let high = V::bits(byte(s / 4), 2 * (s as u32 % 4), 3);
+            let ls = V::fma(high, V::splat(16.0), low);
+            (
+                V::mul(V::f16s(pb), V::add(ls, V::splat(-32.0))),
+                V::splat(0.0),
+            )
+        }
+    }
+    /// `(d * (ls - 32)) * K[q]`.
+    #[inline(always)]
+    unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, _): (V, V), s: usize, k: usize) -> V {
+        // SAFETY: as above.
+        unsafe {
+            V::mul(
+                d,
+                V::iq4_values(pb.add(128 + 256 * s + 64 * (k / 8)), k % 8),
+            )
+        }
     }
 }
 
@@ -986,9 +1221,8 @@ impl PanelFormat for Q5KP {
     unsafe fn weight<V: PanelLanes>(pb: *const u8, (d, m): (V, V), s: usize, k: usize) -> V {
         // SAFETY: as above.
         unsafe {
-            let low = V::nibbles::<0>(pb.add(256 + 256 * s + 64 * (k / 8)), k % 8);
-            let high = V::fields::<1>(pb.add(2304 + 64 * s), k);
-            V::fma(d, V::fma(high, V::splat(16.0), low), m)
+            let q = five_bit_codes::<V, 0>(pb.add(256 + 256 * s), pb.add(2304 + 64 * s), k);
+            V::fma(d, q, m)
         }
     }
 }
@@ -998,17 +1232,13 @@ impl PanelFormat for Q5KP {
 fn pack_scaled_min_head(block: &[u8], lane: usize, pb: &mut [u8]) {
     pb[2 * lane..][..2].copy_from_slice(&block[..2]);
     pb[32 + 2 * lane..][..2].copy_from_slice(&block[2..4]);
-    for (i, &byte) in block[4..16].iter().enumerate() {
-        pb[64 + PANEL_ROWS * i + lane] = byte;
-    }
+    pack_bytes(&block[4..16], lane, pb, 64);
 }
 
 fn unpack_scaled_min_head(pb: &[u8], lane: usize, block: &mut [u8]) {
     block[..2].copy_from_slice(&pb[2 * lane..][..2]);
     block[2..4].copy_from_slice(&pb[32 + 2 * lane..][..2]);
-    for (i, byte) in block[4..16].iter_mut().enumerate() {
-        *byte = pb[64 + PANEL_ROWS * i + lane];
-    }
+    unpack_bytes(pb, lane, 64, &mut block[4..16]);
 }
 
 /// Q4_K's and Q5_K's factors of sub-block `s`: `(d * sc, -(dmin * mn))` with the 6-bit `sc`,
@@ -1044,9 +1274,7 @@ impl PanelFormat for Q6KP {
     /// `ql[64 h + l + 32 (r % 2)] >> 4 (r / 2)`, high 2 bits from `qh[32 h + l] >> 2 r`.
     fn pack(block: &[u8], lane: usize, pb: &mut [u8]) {
         pb[2 * lane..][..2].copy_from_slice(&block[208..210]);
-        for (i, &scale) in block[192..208].iter().enumerate() {
-            pb[32 + PANEL_ROWS * i + lane] = scale;
-        }
+        pack_bytes(&block[192..208], lane, pb, 32);
         let (ql, qh) = (&block[..128], &block[128..192]);
         for s in 0..8 {
             let (h, r) = (s / 4, s % 4);
@@ -1058,9 +1286,7 @@ impl PanelFormat for Q6KP {
     }
     fn unpack(pb: &[u8], lane: usize, block: &mut [u8]) {
         block[208..210].copy_from_slice(&pb[2 * lane..][..2]);
-        for (i, scale) in block[192..208].iter_mut().enumerate() {
-            *scale = pb[32 + PANEL_ROWS * i + lane];
-        }
+        unpack_bytes(pb, lane, 32, &mut block[192..208]);
         block[..192].fill(0);
         for s in 0..8 {
             let (h, r) = (s / 4, s % 4);
@@ -1131,12 +1357,14 @@ mod tests {
                 continue;
             }
             bytes.extend_from_slice(&d.to_le_bytes());
-            if t == GgmlType::Q4_1 {
+            let mut head = 2;
+            if t == GgmlType::Q4_1 || t == GgmlType::Q5_1 {
                 let m = half::f16::from_f32(-0.11 + (b % 3) as f32 * 0.07);
                 bytes.extend_from_slice(&m.to_le_bytes());
+                head += 2;
             }
-            let codes = if t == GgmlType::Q8_0 { 32 } else { 16 };
-            bytes.extend(pattern(b, codes));
+            // The codes, Q5_0's and Q5_1's high bits, IQ4_XS's scale bytes.
+            bytes.extend(pattern(b, t.block_bytes() - head));
         }
         bytes
     }
@@ -1150,16 +1378,29 @@ mod tests {
         .unwrap()
     }
 
-    const TYPES: [GgmlType; 6] = [
+    const TYPES: [GgmlType; 10] = [
         GgmlType::Q4_0,
         GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
         GgmlType::Q8_0,
         GgmlType::Q4K,
         GgmlType::Q5K,
         GgmlType::Q6K,
+        GgmlType::Iq4Nl,
+        GgmlType::Iq4Xs,
     ];
 
-    /// `cols` for the 32-element types, the next multiple of 256 for the k-quants.
+    /// Every type with a panel layout is tested, and only those.
+    #[test]
+    fn tested_types_are_the_panel_types() {
+        let all = (0..=u32::from(u8::MAX)).filter_map(GgmlType::from_id);
+        let panel: Vec<GgmlType> = all.filter(|&t| has_panel_layout(t)).collect();
+        assert_eq!(panel.len(), TYPES.len());
+        assert!(TYPES.iter().all(|t| panel.contains(t)));
+    }
+
+    /// `cols` for the 32-element types, the next multiple of 256 for the 256-element ones.
     fn cols_for(t: GgmlType, cols: usize) -> usize {
         cols.next_multiple_of(t.block_elems())
     }

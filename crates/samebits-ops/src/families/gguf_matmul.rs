@@ -13,15 +13,15 @@
 //!   rows picked by `indices` (an embedding lookup that dequantizes only those rows).
 //!
 //! Both take an optional attribute `layout`: `"rows"` (default, the ggml rows as stored in the
-//! file) or `"panels"` (the row panels of `samebits_kernels::pack_panels` for Q4_0 / Q4_1 /
-//! Q8_0 / Q4_K / Q5_K / Q6_K; docs/gguf.md, "Row panels"). Over panels, both the one-row and the several-row products
-//! run `PanelMatrix::matmul` on tasks of whole panels: SIMD lanes are rows, each its own
-//! canonical chain, so the bits equal the rows layout's for any token count, ISA and thread
-//! count. A graph keeps its weights in ggml rows whatever device runs it (the GPU kernels read
-//! rows); the CPU evaluation of `MatMulGguf` packs a rows weight of those types into panels on
-//! first use and keeps the packing for the next calls with the same weight (a plan's constant:
-//! packed once per process, shared by every op that reads that weight tensor), so the CPU runs
-//! its panel kernels on the device-independent graph.
+//! file) or `"panels"` (the row panels of `samebits_kernels::pack_panels` for the types of
+//! `samebits_kernels::has_panel_layout`; docs/gguf.md, "Row panels"). Over panels, both the
+//! one-row and the several-row products run `PanelMatrix::matmul` on tasks of whole panels:
+//! SIMD lanes are rows, each its own canonical chain, so the bits equal the rows layout's for any
+//! token count, ISA and thread count. A graph keeps its weights in ggml rows whatever device runs
+//! it (the GPU kernels read rows); the CPU evaluation of `MatMulGguf` packs a rows weight of
+//! those types into panels on first use and keeps the packing for the next calls with the same
+//! weight (a plan's constant: packed once per process, shared by every op that reads that weight
+//! tensor), so the CPU runs its panel kernels on the device-independent graph.
 
 use crate::registry::Registry;
 use crate::{BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, bail};

@@ -1,0 +1,104 @@
+//! One-thread throughput of a quantized `[2048, 2048]` matrix times one activation row, in
+//! billion weights per second, per ggml type: the rows layout (`matvec_q_f32`, each row's blocks
+//! dequantized, then dotted) against the row panels (`PanelMatrix::matmul` on the active ISA,
+//! `SAMEBITS_ISA` picks another), measured in the same run, after checking that both give the
+//! same bits. Rates are from median CPU time where the platform reports it (robust to a shared
+//! machine's load; `common/timing.rs`), else from median wall time.
+
+#[path = "common/timing.rs"]
+mod timing;
+
+use std::time::Duration;
+
+use samebits_ggml::GgmlType;
+use samebits_kernels::{Isa, PanelMatrix, has_panel_layout, matvec_q_f32, pack_panels};
+
+const ROWS: usize = 2048;
+const COLS: usize = 2048;
+const TYPES: [GgmlType; 10] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4K,
+    GgmlType::Q5K,
+    GgmlType::Q6K,
+    GgmlType::Iq4Nl,
+    GgmlType::Iq4Xs,
+];
+
+/// Random ggml rows of `t`: every block's leading f16 (the scale `d`; for the k-quants also
+/// `dmin`) a small finite value, every other byte random (Q6_K's trailing `d` likewise).
+fn random_rows(t: GgmlType, seed: &mut u64) -> Vec<u8> {
+    let mut next = || {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (*seed >> 33) as u8
+    };
+    let block = t.block_bytes();
+    let mut bytes: Vec<u8> = (0..ROWS * t.row_bytes(COLS).unwrap())
+        .map(|_| next())
+        .collect();
+    let scale = half::f16::from_f32(0.0123).to_le_bytes();
+    for b in bytes.chunks_exact_mut(block) {
+        if t == GgmlType::Q6K {
+            b[block - 2..].copy_from_slice(&scale);
+        } else {
+            b[..2].copy_from_slice(&scale);
+        }
+        if matches!(
+            t,
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K
+        ) {
+            b[2..4].copy_from_slice(&scale);
+        }
+    }
+    bytes
+}
+
+fn main() {
+    let isa = Isa::active();
+    println!(
+        "one thread, [{ROWS}, {COLS}] x one row, billion weights/s, panels on {isa}, load {}",
+        timing::load_average()
+    );
+    println!("| type | rows layout | row panels | speed-up |");
+    println!("|---|---:|---:|---:|");
+    let mut seed = 7;
+    let x: Vec<f32> = (0..COLS)
+        .map(|i| ((i * 7919) % 97) as f32 / 13.0 - 3.5)
+        .collect();
+    let budget = Duration::from_millis(800);
+    let seconds = |(wall, cpu): (Duration, Option<Duration>)| cpu.unwrap_or(wall).as_secs_f64();
+    for t in TYPES {
+        assert!(has_panel_layout(t), "{t} has no panel layout");
+        let rows = random_rows(t, &mut seed);
+        let row_bytes = t.row_bytes(COLS).unwrap();
+        let packed = pack_panels(t, ROWS, COLS, |first, out| {
+            out.copy_from_slice(&rows[first * row_bytes..][..out.len()]);
+            Ok::<(), samebits_ggml::QuantError>(())
+        })
+        .unwrap();
+        let panels = PanelMatrix::new(t, ROWS, COLS, &packed).unwrap();
+        let (mut by_rows, mut by_panels) = (vec![0f32; ROWS], vec![0f32; ROWS]);
+        let rows_time = seconds(timing::measure(budget, || {
+            matvec_q_f32(t, &rows, &x, &mut by_rows).unwrap();
+        }));
+        let panels_time = seconds(timing::measure(budget, || {
+            panels
+                .matmul(0..panels.panels(), &x, &mut by_panels, isa)
+                .unwrap();
+        }));
+        let bits = |v: &[f32]| v.iter().map(|y| y.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&by_rows), bits(&by_panels), "{t}: the layouts differ");
+        let rate = |s: f64| (ROWS * COLS) as f64 / s / 1e9;
+        println!(
+            "| {t} | {:.1} | {:.1} | {:.1}x |",
+            rate(rows_time),
+            rate(panels_time),
+            rows_time / panels_time
+        );
+    }
+}
