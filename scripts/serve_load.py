@@ -102,7 +102,7 @@ def probe(server, receipt_out):
 
 
 def memory(pid):
-    """(text, RSS in KiB, GPU memory in MiB) of process `pid`; None where unknown."""
+    """(RSS in KiB, GPU memory in MiB) of process `pid`; None where unknown."""
     rss = None
     if pid:
         with open(f"/proc/{pid}/status") as f:
@@ -115,8 +115,7 @@ def memory(pid):
         gpu = sum(int(l.split(",")[1]) for l in out.splitlines() if pid and l.split(",")[0].strip() == str(pid))
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         pass
-    rss_text = "n/a" if rss is None else f"{rss // 1024} MiB"
-    return f"RSS {rss_text}, GPU {gpu} MiB", rss, gpu
+    return rss, gpu
 
 
 def watch_memory(pid, every, step, stop):
@@ -128,7 +127,7 @@ def watch_memory(pid, every, step, stop):
         w = int((time.monotonic() - begin) // every)
         while len(windows) <= w:
             windows.append([])
-        windows[w].append(memory(pid)[1:])
+        windows[w].append(memory(pid))
     return windows
 
 

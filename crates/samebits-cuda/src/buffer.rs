@@ -74,15 +74,15 @@ impl<S> Default for Bucket<S> {
 /// A pool's freed allocations by capacity, and its trim clock.
 struct Free<S = CudaSlice<f32>> {
     buckets: HashMap<usize, Bucket<S>>,
-    /// When a trimming pool last trimmed (`None`: it never did yet).
-    trimmed: Option<Instant>,
+    /// When the current trim interval began: the pool's creation, then its last trim.
+    trimmed: Instant,
 }
 
 impl<S> Default for Free<S> {
     fn default() -> Self {
         Free {
             buckets: HashMap::new(),
-            trimmed: None,
+            trimmed: Instant::now(),
         }
     }
 }
@@ -172,19 +172,14 @@ impl<S> Free<S> {
         self.buckets.entry(capacity).or_default().slices.push(slice);
     }
 
-    /// At least [`TRIM_INTERVAL`] after the last trim (the first call only starts the clock):
-    /// takes out, to be freed, the allocations of each bucket that were not taken since then
-    /// (the oldest first), and starts a new interval.
+    /// At least [`TRIM_INTERVAL`] into the current interval: takes out, to be freed, the
+    /// allocations of each bucket that were not taken since it began (the oldest first), and
+    /// starts a new interval.
     fn trim(&mut self, now: Instant) -> Vec<S> {
-        let due = self
-            .trimmed
-            .is_some_and(|at| now.duration_since(at) >= TRIM_INTERVAL);
-        if self.trimmed.is_none() || due {
-            self.trimmed = Some(now);
-        }
-        if !due {
+        if now.duration_since(self.trimmed) < TRIM_INTERVAL {
             return Vec::new();
         }
+        self.trimmed = now;
         let mut unused = Vec::new();
         for bucket in self.buckets.values_mut() {
             unused.extend(bucket.slices.drain(..bucket.idle));
@@ -276,19 +271,16 @@ mod tests {
         held
     }
 
-    /// Only what stayed free through a whole interval is freed, the oldest first; the first
-    /// call starts the clock, and a trim before the interval is up frees nothing.
+    /// Only what stayed free through a whole interval is freed, the oldest first; the clock
+    /// starts with the pool, and a trim before the interval is up frees nothing.
     #[test]
     fn a_trim_frees_what_no_take_needed_for_a_whole_interval() {
-        let start = Instant::now();
         let mut free = Free::<u32>::default();
+        let start = free.trimmed;
         for (capacity, slice) in [(64, 1), (64, 2), (64, 3), (128, 4)] {
             free.push(capacity, slice);
         }
-        assert!(
-            free.trim(start).is_empty(),
-            "the first call starts the clock"
-        );
+        assert!(free.trim(start).is_empty(), "the interval has only begun");
         // Given back during the first interval: none of them was free through all of it.
         assert!(free.trim(start + TRIM_INTERVAL).is_empty());
         // In the second interval, the 64 bucket goes down to one free allocation and back up
