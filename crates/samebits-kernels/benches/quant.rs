@@ -11,22 +11,10 @@ mod timing;
 use std::time::Duration;
 
 use samebits_ggml::GgmlType;
-use samebits_kernels::{Isa, PanelMatrix, has_panel_layout, matvec_q_f32, pack_panels};
+use samebits_kernels::{Isa, PANEL_TYPES, PanelMatrix, matvec_q_f32, pack_panels};
 
 const ROWS: usize = 2048;
 const COLS: usize = 2048;
-const TYPES: [GgmlType; 10] = [
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q4K,
-    GgmlType::Q5K,
-    GgmlType::Q6K,
-    GgmlType::Iq4Nl,
-    GgmlType::Iq4Xs,
-];
 
 /// Random ggml rows of `t`: every block's leading f16 (the scale `d`; for the k-quants also
 /// `dmin`) a small finite value, every other byte random (Q6_K's trailing `d` likewise).
@@ -72,8 +60,7 @@ fn main() {
         .collect();
     let budget = Duration::from_millis(800);
     let seconds = |(wall, cpu): (Duration, Option<Duration>)| cpu.unwrap_or(wall).as_secs_f64();
-    for t in TYPES {
-        assert!(has_panel_layout(t), "{t} has no panel layout");
+    for t in PANEL_TYPES {
         let rows = random_rows(t, &mut seed);
         let row_bytes = t.row_bytes(COLS).unwrap();
         let packed = pack_panels(t, ROWS, COLS, |first, out| {

@@ -44,7 +44,8 @@ pub use gemm::{Epilogue, GemmInput, MatRef, PackedB, gemm, gemm_f32, gemm_packed
 pub use isa::{Isa, IsaError, set_forced_isa, with_isa};
 pub use pool::{PoolGeometry, PoolKind, global_pool_f32, pool_f32};
 pub use quant::{
-    PANEL_ROWS, PanelMatrix, dot_q_f32, has_panel_layout, matvec_q_f32, pack_panels, panel_bytes,
+    PANEL_ROWS, PANEL_TYPES, PanelMatrix, dot_q_f32, has_panel_layout, matvec_q_f32, pack_panels,
+    panel_bytes,
 };
 pub use reduce::{
     ArgKind, ExtremumFloat, ReduceKind, argreduce_f32, canonical_max, canonical_min, reduce_f32,

@@ -5,11 +5,10 @@
 //! - [`dot`]: [`dot_q_f32`] / [`matvec_q_f32`] over rows in the ggml layout (any format with a
 //!   dequantization), for the decode hot path.
 //! - [`panel`]: [`PanelMatrix`], the same products over row panels packed once at load time
-//!   ([`pack_panels`]) so that SIMD lanes are output rows; the types of
-//!   [`has_panel_layout`].
+//!   ([`pack_panels`]) so that SIMD lanes are output rows; the types of [`PANEL_TYPES`].
 
 pub mod dot;
 pub mod panel;
 
 pub use dot::{dot_q_f32, matvec_q_f32};
-pub use panel::{PANEL_ROWS, PanelMatrix, has_panel_layout, pack_panels, panel_bytes};
+pub use panel::{PANEL_ROWS, PANEL_TYPES, PanelMatrix, has_panel_layout, pack_panels, panel_bytes};
