@@ -108,6 +108,11 @@ impl GgmlType {
             .expect("every type is in the table")
     }
 
+    /// Every type ggml defines, in the order of its on-disk ids.
+    pub fn all() -> impl Iterator<Item = GgmlType> {
+        TYPE_TABLE.iter().map(|r| r.0)
+    }
+
     /// The type with on-disk id `id`, if ggml defines one.
     pub fn from_id(id: u32) -> Option<GgmlType> {
         TYPE_TABLE.iter().find(|r| r.1 == id).map(|r| r.0)

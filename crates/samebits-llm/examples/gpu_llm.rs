@@ -15,14 +15,14 @@
 //! runs only GPU prefills of N tokens (a first one to warm up, a timed one) and S decode steps
 //! after the second (a short, fixed kernel sequence for a profiler such as `ncu`);
 //! `--matrices TYPE` picks the layer matrices' ggml type by name (q4_1, q5_0, q4_k, bf16, ..: any
-//! of random_llama's `MATRIX_TYPES`; K-quants and IQ4_XS need widths that are multiples of 256).
+//! type with a dequantization; K-quants and IQ4_XS need widths that are multiples of 256).
 
 #[path = "../../samebits-gguf/tests/common/mod.rs"]
 mod gguf_common;
 #[path = "../tests/support/random_llama.rs"]
 mod random_llama;
 
-use random_llama::{Family, LlamaShape, MATRIX_TYPES, SMOLLM2, write_random_llama};
+use random_llama::{Family, LlamaShape, SMOLLM2, write_random_llama};
 use samebits_gguf::GgmlType;
 use samebits_llm::sampling::argmax;
 use samebits_llm::{KvCache, Llm};
@@ -178,16 +178,11 @@ fn main() {
             .get(i + 1)
             .map(|n| n.to_uppercase())
             .unwrap_or_default();
-        shape.matrices = MATRIX_TYPES
-            .into_iter()
-            .find(|t| t.name() == name)
-            .unwrap_or_else(|| {
-                let names: Vec<String> = MATRIX_TYPES
-                    .iter()
-                    .map(|t| t.name().to_lowercase())
-                    .collect();
-                panic!("--matrices {name:?}: one of {}", names.join(", "))
-            });
+        let types = || GgmlType::all().filter(|t| t.can_dequantize());
+        shape.matrices = types().find(|t| t.name() == name).unwrap_or_else(|| {
+            let names: Vec<String> = types().map(|t| t.name().to_lowercase()).collect();
+            panic!("--matrices {name:?}: one of {}", names.join(", "))
+        });
     }
     let path = args
         .iter()

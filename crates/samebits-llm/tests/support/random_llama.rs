@@ -64,28 +64,8 @@ fn f16(v: f32) -> [u8; 2] {
     half::f16::from_f32(v).to_le_bytes()
 }
 
-/// The matrix types [`write_random_llama`] writes (`LlamaShape::matrices`).
-#[allow(dead_code)] // read by examples/gpu_llm.rs, not by every test that includes this module
-pub const MATRIX_TYPES: [GgmlType; 15] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2K,
-    GgmlType::Q3K,
-    GgmlType::Q4K,
-    GgmlType::Q5K,
-    GgmlType::Q6K,
-    GgmlType::Iq4Nl,
-    GgmlType::Iq4Xs,
-];
-
-/// `rows` rows of `cols` random weights of `ty` (one of [`MATRIX_TYPES`]), values of order
-/// `scale`.
+/// `rows` rows of `cols` random weights of `ty` (any type with a dequantization,
+/// [`GgmlType::can_dequantize`]), values of order `scale`.
 fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize, scale: f32) -> Vec<u8> {
     let mut out = Vec::with_capacity(rows * ty.row_bytes(cols).expect("whole blocks"));
     if ty.block_elems() == 256 {
