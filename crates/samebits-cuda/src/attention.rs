@@ -13,12 +13,25 @@
 //!   attention launch then stores them. An older prefix stays valid: appending never writes
 //!   below the filled length. The filled length also lives on the device, read and advanced by
 //!   the attention launch, so a recorded decode step replays at any length.
+//! - [`KvLease`]: a cache value's hold on its storage. When a storage's last lease goes (its
+//!   sequence finished or moved to a larger storage) it waits among the backend's idle
+//!   storages, and a later new storage of its shape is one of them instead of a fresh
+//!   allocation: the one most recently let go by the same step ([`KvSite`]), else the one
+//!   most recently let go. So a server's next request gets, layer for layer, the storages of
+//!   the request that finished last, and with them the decode step recorded for them (a CUDA
+//!   graph is bound to its storages, `executor/graph.rs`): it replays from its first decode
+//!   step instead of rehearsing and recording again. The contents never matter (attention
+//!   reads only filled positions). Storages idle for a whole trim interval are let go.
 //! - [`CudaBackend::attention`]: causal or not, grouped-query, over keys and values read
 //!   through strides (a cache storage or a dense tensor); one launch, or for long score rows
 //!   two with the keys split over blocks ([`AttentionShape::split`]); optionally computing the
 //!   GGUF product of its output too ([`AttentionProduct`]).
 
-use std::sync::{Arc, Mutex};
+use std::collections::VecDeque;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use samebits_ggml::GgmlType;
@@ -26,7 +39,7 @@ use samebits_ggml::GgmlType;
 pub use samebits_ops::HeadsLayout;
 
 use crate::backend::{BLOCK, CudaBackend, blocks_for, launch_1d};
-use crate::buffer::{DeviceBuffer, DeviceBytes};
+use crate::buffer::{DeviceBuffer, DeviceBytes, TRIM_INTERVAL};
 use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 use crate::gguf::gguf_supported;
@@ -66,6 +79,12 @@ pub struct KvStorage {
     capacity: usize,
     key_size: usize,
     value_size: usize,
+    /// Cache values holding it ([`KvLease`]).
+    leases: AtomicUsize,
+    /// The step that last took it.
+    site: Mutex<KvSite>,
+    /// Where it waits once no value holds it (the backend's).
+    idle: Weak<IdleStorages>,
 }
 
 struct KvState {
@@ -124,6 +143,116 @@ impl KvStorage {
             state.filled = len + new_len;
         }
         fits
+    }
+}
+
+/// A cache value's hold on its storage (module docs); derefs to the storage.
+pub struct KvLease(Arc<KvStorage>);
+
+impl KvLease {
+    pub(crate) fn new(storage: &Arc<KvStorage>) -> Self {
+        storage.leases.fetch_add(1, Ordering::AcqRel);
+        KvLease(Arc::clone(storage))
+    }
+}
+
+impl Clone for KvLease {
+    fn clone(&self) -> Self {
+        KvLease::new(&self.0)
+    }
+}
+
+impl Deref for KvLease {
+    type Target = Arc<KvStorage>;
+
+    fn deref(&self) -> &Arc<KvStorage> {
+        &self.0
+    }
+}
+
+impl Drop for KvLease {
+    fn drop(&mut self) {
+        if self.0.leases.fetch_sub(1, Ordering::AcqRel) == 1
+            && let Some(idle) = self.0.idle.upgrade()
+        {
+            idle.push(Arc::clone(&self.0));
+        }
+    }
+}
+
+/// The step a cache storage serves: the address of the executor's launch or plan step (stable
+/// while the executor lives) and the sequence's place in a ragged batch. It only chooses which
+/// idle storage a step takes (module docs), never what a step computes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct KvSite {
+    pub step: usize,
+    pub sequence: usize,
+}
+
+/// Storages no cache value holds, in the order they became idle, each with that time (module
+/// docs).
+#[derive(Default)]
+pub(crate) struct IdleStorages(Mutex<VecDeque<(Arc<KvStorage>, Instant)>>);
+
+impl IdleStorages {
+    fn push(&self, storage: Arc<KvStorage>) {
+        let expired = {
+            let mut idle = self.0.lock().expect("idle storages lock");
+            idle.push_back((storage, Instant::now()));
+            Self::expired(&mut idle)
+        };
+        drop(expired);
+    }
+
+    /// An idle storage for keys `kl` and values `vl` holding at least `least` positions (and
+    /// at most four times that, so that a long sequence's storage does not serve short ones):
+    /// the one `site` let go last, else the one let go last; taken out of the list and given
+    /// to `site`.
+    fn take(
+        &self,
+        kl: HeadsLayout,
+        vl: HeadsLayout,
+        least: usize,
+        site: KvSite,
+    ) -> Option<Arc<KvStorage>> {
+        let (found, expired) = {
+            let mut idle = self.0.lock().expect("idle storages lock");
+            let expired = Self::expired(&mut idle);
+            let fits = |s: &KvStorage| {
+                (s.batch, s.heads, s.key_size, s.value_size)
+                    == (kl.batch, kl.heads, kl.size, vl.size)
+                    && (least..=4 * least).contains(&s.capacity)
+            };
+            let last = |same_site: bool| {
+                idle.iter().rposition(|(s, _)| {
+                    fits(s) && (!same_site || *s.site.lock().expect("kv site lock") == site)
+                })
+            };
+            let found = last(true)
+                .or_else(|| last(false))
+                .and_then(|i| idle.remove(i))
+                .map(|(s, _)| s);
+            (found, expired)
+        };
+        drop(expired);
+        if let Some(storage) = &found {
+            *storage.site.lock().expect("kv site lock") = site;
+        }
+        found
+    }
+
+    /// Takes out the storages idle for a whole [`TRIM_INTERVAL`] (freed by the caller, outside
+    /// the lock; a recorded graph may still hold one until it goes).
+    fn expired(idle: &mut VecDeque<(Arc<KvStorage>, Instant)>) -> Vec<Arc<KvStorage>> {
+        let now = Instant::now();
+        let mut expired = Vec::new();
+        while idle
+            .front()
+            .is_some_and(|(_, since)| now.duration_since(*since) >= TRIM_INTERVAL)
+        {
+            expired.extend(idle.pop_front().map(|(s, _)| s));
+        }
+        expired
     }
 }
 
@@ -496,12 +625,14 @@ impl CudaBackend {
     /// Makes room for a step's new keys and values (`[batch, heads, seq, size]` views, equal
     /// batch, heads and seq) after the past ones: in place when the past is the latest prefix
     /// of one storage with room, else in a new storage (twice the length) holding a copy of
-    /// the past. Returns the storage and the past length; the step's attention launch must
+    /// the past (an idle storage of the backend's, preferably one `site` let go, when one
+    /// fits). Returns the storage and the past length; the step's attention launch must
     /// follow, with the new keys and values: it stores them and advances the device counter.
     pub(crate) fn kv_extend(
         &self,
         past: (KvPast, KvPast),
         (kl, vl): (HeadsLayout, HeadsLayout),
+        site: KvSite,
     ) -> Result<(Arc<KvStorage>, usize)> {
         let past_len = past.0.len();
         let total = past_len + kl.seq;
@@ -533,19 +664,33 @@ impl CudaBackend {
         }
         crate::backend::not_recording("a new cache storage")?;
         let capacity = (2 * total).max(KV_MIN_CAPACITY);
-        let storage = Arc::new(KvStorage {
-            state: Mutex::new(KvState {
-                keys: self.alloc(kl.batch * kl.heads * capacity * kl.size)?,
-                values: self.alloc(vl.batch * vl.heads * capacity * vl.size)?,
-                counter: self.upload_bytes(&[past_len as i32, 0].map(i32::to_le_bytes).concat())?,
-                filled: total,
+        let counter = [past_len as i32, 0].map(i32::to_le_bytes).concat();
+        let storage = match self.idle_storages().take(kl, vl, capacity, site) {
+            Some(storage) => {
+                let mut state = storage.state.lock().expect("kv storage lock");
+                let mut view = state.counter.slice_mut().slice_mut(..counter.len());
+                self.stream().memcpy_htod(&counter, &mut view)?;
+                state.filled = total;
+                drop(state);
+                storage
+            }
+            None => Arc::new(KvStorage {
+                state: Mutex::new(KvState {
+                    keys: self.alloc(kl.batch * kl.heads * capacity * kl.size)?,
+                    values: self.alloc(vl.batch * vl.heads * capacity * vl.size)?,
+                    counter: self.upload_bytes(&counter)?,
+                    filled: total,
+                }),
+                batch: kl.batch,
+                heads: kl.heads,
+                capacity,
+                key_size: kl.size,
+                value_size: vl.size,
+                leases: AtomicUsize::new(0),
+                site: Mutex::new(site),
+                idle: Arc::downgrade(self.idle_storages()),
             }),
-            batch: kl.batch,
-            heads: kl.heads,
-            capacity,
-            key_size: kl.size,
-            value_size: vl.size,
-        });
+        };
         {
             let mut state = storage.state.lock().expect("kv storage lock");
             let KvState { keys, values, .. } = &mut *state;

@@ -9,6 +9,7 @@ use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig};
 
+use crate::attention::IdleStorages;
 use crate::buffer::{BufferPool, DeviceBuffer, DeviceBytes};
 use crate::error::{CudaError, Result};
 use crate::program;
@@ -26,6 +27,8 @@ pub struct CudaBackend {
     module: Arc<CudaModule>,
     functions: Mutex<HashMap<String, CudaFunction>>,
     pool: Arc<BufferPool>,
+    /// Cache storages no cache holds, for the next new sequence (`attention.rs`).
+    idle: Arc<IdleStorages>,
     name: String,
     compute_capability: (i32, i32),
     sm_count: usize,
@@ -84,6 +87,7 @@ impl CudaBackend {
             module,
             functions: Mutex::new(HashMap::new()),
             pool: Arc::new(BufferPool::trimming()),
+            idle: Arc::default(),
             compute_capability,
             sm_count,
             max_shared_per_block,
@@ -91,6 +95,11 @@ impl CudaBackend {
             blas: OnceLock::new(),
             stream_lock: Mutex::new(()),
         })
+    }
+
+    /// Cache storages no cache holds.
+    pub(crate) fn idle_storages(&self) -> &Arc<IdleStorages> {
+        &self.idle
     }
 
     /// The device's multiprocessor count (launch shapes only; never changes bits).

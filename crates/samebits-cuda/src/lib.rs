@@ -56,7 +56,7 @@ mod source_kernel;
 pub mod testing;
 
 pub use attention::{
-    AttentionProduct, AttentionShape, HeadsLayout, KvStorage, NewKv, attention_rows,
+    AttentionProduct, AttentionShape, HeadsLayout, KvLease, KvStorage, NewKv, attention_rows,
     attention_split_fits,
 };
 pub use backend::CudaBackend;

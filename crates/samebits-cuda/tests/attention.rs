@@ -3,8 +3,9 @@
 //! ratios, causal and not, 3-D and 4-D inputs, past lengths around the 64-key tiles; every
 //! launch shape of the attention kernel (query heads per block); and the device-resident KV
 //! cache over decode steps (in place, after a branch from an older prefix, past the
-//! storage's capacity), each step's outputs equal to the CPU's. Without a GPU the CUDA tests
-//! print SKIPPED and return.
+//! storage's capacity), each step's outputs equal to the CPU's; a new sequence's cache taking
+//! the storage a finished sequence let go, and its recorded decode step. Without a GPU the
+//! CUDA tests print SKIPPED and return.
 
 use std::sync::Arc;
 
@@ -372,6 +373,120 @@ fn kv_cache_steps_match_the_cpu() {
         };
         assert_same_bits(f32s(g), f32s(w), &format!("branch output {i}"));
     }
+}
+
+/// One sequence's caches in [`storage_reuse_keeps_bits_and_replays_recorded_steps`]: the CPU's
+/// (host tensors) and the GPU's (device values, `None` before its prefill).
+struct Sequence {
+    cpu: (Value, Value),
+    gpu: Option<(IoValue, IoValue)>,
+}
+
+impl Sequence {
+    fn new() -> Self {
+        let empty = || Value::from(Tensor::from_vec(vec![1, 3, 0, 64], Vec::<f32>::new()).unwrap());
+        Sequence {
+            cpu: (empty(), empty()),
+            gpu: None,
+        }
+    }
+
+    /// Runs `s` new random positions on both devices, checks the GPU's output against the
+    /// CPU's and returns the GPU run's graph replays.
+    fn step(
+        &mut self,
+        executor: &CudaExecutor,
+        plan: &Arc<Plan>,
+        rng: &mut Rng,
+        s: usize,
+    ) -> usize {
+        let case = Case {
+            batch: 1,
+            q_heads: 9,
+            kv_heads: 3,
+            q_seq: s,
+            kv_seq: s,
+            past: 0,
+            d: 64,
+            dv: 64,
+            causal: true,
+            three_d: true,
+        };
+        let x = inputs(&case, rng);
+        let mut cpu_in = x.clone();
+        cpu_in.extend([self.cpu.0.clone(), self.cpu.1.clone()]);
+        let want = Device::Cpu.run_plan(plan, cpu_in);
+        let past = match &self.gpu {
+            Some((k, v)) => [IoValue::clone(k), IoValue::clone(v)],
+            None => [
+                IoValue::Host(self.cpu.0.clone()),
+                IoValue::Host(self.cpu.1.clone()),
+            ],
+        };
+        let gpu_in = x.into_iter().map(IoValue::Host).chain(past).collect();
+        let (got, stats) = executor
+            .run_io(gpu_in, &[false, true, true], Default::default())
+            .unwrap();
+        let IoValue::Host(y) = &got[0] else {
+            panic!("y stays on the host")
+        };
+        assert_same_bits(f32s(y), f32s(&want[0]), &format!("a step of {s}"));
+        self.cpu = (want[1].clone(), want[2].clone());
+        self.gpu = Some((got[1].clone(), got[2].clone()));
+        stats.graph_replays
+    }
+}
+
+/// A new sequence's cache takes the storage a finished sequence let go (never one a live cache
+/// holds), and with it the decode step recorded for that storage: it replays from its first
+/// decode step. Every step of every sequence gives the CPU's bits.
+#[test]
+fn storage_reuse_keeps_bits_and_replays_recorded_steps() {
+    if cuda_or_skip("storage_reuse_keeps_bits_and_replays_recorded_steps").is_none() {
+        return;
+    }
+    let _serial = serial();
+    let backend = Arc::clone(shared_cuda_arc().unwrap());
+    let plan = attention_plan(&Case {
+        batch: 1,
+        q_heads: 9,
+        kv_heads: 3,
+        q_seq: 1,
+        kv_seq: 1,
+        past: 1,
+        d: 64,
+        dv: 64,
+        causal: true,
+        three_d: true,
+    });
+    let executor = CudaExecutor::new(backend, Arc::clone(&plan));
+    let mut rng = Rng::new(41);
+    let rng = &mut rng;
+    // A: prefill, then a rehearsal, a recording and replays.
+    let mut a = Sequence::new();
+    let replays: Vec<usize> = [10, 1, 1, 1, 1]
+        .iter()
+        .map(|&s| a.step(&executor, &plan, rng, s))
+        .collect();
+    assert_eq!(replays, [0, 0, 0, 1, 1], "A's steps");
+    // B starts while A still holds its storage: B gets another one, and A goes on replaying
+    // with its own bits.
+    let mut b = Sequence::new();
+    assert_eq!(b.step(&executor, &plan, rng, 7), 0, "B's prefill");
+    assert_eq!(a.step(&executor, &plan, rng, 1), 1, "A after B's prefill");
+    assert_eq!(b.step(&executor, &plan, rng, 1), 0, "B's first decode step");
+    // A finishes; C's cache takes A's storage and replays A's recorded step at once.
+    drop(a);
+    let mut c = Sequence::new();
+    assert_eq!(c.step(&executor, &plan, rng, 5), 0, "C's prefill");
+    for t in 0..4 {
+        assert_eq!(c.step(&executor, &plan, rng, 1), 1, "C's decode step {t}");
+    }
+    assert_eq!(
+        b.step(&executor, &plan, rng, 1),
+        0,
+        "B's second decode step"
+    );
 }
 
 /// A rotary case: (batch, heads, seq, size, rotary dim, interleaved, 3-D, cache rank).

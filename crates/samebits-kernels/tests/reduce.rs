@@ -173,6 +173,70 @@ fn argreduce_matches_naive_scan_over_inner_lanes() {
     }
 }
 
+/// Contiguous rows (`inner = 1`, an LLM's logits) of lengths around the 64-value blocks of the
+/// row search, with ties, signed zeros and NaNs, on every ISA path: the index a scan in index
+/// order gives.
+#[test]
+fn argreduce_rows_match_naive_scan() {
+    let mut rng = Rng::new(15);
+    let pool = [
+        1.0,
+        2.0,
+        -0.0,
+        0.0,
+        -3.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    for len in [1usize, 2, 63, 64, 65, 127, 128, 129, 1000, 49_152] {
+        for trial in 0..6 {
+            // Trial 0 draws from a few values (ties), 1 adds NaNs rarely, the rest are random.
+            let data: Vec<f32> = (0..2 * len)
+                .map(|_| match trial {
+                    0 => pool[rng.below(6)],
+                    1 if rng.below(500) == 0 => pool[7],
+                    1 => pool[rng.below(7)],
+                    _ => rng.vec(1)[0],
+                })
+                .collect();
+            for kind in [ArgKind::ArgMax, ArgKind::ArgMin] {
+                for last in [false, true] {
+                    let mut got = [0i64; 2];
+                    let on_isas = on_every_isa(|| {
+                        argreduce_f32(kind, last, &data, 2, len, 1, &mut got);
+                        got
+                    });
+                    for (isa, got) in on_isas {
+                        for (o, &g) in got.iter().enumerate() {
+                            let row = &data[o * len..(o + 1) * len];
+                            let more = |a: f32, b: f32| match (a.is_nan(), b.is_nan()) {
+                                (true, _) => !b.is_nan(),
+                                (false, true) => false,
+                                _ => match kind {
+                                    ArgKind::ArgMax => a.total_cmp(&b).is_gt(),
+                                    ArgKind::ArgMin => a.total_cmp(&b).is_lt(),
+                                },
+                            };
+                            let mut want = 0;
+                            for k in 1..len {
+                                let tie = !more(row[k], row[want]) && !more(row[want], row[k]);
+                                if more(row[k], row[want]) || (last && tie) {
+                                    want = k;
+                                }
+                            }
+                            assert_eq!(
+                                g, want as i64,
+                                "{isa:?}: len {len} trial {trial} {kind:?} last {last}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn sums_are_close_to_float64() {
     let mut rng = Rng::new(14);

@@ -6,7 +6,7 @@
 //!
 //! `cargo run --release -p samebits-llm --example gpu_llm -- [--tiny | --shape llama3-8b]
 //! [--matrices TYPE] [--write-only] [--quick] [--runs N] [--model PATH]
-//! [--profile N S]`; `--tiny` uses a 2-layer
+//! [--profile N S] [--requests R]`; `--tiny` uses a 2-layer
 //! model (a quick check on machines without a GPU, where only the CPU half runs); `--shape
 //! llama3-8b` writes Llama-3.1-8B's shapes instead (32 layers, width 4096, 32 / 8 heads of 128,
 //! FFN 14336, vocabulary 128,256; Q4_0 matrices, about 4.4 GB) and `--write-only` stops after
@@ -14,6 +14,9 @@
 //! L,D,H,HD,KV,FFN,V` names any llama shape with Q4_0 matrices); `--quick` times tg128 only; `--profile N S`
 //! runs only GPU prefills of N tokens (a first one to warm up, a timed one) and S decode steps
 //! after the second (a short, fixed kernel sequence for a profiler such as `ncu`);
+//! `--requests R` times R back-to-back "requests" as a server's lone client makes them (a new
+//! cache, a prefill of 8 tokens, 64 decode steps, the cache dropped), printing the medians of
+//! the prefill, of the first three decode steps and of the later ones;
 //! `--matrices TYPE` picks the layer matrices' ggml type by name (q4_1, q5_0, q4_k, bf16, ..: any
 //! type with a dequantization; K-quants and IQ4_XS need widths that are multiples of 256).
 
@@ -147,6 +150,38 @@ fn decode_seconds(llm: &Llm, ids: &[u32]) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
+/// `--requests R` (module docs): per-request costs on the GPU, in milliseconds.
+fn requests(path: &std::path::Path, shape: &LlamaShape, n: usize) {
+    let gpu = Llm::load_on(path, OperationSet::Reproducible, Device::Cuda(0)).expect("GPU");
+    let ids = tokens(8 + 64, shape.vocab);
+    let ms = |start: Instant| start.elapsed().as_secs_f64() * 1e3;
+    let (mut prefill, mut later) = (Vec::new(), Vec::new());
+    let mut first: [Vec<f64>; 3] = Default::default();
+    let whole = Instant::now();
+    for _ in 0..n {
+        let mut cache = gpu.new_cache();
+        let start = Instant::now();
+        gpu.forward_last(&ids[..8], &mut cache).expect("prefill");
+        prefill.push(ms(start));
+        for (k, &t) in ids[8..].iter().enumerate() {
+            let start = Instant::now();
+            gpu.forward_last(&[t], &mut cache).expect("decode");
+            match first.get_mut(k) {
+                Some(times) => times.push(ms(start)),
+                None => later.push(ms(start)),
+            }
+        }
+    }
+    let per_request = ms(whole) / n as f64;
+    let [a, b, c] = first.map(median);
+    println!(
+        "{n} requests of 8 + 64 tokens: {per_request:.2} ms each; prefill {:.2} ms, decode steps \
+         1-3 {a:.2} / {b:.2} / {c:.2} ms, later steps {:.3} ms (medians)",
+        median(prefill),
+        median(later)
+    );
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -231,6 +266,14 @@ fn main() {
             start.elapsed().as_secs_f64() * 1e3,
             decode * 1e3
         );
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--requests") {
+        let n: usize = args
+            .get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .expect("--requests R");
+        requests(&path, &shape, n);
         return;
     }
     let cpu = Llm::load(&path, OperationSet::Reproducible).expect("CPU model");

@@ -19,6 +19,8 @@ pub struct RunStats {
     /// Device-to-host copies and their bytes.
     pub downloads: usize,
     pub download_bytes: usize,
+    /// Runs that replayed a recorded CUDA graph instead of launching their steps one by one.
+    pub graph_replays: usize,
 }
 
 impl RunStats {
@@ -38,5 +40,6 @@ impl RunStats {
         self.upload_bytes += other.upload_bytes;
         self.downloads += other.downloads;
         self.download_bytes += other.download_bytes;
+        self.graph_replays += other.graph_replays;
     }
 }

@@ -47,7 +47,7 @@ pub struct Job {
 }
 
 /// What the engine tells a request's handler, in this order: `Started` (or `Failed`), `Text`
-/// pieces, then `Done` (or `Failed`).
+/// pieces (streamed requests only), then `Done` (or `Failed`).
 #[derive(Debug)]
 pub enum Event {
     /// The prompt was processed; `prompt_tokens` of them.
@@ -468,7 +468,11 @@ impl<'a> Scheduler<'a> {
     /// Samples the step's token from the last row of `logits` and releases its text.
     fn take(&self, running: &mut Running<'a>, mut logits: Vec<f32>) -> Progress {
         self.metrics.generated(1);
-        let row = logits.split_off(logits.len() - self.llm.vocab_size());
+        // A decode step's logits are the row itself (split_off(0) would copy all of it).
+        let row = match logits.len() - self.llm.vocab_size() {
+            0 => logits,
+            rest => logits.split_off(rest),
+        };
         let Running {
             sequence,
             stop,
@@ -509,7 +513,7 @@ impl<'a> Scheduler<'a> {
             decode_started.elapsed(),
         );
         let rest = stop.finish();
-        if !rest.is_empty() {
+        if job.request.stream && !rest.is_empty() {
             let _ = job.events.send(Event::Text(rest));
         }
         let (prompt, messages) = match &job.request.prompt {
@@ -542,10 +546,12 @@ impl<'a> Scheduler<'a> {
     }
 }
 
-/// Passes a piece of generated text through the stop strings to the client.
+/// Passes a piece of generated text through the stop strings, and to a streaming client (a
+/// whole response takes its text from `Done`: no event, and no wake-up of its handler, per
+/// token).
 fn release(stop: &mut StopFilter, job: &Job, piece: &str) {
     let text = stop.push(piece);
-    if !text.is_empty() {
+    if job.request.stream && !text.is_empty() {
         let _ = job.events.send(Event::Text(text));
     }
 }

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::attention::{
-    AttentionProduct, AttentionShape, HeadsLayout, KvPast, attention_rows, attention_split_fits,
+    AttentionProduct, AttentionShape, HeadsLayout, KvLease, KvPast, KvSite, attention_rows,
+    attention_split_fits,
 };
 use crate::backend::CudaBackend;
 use crate::buffer::DeviceBuffer;
@@ -881,8 +882,12 @@ pub(crate) fn run_launch(
                 }
                 None => None,
             };
+            let site = KvSite {
+                step: launch as *const Launch as usize,
+                sequence: 0,
+            };
             let (storage, past) =
-                backend.kv_extend((kv_past(inputs, 4)?, kv_past(inputs, 5)?), (*k, *v))?;
+                backend.kv_extend((kv_past(inputs, 4)?, kv_past(inputs, 5)?), (*k, *v), site)?;
             let total = past + k.seq;
             // Score rows as long as the storage when they fit (a recorded step then replays
             // until the storage is full), else as long as this step needs.
@@ -946,7 +951,7 @@ pub(crate) fn run_launch(
                 )
             })?;
             let present = |values: bool, size: usize| DeviceValue::Kv {
-                storage: Arc::clone(&storage),
+                storage: KvLease::new(&storage),
                 values,
                 len: total,
                 shape: vec![k.batch, k.heads, total, size],

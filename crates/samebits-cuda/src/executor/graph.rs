@@ -30,7 +30,7 @@ use samebits_ir::{DType, Tensor, Value};
 use samebits_ops::RunOptions;
 
 use super::{CudaExecutor, DeviceTensor, DeviceValue, IoValue, RunStats, Slot};
-use crate::attention::KvStorage;
+use crate::attention::{KvLease, KvStorage};
 use crate::buffer::{BufferPool, with_arena};
 use crate::error::{CudaError, Result};
 
@@ -395,6 +395,7 @@ impl CudaExecutor {
         let mut stats = RunStats {
             device_steps: recorded.device_steps,
             device_launches: recorded.device_launches,
+            graph_replays: 1,
             ..RunStats::default()
         };
         for (copy, input) in recorded.inputs.iter_mut().zip(inputs) {
@@ -447,7 +448,7 @@ impl CudaExecutor {
                         let mut shape = shape.clone();
                         shape[2] = len;
                         let value = Arc::new(DeviceValue::Kv {
-                            storage: Arc::clone(storage),
+                            storage: KvLease::new(storage),
                             values: *values,
                             len,
                             shape,

@@ -43,7 +43,7 @@ use samebits_ir::{DType, Tensor, Value};
 pub use samebits_ops::RunStats;
 use samebits_ops::{DeviceKernel, OpError, OperationSet, Plan, PlanStep, RunOptions};
 
-use crate::attention::KvStorage;
+use crate::attention::KvLease;
 use crate::backend::CudaBackend;
 use crate::buffer::{DeviceBuffer, DeviceBytes, with_arena};
 use crate::error::{CudaError, Result};
@@ -69,7 +69,7 @@ pub(crate) enum DeviceValue {
     /// A float32 `[batch, heads, len, size]` tensor held as the keys (or values) at the first
     /// `len` positions of a KV cache storage.
     Kv {
-        storage: Arc<KvStorage>,
+        storage: KvLease,
         values: bool,
         len: usize,
         shape: Vec<usize>,

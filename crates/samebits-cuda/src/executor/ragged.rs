@@ -22,7 +22,7 @@ use samebits_ops::{AttentionHeads, PlanStep};
 
 use super::dispatch::{GROUPED_ATTENTION_MIN_QUERIES, f32_input, past_of};
 use super::{CudaExecutor, DeviceTensor, DeviceValue, IoValue, RunStats, Slot, arg_info};
-use crate::attention::{HeadsLayout, KvPast, RaggedPart, attention_rows};
+use crate::attention::{HeadsLayout, KvLease, KvPast, KvSite, RaggedPart, attention_rows};
 use crate::error::Result;
 
 /// One cache of the past: on the host or on the device.
@@ -198,9 +198,13 @@ impl CudaExecutor {
             pasts.push((device_past(key)?, device_past(value)?));
         }
         let mut extended = Vec::with_capacity(parts.len());
-        for (part, pasts) in parts.iter().zip(&pasts) {
+        for (sequence, (part, pasts)) in parts.iter().zip(&pasts).enumerate() {
             let h = &part.heads;
-            extended.push(self.backend.kv_extend(past(pasts)?, (h.k, h.v))?);
+            let site = KvSite {
+                step: step as *const PlanStep as usize,
+                sequence,
+            };
+            extended.push(self.backend.kv_extend(past(pasts)?, (h.k, h.v), site)?);
         }
         let ragged: Vec<RaggedPart> = parts
             .iter()
@@ -231,7 +235,7 @@ impl CudaExecutor {
             let total = past + h.q.seq;
             let present = |values: bool, size: usize| {
                 IoValue::Device(DeviceTensor(Arc::new(DeviceValue::Kv {
-                    storage: Arc::clone(&storage),
+                    storage: KvLease::new(&storage),
                     values,
                     len: total,
                     shape: vec![1, h.k.heads, total, size],
