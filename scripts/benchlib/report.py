@@ -128,6 +128,11 @@ def markdown(results):
         "**SmolLM2-135M-Instruct Q4_1, CPU** (pp = one prefill pass of N tokens, tg = N decode steps of one "
         "token; PyTorch runs the same model dequantized to float32, eagerly):",
         speed_table([r for r in speed if r["group"] == "llm-cpu"]),
+        *[part for kept in results.get("other_cpus", []) for part in (
+            f"**The same on {kept['kind']}**, {kept['meta']['cores']} cores (kept from its last "
+            f"`{kept['meta']['command']}` run, {kept['meta']['date']}, in docs/bench/cpu/; one table per CPU kind"
+            + (f"; {kept['meta']['source']}" if kept["meta"].get("source") else "") + "):",
+            speed_table(kept["speed"]))],
         f"**PP-OCR and ONNX node-test models, CPU, {meta['threads_onnx']} threads** (latency per run):",
         speed_table([r for r in speed if r["group"] in ("ocr", "node")]),
     ]

@@ -183,7 +183,7 @@ impl Drop for KvLease {
 /// The step a cache storage serves: the address of the executor's launch or plan step (stable
 /// while the executor lives) and the sequence's place in a ragged batch. It only chooses which
 /// idle storage a step takes (module docs), never what a step computes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct KvSite {
     pub step: usize,
     pub sequence: usize,

@@ -284,99 +284,49 @@ fn kv_cache_steps_match_the_cpu() {
     }
     let _serial = serial();
     let backend = Arc::clone(shared_cuda_arc().unwrap());
-    let case = Case {
+    let plan = attention_plan(&sequence_case(130, 130));
+    let executor = CudaExecutor::new(backend, Arc::clone(&plan));
+    let mut rng = Rng::new(31);
+    // A prefill of 130 positions from an empty host past, then 139 decode steps; the state
+    // after step 4 is kept for a branch.
+    let mut sequence = Sequence::new();
+    let mut branch = None;
+    for t in 0..140 {
+        if t == 5 {
+            branch = Some(sequence.clone());
+        }
+        let s = if t == 0 { 130 } else { 1 };
+        sequence.step(&executor, &plan, &mut rng, s, true);
+    }
+    // The final present stays on the device and has every position.
+    let Some((IoValue::Device(k), _)) = &sequence.gpu else {
+        panic!("the cache stays on the device")
+    };
+    assert_eq!(k.shape(), &[1, 3, 269, 64]);
+    // A step from the prefix of step 5 (its storage has moved on since), every output
+    // downloaded and compared.
+    branch.unwrap().step(&executor, &plan, &mut rng, 1, false);
+}
+
+/// The attention case of one step of [`Sequence`]: `s` new positions after `past` cached ones.
+fn sequence_case(s: usize, past: usize) -> Case {
+    Case {
         batch: 1,
         q_heads: 9,
         kv_heads: 3,
-        q_seq: 130,
-        kv_seq: 130,
-        past: 130,
+        q_seq: s,
+        kv_seq: s,
+        past,
         d: 64,
         dv: 64,
         causal: true,
         three_d: true,
-    };
-    let mut rng = Rng::new(31);
-    let plan = attention_plan(&case);
-    let executor = CudaExecutor::new(backend, Arc::clone(&plan));
-    let step = |s: usize, rng: &mut Rng| {
-        let c = Case {
-            q_seq: s,
-            kv_seq: s,
-            past: 0,
-            ..case
-        };
-        inputs(&c, rng)
-    };
-    // Prefill: an empty past from the host.
-    let empty =
-        |size| Value::from(Tensor::from_vec(vec![1, 3, 0, size], Vec::<f32>::new()).unwrap());
-    let mut cpu_past = (empty(64), empty(64));
-    let first = step(130, &mut rng);
-    let mut io: Vec<IoValue> = first.iter().cloned().map(IoValue::Host).collect();
-    io.push(IoValue::Host(cpu_past.0.clone()));
-    io.push(IoValue::Host(cpu_past.1.clone()));
-    let mut gpu_past = None;
-    let mut branch = None;
-    for t in 0..140 {
-        let x = if t == 0 {
-            first.clone()
-        } else {
-            step(1, &mut rng)
-        };
-        let mut cpu_in = x.clone();
-        cpu_in.push(cpu_past.0.clone());
-        cpu_in.push(cpu_past.1.clone());
-        let want = Device::Cpu.run_plan(&plan, cpu_in);
-        let gpu_in: Vec<IoValue> = match &gpu_past {
-            None => io.clone(),
-            Some((k, v)) => x
-                .iter()
-                .cloned()
-                .map(IoValue::Host)
-                .chain([IoValue::clone(k), IoValue::clone(v)])
-                .collect(),
-        };
-        let (got, _) = executor
-            .run_io(gpu_in, &[false, true, true], Default::default())
-            .unwrap();
-        let IoValue::Host(y) = &got[0] else {
-            panic!("y stays on the host")
-        };
-        assert_same_bits(f32s(y), f32s(&want[0]), &format!("step {t}"));
-        if t == 5 {
-            branch = Some((gpu_past.clone().unwrap(), cpu_past.clone()));
-        }
-        cpu_past = (want[1].clone(), want[2].clone());
-        gpu_past = Some((got[1].clone(), got[2].clone()));
-    }
-    // The final present, downloaded, is the CPU's.
-    let (k, _) = gpu_past.unwrap();
-    let IoValue::Device(k) = k else {
-        panic!("the cache stays on the device")
-    };
-    assert_eq!(k.shape(), &[1, 3, 269, 64]);
-    // A step from the prefix of step 5 (its storage has moved on since).
-    let ((gk, gv), (ck, cv)) = branch.unwrap();
-    let x = step(1, &mut rng);
-    let want = Device::Cpu.run_plan(&plan, x.iter().cloned().chain([ck, cv]).collect());
-    let (got, _) = executor
-        .run_io(
-            x.into_iter().map(IoValue::Host).chain([gk, gv]).collect(),
-            &[false, false, false],
-            Default::default(),
-        )
-        .unwrap();
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        let IoValue::Host(g) = g else {
-            panic!("downloaded")
-        };
-        assert_same_bits(f32s(g), f32s(w), &format!("branch output {i}"));
     }
 }
 
-/// One sequence's caches in [`storage_reuse_keeps_bits_and_replays_recorded_steps`]: the CPU's
-/// (host tensors) and the GPU's (device values, `None` before its prefill).
+/// One sequence's caches: the CPU's (host tensors) and the GPU's (device values, `None` before
+/// its prefill). A clone is a branch from the same prefix.
+#[derive(Clone)]
 struct Sequence {
     cpu: (Value, Value),
     gpu: Option<(IoValue, IoValue)>,
@@ -391,28 +341,18 @@ impl Sequence {
         }
     }
 
-    /// Runs `s` new random positions on both devices, checks the GPU's output against the
-    /// CPU's and returns the GPU run's graph replays.
+    /// Runs `s` new random positions on both devices, checks the GPU's outputs against the
+    /// CPU's (the output only, with the cache kept on the device when `keep_cache`; else all
+    /// three, downloaded) and returns the GPU run's graph replays.
     fn step(
         &mut self,
         executor: &CudaExecutor,
         plan: &Arc<Plan>,
         rng: &mut Rng,
         s: usize,
+        keep_cache: bool,
     ) -> usize {
-        let case = Case {
-            batch: 1,
-            q_heads: 9,
-            kv_heads: 3,
-            q_seq: s,
-            kv_seq: s,
-            past: 0,
-            d: 64,
-            dv: 64,
-            causal: true,
-            three_d: true,
-        };
-        let x = inputs(&case, rng);
+        let x = inputs(&sequence_case(s, 0), rng);
         let mut cpu_in = x.clone();
         cpu_in.extend([self.cpu.0.clone(), self.cpu.1.clone()]);
         let want = Device::Cpu.run_plan(plan, cpu_in);
@@ -425,12 +365,20 @@ impl Sequence {
         };
         let gpu_in = x.into_iter().map(IoValue::Host).chain(past).collect();
         let (got, stats) = executor
-            .run_io(gpu_in, &[false, true, true], Default::default())
+            .run_io(gpu_in, &[false, keep_cache, keep_cache], Default::default())
             .unwrap();
         let IoValue::Host(y) = &got[0] else {
             panic!("y stays on the host")
         };
         assert_same_bits(f32s(y), f32s(&want[0]), &format!("a step of {s}"));
+        if !keep_cache {
+            for (i, (g, w)) in got.iter().zip(&want).enumerate().skip(1) {
+                let IoValue::Host(g) = g else {
+                    panic!("output {i} downloaded")
+                };
+                assert_same_bits(f32s(g), f32s(w), &format!("a step of {s}, output {i}"));
+            }
+        }
         self.cpu = (want[1].clone(), want[2].clone());
         self.gpu = Some((got[1].clone(), got[2].clone()));
         stats.graph_replays
@@ -447,18 +395,7 @@ fn storage_reuse_keeps_bits_and_replays_recorded_steps() {
     }
     let _serial = serial();
     let backend = Arc::clone(shared_cuda_arc().unwrap());
-    let plan = attention_plan(&Case {
-        batch: 1,
-        q_heads: 9,
-        kv_heads: 3,
-        q_seq: 1,
-        kv_seq: 1,
-        past: 1,
-        d: 64,
-        dv: 64,
-        causal: true,
-        three_d: true,
-    });
+    let plan = attention_plan(&sequence_case(1, 1));
     let executor = CudaExecutor::new(backend, Arc::clone(&plan));
     let mut rng = Rng::new(41);
     let rng = &mut rng;
@@ -466,24 +403,36 @@ fn storage_reuse_keeps_bits_and_replays_recorded_steps() {
     let mut a = Sequence::new();
     let replays: Vec<usize> = [10, 1, 1, 1, 1]
         .iter()
-        .map(|&s| a.step(&executor, &plan, rng, s))
+        .map(|&s| a.step(&executor, &plan, rng, s, true))
         .collect();
     assert_eq!(replays, [0, 0, 0, 1, 1], "A's steps");
     // B starts while A still holds its storage: B gets another one, and A goes on replaying
     // with its own bits.
     let mut b = Sequence::new();
-    assert_eq!(b.step(&executor, &plan, rng, 7), 0, "B's prefill");
-    assert_eq!(a.step(&executor, &plan, rng, 1), 1, "A after B's prefill");
-    assert_eq!(b.step(&executor, &plan, rng, 1), 0, "B's first decode step");
+    assert_eq!(b.step(&executor, &plan, rng, 7, true), 0, "B's prefill");
+    assert_eq!(
+        a.step(&executor, &plan, rng, 1, true),
+        1,
+        "A after B's prefill"
+    );
+    assert_eq!(
+        b.step(&executor, &plan, rng, 1, true),
+        0,
+        "B's first decode step"
+    );
     // A finishes; C's cache takes A's storage and replays A's recorded step at once.
     drop(a);
     let mut c = Sequence::new();
-    assert_eq!(c.step(&executor, &plan, rng, 5), 0, "C's prefill");
+    assert_eq!(c.step(&executor, &plan, rng, 5, true), 0, "C's prefill");
     for t in 0..4 {
-        assert_eq!(c.step(&executor, &plan, rng, 1), 1, "C's decode step {t}");
+        assert_eq!(
+            c.step(&executor, &plan, rng, 1, true),
+            1,
+            "C's decode step {t}"
+        );
     }
     assert_eq!(
-        b.step(&executor, &plan, rng, 1),
+        b.step(&executor, &plan, rng, 1, true),
         0,
         "B's second decode step"
     );

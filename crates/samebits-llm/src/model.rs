@@ -53,9 +53,9 @@ use samebits_gguf::{GgufFile, ModelConfig};
 use samebits_ir::{
     Attribute, DType, Dim, Graph, Node, OpsetImports, Shape, Tensor, Value, ValueInfo, ValueType,
 };
-use samebits_kernels::{Isa, with_isa};
 use samebits_ops::{OperationSet, Plan};
 use samebits_passes::decoder_fusion;
+use samebits_runtime::pool::run_in_pool;
 use samebits_runtime::{Device, Executor, IoValue};
 use samebits_tokenizer::TextTokenizer;
 use std::ops::Range;
@@ -444,17 +444,15 @@ impl DecoderStage {
 }
 
 /// Runs one of a stage's plans on one thread of the rayon pool, so that the ops' parallel loops
-/// start from inside it (work stealing) instead of each waking the pool from outside and
-/// sleeping until it is done; the caller's ISA scope goes along.
+/// start from inside it (work stealing); on the CPU the pool's other threads stay awake for the
+/// length of the run (samebits_runtime::pool).
 pub(crate) fn run_on_pool(
     executor: &Executor,
     inputs: Vec<IoValue>,
     keep: &[bool],
 ) -> Result<Vec<IoValue>> {
-    let isa = Isa::active();
-    Ok(rayon::scope(|_| {
-        with_isa(isa, || executor.run_io(inputs, keep))
-    })?)
+    let on_cpu = executor.device() == Device::Cpu;
+    Ok(run_in_pool(on_cpu, || executor.run_io(inputs, keep))?)
 }
 
 /// The parameter bytes of each decoder layer: the initializer bytes of the stage graph of that

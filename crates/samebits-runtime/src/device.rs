@@ -8,9 +8,9 @@
 
 use crate::cuda::{CudaBackend, CudaExecutor};
 pub use crate::cuda::{DeviceTensor, IoValue};
+use crate::pool::run_in_pool;
 use crate::{Result, RuntimeError};
 use samebits_ir::Value;
-use samebits_kernels::{Isa, with_isa};
 pub use samebits_ops::RunStats;
 use samebits_ops::{Plan, RunOptions};
 use std::collections::HashMap;
@@ -123,11 +123,9 @@ impl Executor {
     ) -> Result<(Vec<Value>, Option<RunStats>)> {
         match &self.cuda {
             None => {
-                // The whole run goes to one thread of the rayon pool, so that the ops' parallel
-                // loops start from inside it (work stealing) instead of each waking the pool
-                // from outside and sleeping until it is done; the caller's ISA scope goes along.
-                let isa = Isa::active();
-                let outputs = rayon::scope(|_| with_isa(isa, || self.plan.run(inputs, options)));
+                // The whole run goes to one thread of the rayon pool, the others kept awake
+                // (crate::pool).
+                let outputs = run_in_pool(true, || self.plan.run(inputs, options));
                 Ok((outputs?, None))
             }
             Some(cuda) => {

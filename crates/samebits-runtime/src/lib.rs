@@ -24,6 +24,7 @@ mod cuda;
 pub mod device;
 mod error;
 pub mod hashing;
+pub mod pool;
 pub mod receipt;
 pub mod tensor_file;
 
