@@ -15,6 +15,7 @@ use crate::{
     BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, UnaryKernel, bail,
     unsupported,
 };
+use rayon::prelude::*;
 use samebits_ir::{DType, Tensor, Value, ValueType};
 use samebits_math::{Activation, UnaryFn};
 
@@ -236,6 +237,11 @@ impl Elementwise {
     }
 }
 
+/// Values per task of a parallel [`Elementwise`] evaluation.
+const CHUNK: usize = 8192;
+/// From this many values on, [`Elementwise`] evaluates in parallel.
+const PARALLEL_MIN: usize = 4 * CHUNK;
+
 impl Op for Elementwise {
     fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
         Ok(vec![inputs.first().cloned().flatten()])
@@ -256,14 +262,23 @@ impl Op for Elementwise {
             DType::F32 | DType::F16 | DType::BF16 => {
                 let data = f32::read(x, "input 0")?;
                 let mut out = vec![0.0f32; data.len()];
-                match self {
-                    Elementwise::Math(f) => f.eval_slice(&data, &mut out),
-                    Elementwise::Composite(a) => a.eval_slice(&data, &mut out),
+                let eval = |src: &[f32], dst: &mut [f32]| match self {
+                    Elementwise::Math(f) => f.eval_slice(src, dst),
+                    Elementwise::Composite(a) => a.eval_slice(src, dst),
                     _ => {
-                        for (o, &v) in out.iter_mut().zip(data.iter()) {
+                        for (o, &v) in dst.iter_mut().zip(src) {
                             *o = self.eval_f32(v);
                         }
                     }
+                };
+                // Each value is its input's alone, so a large tensor (a prefill's gates) is
+                // cut into chunks for the pool; a small one (a decode step's) stays here.
+                if data.len() >= PARALLEL_MIN {
+                    out.par_chunks_mut(CHUNK)
+                        .zip(data.par_chunks(CHUNK))
+                        .for_each(|(dst, src)| eval(src, dst));
+                } else {
+                    eval(&data, &mut out);
                 }
                 f32::store(x.dtype(), shape, out)?
             }

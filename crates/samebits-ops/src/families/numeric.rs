@@ -437,6 +437,8 @@ impl Layout {
 }
 
 /// `data` of row-major `shape` transposed so that output axis `i` is input axis `perm[i]`.
+/// Where the last axis stays last (attention's `[b, s, h, d]` <-> `[b, h, s, d]`), its rows are
+/// copied whole.
 pub fn permute<T: Copy>(data: &[T], shape: &[usize], perm: &[usize]) -> Vec<T> {
     let rank = shape.len();
     let in_strides = crate::broadcast::strides(shape);
@@ -447,11 +449,17 @@ pub fn permute<T: Copy>(data: &[T], shape: &[usize], perm: &[usize]) -> Vec<T> {
     if total == 0 {
         return out;
     }
-    let mut idx = vec![0usize; rank];
+    // Elements copied at once, and the output axes walked to find where each run starts.
+    let (run, axes) = if rank > 1 && perm[rank - 1] == rank - 1 {
+        (shape[rank - 1], rank - 1)
+    } else {
+        (1, rank)
+    };
+    let mut idx = vec![0usize; axes];
     let mut offset = 0usize;
-    for _ in 0..total {
-        out.push(data[offset]);
-        for d in (0..rank).rev() {
+    for _ in 0..total / run {
+        out.extend_from_slice(&data[offset..offset + run]);
+        for d in (0..axes).rev() {
             idx[d] += 1;
             offset += strides[d];
             if idx[d] < out_shape[d] {
@@ -474,6 +482,35 @@ mod tests {
         let x = [1, 2, 3, 4, 5, 6];
         assert_eq!(permute(&x, &[2, 3], &[1, 0]), vec![1, 4, 2, 5, 3, 6]);
         assert_eq!(permute(&x, &[2, 3], &[0, 1]), x.to_vec());
+    }
+
+    /// Every permutation of a rank-4 tensor (those that keep the last axis copy whole rows)
+    /// against the output element read at its own input index.
+    #[test]
+    fn permute_matches_indexing_for_every_permutation() {
+        let shape = [2, 3, 4, 5];
+        let data: Vec<u32> = (0..120).collect();
+        let strides = crate::broadcast::strides(&shape);
+        for code in 0..256usize {
+            let perm: [usize; 4] = std::array::from_fn(|i| code >> (2 * i) & 3);
+            if (0..4).any(|i| perm[i + 1..].contains(&perm[i])) {
+                continue;
+            }
+            let out_shape = perm.map(|p| shape[p]);
+            let want: Vec<u32> = (0..120)
+                .map(|flat| {
+                    // The output index of `flat`, then the input element it reads.
+                    let mut rest = flat;
+                    let mut offset = 0;
+                    for o in (0..4).rev() {
+                        offset += rest % out_shape[o] * strides[perm[o]];
+                        rest /= out_shape[o];
+                    }
+                    data[offset]
+                })
+                .collect();
+            assert_eq!(permute(&data, &shape, &perm), want, "perm {perm:?}");
+        }
     }
 
     #[test]
