@@ -262,7 +262,8 @@ fn tui_runs_smollm2_streams_verifies_and_quits_cleanly() {
 
     tmux.keys(&["q"]);
     let after = tmux.wait("the exit", Duration::from_secs(30), |s| {
-        s.contains("exit status")
+        // The terminal modes come a moment after the status: wait for both.
+        s.contains("exit status") && s.contains("icanon")
     });
     assert!(after.contains("exit status 0"), "{after}");
     assert!(
@@ -320,7 +321,8 @@ fn tui_shows_bad_options_in_the_ui_and_ctrl_c_restores_the_terminal() {
     );
     tmux.keys(&["C-c"]);
     let after = tmux.wait("the exit", Duration::from_secs(30), |s| {
-        s.contains("exit status")
+        // The terminal modes come a moment after the status: wait for both.
+        s.contains("exit status") && s.contains("icanon")
     });
     assert!(after.contains("exit status 0"), "{after}");
     assert!(
