@@ -13,16 +13,40 @@
 use samebits_kernels::{Isa, with_isa};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// Whether a run keeps the pool awake now: one at a time (see [`run_in_pool`]).
+static AWAKE: AtomicBool = AtomicBool::new(false);
+
+/// Lets [`AWAKE`] go when the awake run is over, panicking or not.
+struct AwakeRun;
+
+impl Drop for AwakeRun {
+    fn drop(&mut self) {
+        AWAKE.store(false, Ordering::Release);
+    }
+}
+
 /// Runs `run` on one thread of the rayon pool with the caller's ISA scope. With `keep_awake`
 /// the pool's other threads (one per core at most: a thread spinning on a core that another
 /// worker needs would slow the run down) take its parallel jobs as they appear and spin in
 /// between until it returns; without, they sleep when idle (a GPU run, whose host thread
 /// mostly waits on the device).
+///
+/// Only a run started from outside the pool, and only one at a time, keeps the pool awake. A
+/// spinning worker runs whatever job it finds, another run's included: were runs from inside
+/// the pool (runs in a parallel loop, as the conformance suite makes) to spin as well, each
+/// would nest in another's spinner on the same stack without bound (seen: a stack overflow).
+/// The others run as plain pool runs.
 pub fn run_in_pool<R: Send>(keep_awake: bool, run: impl FnOnce() -> R + Send) -> R {
     let isa = Isa::active();
+    let awake = (keep_awake
+        && rayon::current_thread_index().is_none()
+        && AWAKE
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok())
+    .then_some(AwakeRun);
     let done = AtomicBool::new(false);
-    rayon::scope(|scope| {
-        if keep_awake && rayon::current_num_threads() > 1 {
+    let result = rayon::scope(|scope| {
+        if awake.is_some() && rayon::current_num_threads() > 1 {
             let runner = rayon::current_thread_index();
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let done = &done;
@@ -35,7 +59,9 @@ pub fn run_in_pool<R: Send>(keep_awake: bool, run: impl FnOnce() -> R + Send) ->
         let result = with_isa(isa, run);
         done.store(true, Ordering::Release);
         result
-    })
+    });
+    drop(awake);
+    result
 }
 
 /// Runs the pool's pending jobs on this worker until `done`; between jobs it spins, and every
@@ -86,5 +112,17 @@ mod tests {
         }
         let outside = run_in_pool(true, || (0..1000u64).into_par_iter().sum::<u64>());
         assert_eq!(outside, 499_500);
+        // Runs inside a parallel loop of runs (the conformance suite's shape) neither nest
+        // spinners nor deadlock.
+        let nested: Vec<u64> = pool.install(|| {
+            (0..64u64)
+                .into_par_iter()
+                .map(|i| run_in_pool(true, || (0..1000u64).into_par_iter().map(|v| v + i).sum()))
+                .collect()
+        });
+        assert_eq!(
+            nested,
+            (0..64u64).map(|i| 499_500 + 1000 * i).collect::<Vec<_>>()
+        );
     }
 }
