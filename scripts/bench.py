@@ -205,12 +205,12 @@ def llm_speed_cpu(bin_dir, args):
         for r in range(args.llm_rounds):
             log(f"SmolLM2, {threads} thread(s), round {r + 1}/{args.llm_rounds}")
             add("llama.cpp", llama_bench(bin_dir, threads, 0, prompts, gen, 1))
-            for operation_set in OPERATION_SETS:
+            for operation_set in OPERATION_SETS + [report.INT8_SET]:
                 add(operation_set, samebits_llm(threads, operation_set, prompts, gen, 1))
             add("torch", float32_llm(torch_python, "cpu", threads, prompts, gen, 1))
         tests = [f"pp{p}" for p in prompts] + [f"tg{gen}"]
         for test in tests:
-            own = {s: samples[(s, test)] for s in OPERATION_SETS}
+            own = {s: samples[(s, test)] for s in OPERATION_SETS + [report.INT8_SET]}
             for peer, key in (("llama.cpp", "llama.cpp"), (TORCH_PEER, "torch")):
                 rows.append(report.speed_row("llm-cpu", f"SmolLM2-135M Q4_1 {test}", test, threads, "cpu", "tok/s",
                                              peer, samples[(key, test)], own,

@@ -108,7 +108,7 @@ pub unsafe extern "C" fn samebits_compile(
         };
         let operation_set: OperationSet = set.unwrap_or("reproducible").parse()?;
         let options = CompileOptions {
-            requires_reproducibility: operation_set == OperationSet::Reproducible,
+            requires_reproducibility: operation_set.is_reproducible(),
             operation_set: Some(operation_set),
             device: device.unwrap_or("cpu").parse()?,
             ..Default::default()

@@ -18,7 +18,8 @@
 //! - [`pool`]: [`pool_f32`] (max / average, N-d, ceil mode, count_include_pad) described by
 //!   [`PoolGeometry`], and [`global_pool_f32`].
 //! - [`quant`]: products of block-quantized ggml weights with f32 activations ([`dot_q_f32`],
-//!   [`matvec_q_f32`], and [`PanelMatrix`] over row panels packed at load time).
+//!   [`matvec_q_f32`], and [`PanelMatrix`] over row panels packed at load time), and the
+//!   exact-integer tier over 8-bit activations ([`Int8Activations`], [`int8_dot`]).
 //! - [`reduce`]: [`reduce_f32`] ([`ReduceKind`]: sum, sum of squares, product, max, min) and
 //!   [`argreduce_f32`] over the middle axis of `[outer, len, inner]`; [`canonical_max`] /
 //!   [`canonical_min`], the one definition of `reduce-extrema` (f32 and f64, [`ExtremumFloat`]).
@@ -44,8 +45,8 @@ pub use gemm::{Epilogue, GemmInput, MatRef, PackedB, gemm, gemm_f32, gemm_packed
 pub use isa::{Isa, IsaError, set_forced_isa, with_isa};
 pub use pool::{PoolGeometry, PoolKind, global_pool_f32, pool_f32};
 pub use quant::{
-    PANEL_ROWS, PANEL_TYPES, PanelMatrix, dot_q_f32, has_panel_layout, matvec_q_f32, pack_panels,
-    panel_bytes,
+    INT8_TYPES, Int8Activations, PANEL_ROWS, PANEL_TYPES, PanelMatrix, dot_q_f32,
+    has_int8_products, has_panel_layout, int8_dot, matvec_q_f32, pack_panels, panel_bytes,
 };
 pub use reduce::{
     ArgKind, ExtremumFloat, ReduceKind, argreduce_f32, canonical_max, canonical_min, reduce_f32,

@@ -278,6 +278,36 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
     }
 }
 
+/// `reproducible-int8` has no GPU kernels: loading it on a GPU is refused with a message that
+/// names the set and the way out (a device keeps its weights on the device only, so the CPU
+/// could not take over the products).
+#[test]
+fn gpu_refuses_the_int8_products() {
+    let dir = tempfile::tempdir().unwrap();
+    let shape = LlamaShape {
+        family: Family::Llama,
+        layers: 1,
+        dim: 64,
+        heads: 2,
+        head_dim: 32,
+        kv_heads: 2,
+        ffn: 128,
+        vocab: 64,
+        context: 64,
+        matrices: GgmlType::Q4_1,
+    };
+    let path = dir.path().join("random.gguf");
+    write_random_llama(&path, &shape, 11);
+    let err = Llm::load_on(&path, OperationSet::ReproducibleInt8, Device::Cuda(0))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("reproducible-int8") && err.contains("--device cpu"),
+        "{err}"
+    );
+}
+
 /// A ragged batch on the GPU (`Llm::forward_last_batch`: RaggedAttention's launch per sequence
 /// over device caches) gives every sequence the bits it gets alone on the CPU: four prompts of
 /// 5, 1, 70 and 140 tokens join at rounds 0 to 3 (prefills beside decode steps; the first round

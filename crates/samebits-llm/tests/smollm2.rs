@@ -24,12 +24,26 @@ fn model_path() -> Option<PathBuf> {
 }
 
 fn load() -> Option<Llm> {
-    Some(Llm::load(&model_path()?, OperationSet::Reproducible).expect("SmolLM2 loads"))
+    load_for(OperationSet::Reproducible)
 }
+
+fn load_for(operation_set: OperationSet) -> Option<Llm> {
+    Some(Llm::load(&model_path()?, operation_set).expect("SmolLM2 loads"))
+}
+
+/// The reproducible sets: the f32 products and the exact-integer ones (docs/contract.md).
+const REPRODUCIBLE_SETS: [OperationSet; 2] =
+    [OperationSet::Reproducible, OperationSet::ReproducibleInt8];
 
 #[test]
 fn prefill_and_decode_give_the_same_logits_bit_for_bit() {
-    let Some(llm) = load() else { return };
+    for set in REPRODUCIBLE_SETS {
+        let Some(llm) = load_for(set) else { return };
+        prefill_matches_decode(&llm, set);
+    }
+}
+
+fn prefill_matches_decode(llm: &Llm, set: OperationSet) {
     let tokens = llm
         .tokenizer
         .encode("The capital of France is", true)
@@ -46,7 +60,10 @@ fn prefill_and_decode_give_the_same_logits_bit_for_bit() {
             .zip(expected)
             .filter(|(a, b)| a.to_bits() != b.to_bits())
             .count();
-        assert_eq!(differing, 0, "position {t}: {differing} logits differ");
+        assert_eq!(
+            differing, 0,
+            "{set}, position {t}: {differing} logits differ"
+        );
     }
 }
 
@@ -63,7 +80,13 @@ fn in_pool<T: Send>(threads: usize, isa: Isa, f: impl Fn() -> T + Sync) -> T {
 /// the scalar, AVX2 and AVX-512 code paths (those this CPU has) and between 1 and 2 threads.
 #[test]
 fn logits_are_identical_on_every_isa_and_thread_count() {
-    let Some(llm) = load() else { return };
+    for set in REPRODUCIBLE_SETS {
+        let Some(llm) = load_for(set) else { return };
+        same_logits_on_every_isa_and_thread_count(&llm, set);
+    }
+}
+
+fn same_logits_on_every_isa_and_thread_count(llm: &Llm, set: OperationSet) {
     let prompt = llm.tokenizer.encode("The capital", true).unwrap();
     let run = || {
         let mut cache = llm.new_cache();
@@ -80,7 +103,10 @@ fn logits_are_identical_on_every_isa_and_thread_count() {
         for threads in [1, 2] {
             let got = in_pool(threads, isa, run);
             let differing = got.iter().zip(&reference).filter(|(a, b)| a != b).count();
-            assert_eq!(differing, 0, "{isa}, {threads} threads: logits differ");
+            assert_eq!(
+                differing, 0,
+                "{set}, {isa}, {threads} threads: logits differ"
+            );
         }
     }
 }
@@ -226,7 +252,13 @@ fn greedy_tokens_and_logits_match_the_float64_reference() {
 
 #[test]
 fn generation_receipt_verifies_and_a_changed_token_is_caught() {
-    let Some(llm) = load() else { return };
+    for set in REPRODUCIBLE_SETS {
+        let Some(llm) = load_for(set) else { return };
+        receipt_verifies(&llm, set);
+    }
+}
+
+fn receipt_verifies(llm: &Llm, set: OperationSet) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gen.json");
     let options = GenerateOptions {
@@ -239,15 +271,19 @@ fn generation_receipt_verifies_and_a_changed_token_is_caught() {
             seed: 7,
         },
     };
-    let generation = generate(&llm, "Once upon a time", &options, |_| {}).unwrap();
+    let generation = generate(llm, "Once upon a time", &options, |_| {}).unwrap();
     let receipt =
-        GenerationReceipt::new(&llm, "Once upon a time", &options, &generation, &path).unwrap();
+        GenerationReceipt::new(llm, "Once upon a time", &options, &generation, &path).unwrap();
+    assert_eq!(
+        receipt.options.operation_set, set,
+        "the receipt names the set"
+    );
     receipt.write(&path).unwrap();
     let check = verify(&path).unwrap();
     assert_eq!(check.first_mismatch, None);
     assert_eq!(check.steps_matched, generation.tokens.len());
 
-    let again = generate(&llm, "Once upon a time", &options, |_| {}).unwrap();
+    let again = generate(llm, "Once upon a time", &options, |_| {}).unwrap();
     assert_eq!(again.tokens, generation.tokens, "seeded sampling repeats");
 
     let mut tampered = receipt.clone();

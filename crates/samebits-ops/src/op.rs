@@ -18,13 +18,20 @@ pub enum OperationSet {
     /// Same bits on every supported CPU and GPU, batch size, thread and partition count.
     #[default]
     Reproducible,
+    /// Reproducible, with the exact-integer products of GGUF weights of the types of
+    /// `samebits_kernels::INT8_TYPES` (docs/contract.md, `int8-products`): the activations of
+    /// each product are quantized to 8-bit blocks, and each block's products summed exactly.
+    /// Other ops, and products with weights of other types, are `reproducible`'s.
+    #[serde(rename = "reproducible-int8")]
+    ReproducibleInt8,
 }
 
 impl OperationSet {
-    pub const ALL: [OperationSet; 3] = [
+    pub const ALL: [OperationSet; 4] = [
         OperationSet::Default,
         OperationSet::Deterministic,
         OperationSet::Reproducible,
+        OperationSet::ReproducibleInt8,
     ];
 
     pub fn name(self) -> &'static str {
@@ -32,7 +39,21 @@ impl OperationSet {
             OperationSet::Default => "default",
             OperationSet::Deterministic => "deterministic",
             OperationSet::Reproducible => "reproducible",
+            OperationSet::ReproducibleInt8 => "reproducible-int8",
         }
+    }
+
+    /// True when the set keeps the reproducibility promise (same bits on every machine).
+    pub fn is_reproducible(self) -> bool {
+        matches!(
+            self,
+            OperationSet::Reproducible | OperationSet::ReproducibleInt8
+        )
+    }
+
+    /// True when products with GGUF weights use the exact-integer tier.
+    pub fn int8_products(self) -> bool {
+        self == OperationSet::ReproducibleInt8
     }
 
     /// True when transcendentals must be the correctly rounded ones (docs/math.md).
@@ -54,7 +75,10 @@ impl std::str::FromStr for OperationSet {
             .into_iter()
             .find(|o| o.name() == s)
             .ok_or_else(|| {
-                format!("unknown operation set {s:?} (default, deterministic, reproducible)")
+                format!(
+                    "unknown operation set {s:?} (default, deterministic, reproducible, \
+                     reproducible-int8)"
+                )
             })
     }
 }

@@ -196,7 +196,7 @@ pub fn prepare(
             let model = compile(
                 path.as_path(),
                 &CompileOptions {
-                    requires_reproducibility: operation_set == OperationSet::Reproducible,
+                    requires_reproducibility: operation_set.is_reproducible(),
                     operation_set: Some(operation_set),
                     ..Default::default()
                 },

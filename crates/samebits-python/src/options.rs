@@ -10,7 +10,8 @@ pub fn device(name: &str) -> PyResult<Device> {
     name.parse().map_err(bad_argument)
 }
 
-/// `"reproducible"`, `"deterministic"` or `"default"`.
+/// `"reproducible"`, `"reproducible-int8"` (exact-integer products of Q4_0 / Q4_1 / Q8_0 GGUF
+/// weights), `"deterministic"` or `"default"`.
 pub fn operation_set(name: &str) -> PyResult<OperationSet> {
     name.parse().map_err(bad_argument)
 }

@@ -51,13 +51,11 @@ impl CompileOptions {
     /// The operation set these options select, or an error when they contradict each other.
     pub fn resolved_operation_set(&self) -> Result<OperationSet> {
         match (self.requires_reproducibility, self.operation_set) {
-            (true, Some(set)) if set != OperationSet::Reproducible => {
-                Err(RuntimeError::Usage(format!(
-                    "operation set {set} does not keep the reproducibility promise; \
+            (true, Some(set)) if !set.is_reproducible() => Err(RuntimeError::Usage(format!(
+                "operation set {set} does not keep the reproducibility promise; \
                      choose reproducible or turn requires_reproducibility off"
-                )))
-            }
-            (true, _) => Ok(OperationSet::Reproducible),
+            ))),
+            (true, set) => Ok(set.unwrap_or(OperationSet::Reproducible)),
             (false, set) => Ok(set.unwrap_or(OperationSet::Default)),
         }
     }

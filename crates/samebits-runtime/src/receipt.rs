@@ -185,7 +185,7 @@ pub fn verify_on(path: &Path, device: Device) -> Result<Verification> {
         let compiled = compile(
             model_path,
             &CompileOptions {
-                requires_reproducibility: operation_set == OperationSet::Reproducible,
+                requires_reproducibility: operation_set.is_reproducible(),
                 operation_set: Some(operation_set),
                 device,
                 ..Default::default()

@@ -63,11 +63,7 @@ impl Field {
 }
 
 /// The operation sets in the order the field cycles through them.
-const OPERATION_SETS: [OperationSet; 3] = [
-    OperationSet::Default,
-    OperationSet::Deterministic,
-    OperationSet::Reproducible,
-];
+const OPERATION_SETS: [OperationSet; 4] = OperationSet::ALL;
 
 /// Everything one generation needs, checked.
 #[derive(Clone, Debug, PartialEq)]

@@ -36,7 +36,9 @@ pub struct Args {
     /// Write an embedding receipt to FILE.
     #[arg(long, value_name = "FILE")]
     receipt: Option<PathBuf>,
-    /// Kernel promise: reproducible (the default), deterministic or default.
+    /// Kernel promise: reproducible (the default), deterministic or default; reproducible-int8 is
+    /// reproducible with exact-integer products of Q4_0, Q4_1 and Q8_0 weights (8-bit
+    /// activations: faster, other bits than reproducible's)
     #[arg(long, value_name = "SET", default_value = "reproducible")]
     operation_set: OperationSet,
 }

@@ -47,7 +47,7 @@ impl ModelOptions {
         CompileOptions {
             artifacts_dir: self.artifacts_dir.clone(),
             colocate_tensors: self.colocate_tensors,
-            requires_reproducibility: self.operation_set == OperationSet::Reproducible,
+            requires_reproducibility: self.operation_set.is_reproducible(),
             operation_set: Some(self.operation_set),
             device: self.device.device,
         }

@@ -80,7 +80,9 @@ pub struct Args {
     /// Seconds a shutdown waits for in-flight requests before cutting them off.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     shutdown_grace: u64,
-    /// Kernel promise: reproducible (the default), deterministic or default.
+    /// Kernel promise: reproducible (the default), deterministic or default; reproducible-int8 is
+    /// reproducible with exact-integer products of Q4_0, Q4_1 and Q8_0 weights (8-bit
+    /// activations: faster, other bits than reproducible's)
     #[arg(long, value_name = "SET", default_value = "reproducible")]
     operation_set: OperationSet,
     #[command(flatten)]

@@ -25,6 +25,10 @@ use samebits_ggml::iquant::{self, IQ4_NL_VALUES};
 use samebits_ggml::{BlockFormat, GgmlType, QuantError, Result, kquant, legacy};
 use std::ops::Range;
 
+mod int8;
+
+pub use int8::{INT8_TYPES, Int8Activations, has_int8_products, int8_dot};
+
 /// Rows per panel: the lanes of one AVX-512 register, two AVX2 registers.
 pub const PANEL_ROWS: usize = 16;
 /// Elements per block column of the kernels: a ggml block, or a 32-element sub-block of a

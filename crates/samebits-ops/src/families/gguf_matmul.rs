@@ -22,6 +22,12 @@
 //! those types into panels on first use and keeps the packing for the next calls with the same
 //! weight (a plan's constant: packed once per process, shared by every op that reads that weight
 //! tensor), so the CPU runs its panel kernels on the device-independent graph.
+//!
+//! Built for the operation set `reproducible-int8`, `MatMulGguf` over a weight of a type of
+//! `samebits_kernels::INT8_TYPES` computes the exact-integer products instead (contract section
+//! `int8-products`): each row of `x` quantized once to 8-bit blocks, then
+//! `PanelMatrix::matmul_int8` on the same tasks of whole panels (same bits for any token count,
+//! ISA and thread count). Those products have no device kernel (an LLM refuses the set on a GPU).
 
 use crate::registry::Registry;
 use crate::{BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, bail};
@@ -29,17 +35,19 @@ use rayon::prelude::*;
 use samebits_ggml::{GgmlType, QuantError, dequantize_row};
 use samebits_ir::{DType, Tensor, Value, ValueType};
 use samebits_kernels::{
-    Isa, MatRef, PANEL_ROWS, PanelMatrix, gemm_f32, has_panel_layout, matvec_q_f32, pack_panels,
-    panel_bytes,
+    Int8Activations, Isa, MatRef, PANEL_ROWS, PanelMatrix, gemm_f32, has_int8_products,
+    has_panel_layout, matvec_q_f32, pack_panels, panel_bytes,
 };
 use std::sync::{Arc, Mutex, Weak};
 
 pub fn register(r: &mut Registry) {
     r.register("samebits", "MatMulGguf", |ctx| {
-        Ok(Box::new(MatMulGguf(
-            QuantizedMatrix::build(ctx)?,
-            PackedPanels::default(),
-        )))
+        let w = QuantizedMatrix::build(ctx)?;
+        let products = match ctx.operation_set.int8_products() && has_int8_products(w.ggml_type) {
+            true => Products::Int8,
+            false => Products::F32,
+        };
+        Ok(Box::new(MatMulGguf(w, PackedPanels::default(), products)))
     });
     r.register("samebits", "GatherGguf", |ctx| {
         Ok(Box::new(GatherGguf(QuantizedMatrix::build(ctx)?)))
@@ -243,8 +251,17 @@ impl PackedPanels {
     }
 }
 
+/// Which definition a `MatMulGguf` computes (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Products {
+    /// The canonical f32 dot products of the dequantized weights (contract: `gguf`).
+    F32,
+    /// The exact-integer products over 8-bit activations (contract: `int8-products`).
+    Int8,
+}
+
 #[derive(Debug)]
-struct MatMulGguf(QuantizedMatrix, PackedPanels);
+struct MatMulGguf(QuantizedMatrix, PackedPanels, Products);
 
 impl Op for MatMulGguf {
     fn infer(&self, _inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
@@ -267,13 +284,26 @@ impl Op for MatMulGguf {
         }
         let m = x.len() / w.cols.max(1);
         let mut y = vec![0f32; m * w.rows];
-        if w.layout == Layout::Panels {
-            panels_matmul(&w.panels(inputs, 1)?, x, m, &mut y)?;
+        if self.2 == Products::Int8 {
+            let xq = Int8Activations::quantize(x, w.cols)
+                .map_err(|e| crate::OpError::Invalid(format!("input 0: {e}")))?;
+            let int8 =
+                |w: &PanelMatrix, range, out: &mut [f32], isa| w.matmul_int8(range, &xq, out, isa);
+            if w.layout == Layout::Panels {
+                panels_matmul(&w.panels(inputs, 1)?, m, &mut y, int8)?;
+            } else if m > 0 {
+                let packed = self.1.of(w, inputs.tensor(1)?, blocks)?;
+                let panels = PanelMatrix::new(w.ggml_type, w.rows, w.cols, &packed.panels)
+                    .map_err(|e| crate::OpError::Invalid(format!("input 1: {e}")))?;
+                panels_matmul(&panels, m, &mut y, int8)?;
+            }
+        } else if w.layout == Layout::Panels {
+            panels_matmul(&w.panels(inputs, 1)?, m, &mut y, f32_products(x))?;
         } else if has_panel_layout(w.ggml_type) && m > 0 {
             let packed = self.1.of(w, inputs.tensor(1)?, blocks)?;
             let panels = PanelMatrix::new(w.ggml_type, w.rows, w.cols, &packed.panels)
                 .map_err(|e| crate::OpError::Invalid(format!("input 1: {e}")))?;
-            panels_matmul(&panels, x, m, &mut y)?;
+            panels_matmul(&panels, m, &mut y, f32_products(x))?;
         } else if m == 1 {
             y.par_chunks_mut(ROWS_PER_TASK)
                 .enumerate()
@@ -318,10 +348,11 @@ impl Op for MatMulGguf {
         Ok(vec![Tensor::from_vec(shape, y)?.into()])
     }
 
-    /// The ggml rows layout only (the device kernel does not read row panels).
+    /// The ggml rows layout and the f32 products only (the device kernel does not read row
+    /// panels, and has no exact-integer products).
     fn device_kernel(&self) -> Option<DeviceKernel> {
         let w = &self.0;
-        if w.layout != Layout::Rows {
+        if w.layout != Layout::Rows || self.2 == Products::Int8 {
             return None;
         }
         Some(DeviceKernel::MatMulGguf {
@@ -332,9 +363,25 @@ impl Op for MatMulGguf {
     }
 }
 
-/// `y = x · Wᵀ` over a panel matrix, `m` rows of `x`: parallel tasks of whole panels, each all
-/// rows of `x` (the ISA is read here, on the calling thread, and handed to the tasks).
-fn panels_matmul(w: &PanelMatrix, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
+/// The f32 products of the activations `x`.
+fn f32_products(
+    x: &[f32],
+) -> impl Fn(&PanelMatrix, std::ops::Range<usize>, &mut [f32], Isa) -> samebits_ggml::Result<()>
++ Sync
++ '_ {
+    move |w, panels, out, isa| w.matmul(panels, x, out, isa)
+}
+
+/// `y = x · Wᵀ` over a panel matrix, `m` rows of `x`, by `product`: parallel tasks of whole
+/// panels, each all rows of `x` (the ISA is read here, on the calling thread, and handed to the
+/// tasks).
+fn panels_matmul(
+    w: &PanelMatrix,
+    m: usize,
+    y: &mut [f32],
+    product: impl Fn(&PanelMatrix, std::ops::Range<usize>, &mut [f32], Isa) -> samebits_ggml::Result<()>
+    + Sync,
+) -> Result<()> {
     let isa = Isa::active();
     let rows = w.rows();
     let invalid = |e: QuantError| crate::OpError::Invalid(e.to_string());
@@ -346,7 +393,7 @@ fn panels_matmul(w: &PanelMatrix, x: &[f32], m: usize, y: &mut [f32]) -> Result<
             .try_for_each(|(t, out)| {
                 let first = t * PANELS_PER_TASK;
                 let panels = first..(first + PANELS_PER_TASK).min(w.panels());
-                w.matmul(panels, x, out, isa)
+                product(w, panels, out, isa)
             })
             .map_err(invalid);
     }
@@ -357,7 +404,7 @@ fn panels_matmul(w: &PanelMatrix, x: &[f32], m: usize, y: &mut [f32]) -> Result<
             let panels = first..(first + PANELS_PER_TASK).min(w.panels());
             let n = (panels.end * PANEL_ROWS).min(rows) - first * PANEL_ROWS;
             let mut out = vec![0f32; m * n];
-            w.matmul(panels, x, &mut out, isa)?;
+            product(w, panels, &mut out, isa)?;
             Ok(out)
         })
         .collect::<samebits_ggml::Result<_>>()
@@ -448,11 +495,15 @@ mod tests {
     }
 
     fn build(node: &Node) -> Box<dyn Op> {
+        build_for(node, crate::OperationSet::Reproducible)
+    }
+
+    fn build_for(node: &Node, operation_set: crate::OperationSet) -> Box<dyn Op> {
         let opsets = Default::default();
         let ctx = BuildContext {
             node,
             opset: 1,
-            operation_set: crate::OperationSet::Reproducible,
+            operation_set,
             opsets: &opsets,
             input_types: &[],
             constant_inputs: &[],
@@ -516,6 +567,65 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Built for `reproducible-int8`, a Q8_0 product is `int8_dot` on every output, for one
+    /// and several rows of `x`, whatever the thread count; it has no device kernel; a type
+    /// without an integer product (F16) keeps the f32 product.
+    #[test]
+    fn int8_products_equal_int8_dot_for_one_and_many_rows() {
+        let (rows, cols) = (300, 160);
+        let blocks = q8_0_blocks(rows, cols);
+        let int8 = crate::OperationSet::ReproducibleInt8;
+        let op = build_for(&node("MatMulGguf", GgmlType::Q8_0, rows, cols), int8);
+        assert!(op.device_kernel().is_none());
+        let w = Tensor::from_vec(vec![blocks.len()], blocks.clone()).unwrap();
+        let x: Vec<f32> = (0..5 * cols)
+            .map(|i| ((i * 7919) % 97) as f32 / 13.0 - 3.5)
+            .collect();
+        let row_bytes = GgmlType::Q8_0.row_bytes(cols).unwrap();
+        let xq = samebits_kernels::Int8Activations::quantize(&x, cols).unwrap();
+        for threads in [1, 2] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let many = pool.install(|| {
+                run(
+                    op.as_ref(),
+                    Tensor::from_vec(vec![5, cols], x.clone()).unwrap(),
+                    w.clone(),
+                )
+            });
+            for m in 0..5 {
+                let xm = &x[m * cols..(m + 1) * cols];
+                let one = pool.install(|| {
+                    run(
+                        op.as_ref(),
+                        Tensor::from_vec(vec![1, cols], xm.to_vec()).unwrap(),
+                        w.clone(),
+                    )
+                });
+                for n in 0..rows {
+                    let row = &blocks[n * row_bytes..(n + 1) * row_bytes];
+                    let expected = samebits_kernels::int8_dot(GgmlType::Q8_0, row, &xq, m)
+                        .unwrap()
+                        .to_bits();
+                    assert_eq!(
+                        one[n].to_bits(),
+                        expected,
+                        "{threads} threads, one row ({m}, {n})"
+                    );
+                    assert_eq!(
+                        many[m * rows + n].to_bits(),
+                        expected,
+                        "many rows ({m}, {n})"
+                    );
+                }
+            }
+        }
+        let f16 = build_for(&node("MatMulGguf", GgmlType::F16, 4, 32), int8);
+        assert!(f16.device_kernel().is_some());
     }
 
     /// The CPU's packing of a rows weight into panels follows the weight: one op fed two

@@ -133,7 +133,7 @@ class Model:
 
     @property
     def operation_set(self) -> str:
-        """``"reproducible"``, ``"deterministic"`` or ``"default"``."""
+        """``"reproducible"``, ``"reproducible-int8"``, ``"deterministic"`` or ``"default"``."""
         return self._native.operation_set
 
     @property
