@@ -394,9 +394,9 @@ mod tests {
     fn choices_cycle_both_ways() {
         let mut form = Form::new("");
         assert!(form.step_choice(Field::OperationSet, true));
-        assert_eq!(form.operation_set, OperationSet::Default);
+        assert_eq!(form.operation_set, OperationSet::ReproducibleInt8);
         form.step_choice(Field::OperationSet, true);
-        assert_eq!(form.operation_set, OperationSet::Deterministic);
+        assert_eq!(form.operation_set, OperationSet::Default);
         form.step_choice(Field::OperationSet, false);
         form.step_choice(Field::OperationSet, false);
         assert_eq!(form.operation_set, OperationSet::Reproducible);
