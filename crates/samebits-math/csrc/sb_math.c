@@ -72,6 +72,17 @@ void samebits_powf_slice(const float *x, const float *y, float *dst, size_t n)
   float samebits_##name##f params { return sb_##name##f args; }
 
 SB_EXPORT_ACTIVATION(sigmoid, (float x), (x))
+/* dst[i] = sb_sigmoidf(src[i]), its exp(-|x|) from the (vectorised) exp slice. */
+void samebits_sigmoidf_slice(const float *src, float *dst, size_t n)
+{
+  float neg[SB_SLICE_BLOCK], e[SB_SLICE_BLOCK];
+  for (size_t i = 0; i < n; i += SB_SLICE_BLOCK) {
+    size_t m = n - i < SB_SLICE_BLOCK ? n - i : SB_SLICE_BLOCK;
+    for (size_t j = 0; j < m; j++) neg[j] = sb_copysignf(src[i + j], -1.0f);
+    samebits_expf_slice(neg, e, m);
+    for (size_t j = 0; j < m; j++) dst[i + j] = sb_sigmoid_of_expf(src[i + j], e[j]);
+  }
+}
 SB_EXPORT_ACTIVATION(softplus, (float x), (x))
 SB_EXPORT_ACTIVATION(gelu_erf, (float x), (x))
 SB_EXPORT_ACTIVATION(gelu_tanh, (float x), (x))

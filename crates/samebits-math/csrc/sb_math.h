@@ -1764,15 +1764,16 @@ SB_FN float sb_powf(float x, float y)
 
 SB_FN float sb_canonical_nanf(float r) { return r == r ? r : sb_nanf(); }
 
-/* sigmoid x = 1 / (1 + exp(-x)) for x >= 0, e / (1 + e) with e = exp(x) for x < 0. */
-SB_FN float sb_sigmoidf(float x)
+/* sigmoid x = 1 / (1 + exp(-x)) for x >= 0, e / (1 + e) with e = exp(x) for x < 0: both with
+ * e = exp(-|x|), which sb_sigmoid_of_expf takes computed (the slice loop of sb_math.c passes it
+ * from the vectorised exp slice; the formula is written here only). */
+SB_FN float sb_sigmoid_of_expf(float x, float e)
 {
-  float e;
   if (x != x) return sb_nanf();
-  if (x >= 0.0f) return 1.0f / (1.0f + sb_expf(-x));
-  e = sb_expf(x);
+  if (x >= 0.0f) return 1.0f / (1.0f + e);
   return e / (1.0f + e);
 }
+SB_FN float sb_sigmoidf(float x) { return sb_sigmoid_of_expf(x, sb_expf(sb_copysignf(x, -1.0f))); }
 
 /* softplus x = max(x, 0) + log1p(exp(-|x|)). */
 SB_FN float sb_softplusf(float x)

@@ -189,6 +189,7 @@ pub fn pow_slice(x: &[f32], y: &[f32], dst: &mut [f32]) {
 
 unsafe extern "C" {
     fn samebits_sigmoidf(x: c_float) -> c_float;
+    fn samebits_sigmoidf_slice(src: *const c_float, dst: *mut c_float, n: usize);
     fn samebits_softplusf(x: c_float) -> c_float;
     fn samebits_gelu_erff(x: c_float) -> c_float;
     fn samebits_gelu_tanhf(x: c_float) -> c_float;
@@ -287,6 +288,10 @@ impl Activation {
             dst.len(),
             "Activation::eval_slice: length mismatch"
         );
+        if self == Activation::Sigmoid {
+            // SAFETY: both slices hold src.len() floats.
+            return unsafe { samebits_sigmoidf_slice(src.as_ptr(), dst.as_mut_ptr(), src.len()) };
+        }
         for (d, &s) in dst.iter_mut().zip(src) {
             *d = self.eval(s);
         }

@@ -160,8 +160,12 @@ fn activations_are_accurate() {
 #[test]
 fn activations_give_the_canonical_nan() {
     for &a in Activation::ALL {
-        for x in [f32::NAN, -f32::NAN, f32::from_bits(0xff80_0001)] {
+        let nans = [f32::NAN, -f32::NAN, f32::from_bits(0xff80_0001)];
+        let mut sliced = [0.0; 3];
+        a.eval_slice(&nans, &mut sliced);
+        for (x, s) in nans.into_iter().zip(sliced) {
             assert_eq!(a.eval(x).to_bits(), 0x7fc0_0000, "{}", a.name());
+            assert_eq!(s.to_bits(), 0x7fc0_0000, "{} (slice)", a.name());
         }
         // NaN results of other inputs (-inf * 0 in gelu, mish, hardswish; 1/sqrt(-1)) too:
         // the GPU check found x86's 0xffc00000 against CUDA's 0x7fffffff before this rule.

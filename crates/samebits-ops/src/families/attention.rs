@@ -567,56 +567,74 @@ impl Op for Attention {
                                 .collect(),
                             false => vec![(0, rows, total)],
                         };
+                    // Each block writes its own rows of the output (and of the observed
+                    // scores), so the blocks are tasks of their own: a prompt's few KV heads
+                    // then still give every thread work.
                     let mut qk_group = vec![0.0f32; rows * observed_len];
+                    let mut tasks = Vec::with_capacity(blocks.len());
+                    let (mut y_rest, mut qk_rest) = (&mut y_group[..], &mut qk_group[..]);
                     for (r0, n, seen) in blocks {
-                        let mut scores = vec![0.0f32; n * seen];
-                        gemm_f32(
-                            1,
-                            n,
-                            seen,
-                            q.size,
-                            MatRef::row_major(&q_rows[r0 * q.size..], n, q.size),
-                            MatRef::row_major(keys, seen, k.size).transposed(),
-                            &mut scores,
-                        );
-                        for (dr, row) in scores.chunks_exact_mut(seen.max(1)).enumerate() {
-                            let r = r0 + dr;
-                            let (h, i) = (g * group + r / q.seq, r % q.seq);
-                            let observed = &mut qk_group[r * observed_len..][..observed_len];
-                            for (j, s) in row.iter_mut().enumerate() {
-                                let mut score = *s * scale;
-                                if self.softcap > 0.0 {
-                                    score = self.softcap * self.tanh(score / self.softcap);
-                                }
-                                if mode <= 1 && self.qk_output {
-                                    observed[j] = score;
-                                }
-                                let hidden_by_causal =
-                                    self.is_causal && j as isize > i as isize + causal_offset(b);
-                                let padding = nonpad.as_ref().is_some_and(|lens| j >= lens[b]);
-                                if hidden_by_causal || padding {
-                                    score = f32::NEG_INFINITY;
-                                }
-                                *s = mask.apply(score, [b, h, i, j]);
-                                if mode == 2 && self.qk_output {
-                                    observed[j] = *s;
-                                }
-                            }
-                            softmax_row(row, false, self.correctly_rounded);
-                            if mode == 3 && self.qk_output {
-                                observed.copy_from_slice(row);
-                            }
-                        }
-                        gemm_f32(
-                            1,
-                            n,
-                            vsize,
-                            seen,
-                            MatRef::row_major(&scores, n, seen),
-                            MatRef::row_major(values, seen, vsize),
-                            &mut y_group[r0 * vsize..][..n * vsize],
-                        );
+                        let (y_block, y_tail) = std::mem::take(&mut y_rest).split_at_mut(n * vsize);
+                        let (qk_block, qk_tail) =
+                            std::mem::take(&mut qk_rest).split_at_mut(n * observed_len);
+                        tasks.push((r0, n, seen, y_block, qk_block));
+                        (y_rest, qk_rest) = (y_tail, qk_tail);
                     }
+                    tasks
+                        .into_par_iter()
+                        .for_each(|(r0, n, seen, y_block, qk_block)| {
+                            with_isa(isa, || {
+                                let mut scores = vec![0.0f32; n * seen];
+                                gemm_f32(
+                                    1,
+                                    n,
+                                    seen,
+                                    q.size,
+                                    MatRef::row_major(&q_rows[r0 * q.size..], n, q.size),
+                                    MatRef::row_major(keys, seen, k.size).transposed(),
+                                    &mut scores,
+                                );
+                                for (dr, row) in scores.chunks_exact_mut(seen.max(1)).enumerate() {
+                                    let r = r0 + dr;
+                                    let (h, i) = (g * group + r / q.seq, r % q.seq);
+                                    let observed =
+                                        &mut qk_block[dr * observed_len..][..observed_len];
+                                    for (j, s) in row.iter_mut().enumerate() {
+                                        let mut score = *s * scale;
+                                        if self.softcap > 0.0 {
+                                            score = self.softcap * self.tanh(score / self.softcap);
+                                        }
+                                        if mode <= 1 && self.qk_output {
+                                            observed[j] = score;
+                                        }
+                                        let hidden_by_causal = self.is_causal
+                                            && j as isize > i as isize + causal_offset(b);
+                                        let padding =
+                                            nonpad.as_ref().is_some_and(|lens| j >= lens[b]);
+                                        if hidden_by_causal || padding {
+                                            score = f32::NEG_INFINITY;
+                                        }
+                                        *s = mask.apply(score, [b, h, i, j]);
+                                        if mode == 2 && self.qk_output {
+                                            observed[j] = *s;
+                                        }
+                                    }
+                                    softmax_row(row, false, self.correctly_rounded);
+                                    if mode == 3 && self.qk_output {
+                                        observed.copy_from_slice(row);
+                                    }
+                                }
+                                gemm_f32(
+                                    1,
+                                    n,
+                                    vsize,
+                                    seen,
+                                    MatRef::row_major(&scores, n, seen),
+                                    MatRef::row_major(values, seen, vsize),
+                                    y_block,
+                                );
+                            })
+                        });
                     qk_group
                 })
             })

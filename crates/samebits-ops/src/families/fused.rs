@@ -492,11 +492,7 @@ impl Prepared<'_> {
                             *d = f32_unary(Unary::Relu, v);
                         }
                     }
-                    Kind::Activation(a) => {
-                        for (d, &v) in dst.iter_mut().zip(each(&instr.operands[0])) {
-                            *d = a.eval(v);
-                        }
-                    }
+                    Kind::Activation(a) => a.eval_slice(each(&instr.operands[0]), dst),
                     Kind::Clip => {
                         let bound = |k: usize| match instr.operands.get(k) {
                             Some(o @ Operand::Input(_)) => match lanes(o) {

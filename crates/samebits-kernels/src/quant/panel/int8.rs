@@ -18,7 +18,10 @@
 //! the scalar definition over a weight row in its ggml bytes; the panel kernels here (lanes =
 //! rows, as for the f32 tier) are tested equal to it on every ISA path.
 
-use super::{BLOCK, PANEL_ROWS, PanelFormat, PanelLanes, PanelMatrix, Q4_0P, Q4_1P, Q8_0P};
+use super::{
+    BLOCK, PANEL_ROWS, PanelFormat, PanelLanes, PanelMatrix, Q4_0P, Q4_1P, Q8_0P, next_panels,
+    prefetch_share, store_panel,
+};
 use crate::{Isa, REDUCTION_TILE, canonical_fold};
 use samebits_ggml::{GgmlType, QuantError, Result};
 use std::ops::Range;
@@ -679,16 +682,17 @@ unsafe fn tile<V: Int8Lanes, F: Int8Format, const NP: usize, const NT: usize>(
     let panels: [*const u8; NP] =
         std::array::from_fn(|i| job.panels[(p + i) * job.panel_stride..].as_ptr());
     let rows: [Row; NT] = std::array::from_fn(|j| job.x.row(t + j));
+    // One row streams the panels once; several rows keep two panels in the cache for all.
+    let ahead = match job.x.rows {
+        1 => next_panels(job.panels, job.panel_stride, p, NP),
+        _ => &[],
+    };
     // SAFETY: forwarded from the caller; each panel holds `job.blocks` panel blocks.
-    let totals = unsafe { int8_tile::<V, F, NP, NT>(panels, job.blocks, rows) };
+    let totals = unsafe { int8_tile::<V, F, NP, NT>(panels, job.blocks, rows, ahead) };
     for (i, panel_totals) in totals.iter().enumerate() {
-        let first = (p + i) * PANEL_ROWS;
-        let valid = job.n.saturating_sub(first).min(PANEL_ROWS);
-        for (j, total) in panel_totals.iter().enumerate() {
-            let mut lanes = [0f32; PANEL_ROWS];
+        for (j, &total) in panel_totals.iter().enumerate() {
             // SAFETY: forwarded from the caller.
-            unsafe { total.store(lanes.as_mut_ptr()) };
-            job.out[(t + j) * job.n + first..][..valid].copy_from_slice(&lanes[..valid]);
+            unsafe { store_panel(job.out, job.n, p + i, t + j, total) };
         }
     }
 }
@@ -696,12 +700,13 @@ unsafe fn tile<V: Int8Lanes, F: Int8Format, const NP: usize, const NT: usize>(
 /// The exact-integer products of the rows of `NP` panels with `NT` quantized rows (module
 /// docs): per block, the integer sums of every (panel, row) pair, then the two roundings of
 /// rule 3 per lane; per tile of blocks a fresh partial from `+0.0`, added to the total (from
-/// `-0.0`, so the first partial is taken as is).
+/// `-0.0`, so the first partial is taken as is). `ahead` is fetched meanwhile.
 #[inline(always)]
 unsafe fn int8_tile<V: Int8Lanes, F: Int8Format, const NP: usize, const NT: usize>(
     panels: [*const u8; NP],
     blocks: usize,
     rows: [Row; NT],
+    ahead: &[u8],
 ) -> [[V; NT]; NP] {
     // SAFETY (whole body): V's features are enabled (the caller's contract); every pointer
     // stays inside a panel (`blocks` panel blocks) and every index inside a row.
@@ -712,6 +717,7 @@ unsafe fn int8_tile<V: Int8Lanes, F: Int8Format, const NP: usize, const NT: usiz
             let end = (b + REDUCTION_TILE).min(blocks);
             let mut acc = [[V::splat(0.0); NT]; NP];
             while b < end {
+                prefetch_share(ahead, b, blocks);
                 let mut sums = [[V::zero_sums(); NT]; NP];
                 for (i, panel) in panels.iter().enumerate() {
                     let codes = panel.add(b * F::PANEL_BLOCK + F::CODES_AT);
