@@ -515,7 +515,7 @@ fn next_panels(panels: &[u8], stride: usize, p: usize, np: usize) -> &[u8] {
 /// Asks for block `b`'s share (of `blocks`) of `ahead`'s cache lines, into the L2 cache: a
 /// decode step streams each panel once, and with the hardware prefetcher alone the tile's
 /// loads wait on memory (`benches/decode_stream.rs`: on an AMD Zen 4, the exact-integer
-/// products read 8-10 GB/s without, 12-15 with). A hint only: no value depends on it.
+/// products read 8-10 GB/s without, 15-19 with). A hint only: no value depends on it.
 #[inline(always)]
 fn prefetch_share(ahead: &[u8], b: usize, blocks: usize) {
     let share = ahead.len().div_ceil(blocks.max(1));
