@@ -7,39 +7,22 @@
 
 #[path = "common/timing.rs"]
 mod timing;
+#[path = "common/weights.rs"]
+mod weights;
 
 use std::time::Duration;
 
 use samebits_ggml::GgmlType;
-use samebits_kernels::{Int8Activations, Isa, PanelMatrix, pack_panels};
+use samebits_kernels::{Int8Activations, Isa, PanelMatrix};
 
 const ROWS: usize = 1536;
 const COLS: usize = 576;
 const T: GgmlType = GgmlType::Q4_1;
 
-/// `count` packed matrices of random Q4_1 rows (scales and mins small and finite).
+/// `count` packed matrices of random Q4_1 rows.
 fn packed_matrices(count: usize, seed: &mut u64) -> Vec<Vec<u8>> {
-    let mut next = || {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (*seed >> 33) as u8
-    };
-    let row_bytes = T.row_bytes(COLS).unwrap();
-    let scale = half::f16::from_f32(0.0123).to_le_bytes();
     (0..count)
-        .map(|_| {
-            let mut rows: Vec<u8> = (0..ROWS * row_bytes).map(|_| next()).collect();
-            for b in rows.chunks_exact_mut(T.block_bytes()) {
-                b[..2].copy_from_slice(&scale);
-                b[2..4].copy_from_slice(&scale);
-            }
-            pack_panels(T, ROWS, COLS, |first, out| {
-                out.copy_from_slice(&rows[first * row_bytes..][..out.len()]);
-                Ok::<(), samebits_ggml::QuantError>(())
-            })
-            .unwrap()
-        })
+        .map(|_| weights::packed(T, ROWS, COLS, &weights::random_rows(T, ROWS, COLS, seed)))
         .collect()
 }
 

@@ -7,44 +7,15 @@
 
 #[path = "common/timing.rs"]
 mod timing;
+#[path = "common/weights.rs"]
+mod weights;
 
 use std::time::Duration;
 
-use samebits_ggml::GgmlType;
-use samebits_kernels::{Isa, PANEL_TYPES, PanelMatrix, matvec_q_f32, pack_panels};
+use samebits_kernels::{Isa, PANEL_TYPES, PanelMatrix, matvec_q_f32};
 
 const ROWS: usize = 2048;
 const COLS: usize = 2048;
-
-/// Random ggml rows of `t`: every block's leading f16 (the scale `d`; for the k-quants also
-/// `dmin`) a small finite value, every other byte random (Q6_K's trailing `d` likewise).
-fn random_rows(t: GgmlType, seed: &mut u64) -> Vec<u8> {
-    let mut next = || {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (*seed >> 33) as u8
-    };
-    let block = t.block_bytes();
-    let mut bytes: Vec<u8> = (0..ROWS * t.row_bytes(COLS).unwrap())
-        .map(|_| next())
-        .collect();
-    let scale = half::f16::from_f32(0.0123).to_le_bytes();
-    for b in bytes.chunks_exact_mut(block) {
-        if t == GgmlType::Q6K {
-            b[block - 2..].copy_from_slice(&scale);
-        } else {
-            b[..2].copy_from_slice(&scale);
-        }
-        if matches!(
-            t,
-            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K
-        ) {
-            b[2..4].copy_from_slice(&scale);
-        }
-    }
-    bytes
-}
 
 fn main() {
     let isa = Isa::active();
@@ -61,13 +32,8 @@ fn main() {
     let budget = Duration::from_millis(800);
     let seconds = |(wall, cpu): (Duration, Option<Duration>)| cpu.unwrap_or(wall).as_secs_f64();
     for t in PANEL_TYPES {
-        let rows = random_rows(t, &mut seed);
-        let row_bytes = t.row_bytes(COLS).unwrap();
-        let packed = pack_panels(t, ROWS, COLS, |first, out| {
-            out.copy_from_slice(&rows[first * row_bytes..][..out.len()]);
-            Ok::<(), samebits_ggml::QuantError>(())
-        })
-        .unwrap();
+        let rows = weights::random_rows(t, ROWS, COLS, &mut seed);
+        let packed = weights::packed(t, ROWS, COLS, &rows);
         let panels = PanelMatrix::new(t, ROWS, COLS, &packed).unwrap();
         let (mut by_rows, mut by_panels) = (vec![0f32; ROWS], vec![0f32; ROWS]);
         let rows_time = seconds(timing::measure(budget, || {
