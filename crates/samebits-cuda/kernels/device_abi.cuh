@@ -100,6 +100,7 @@
 #define SB_GGML_IQ4_XS_ELEMS 256
 #define SB_GGML_IQ4_XS_BYTES 136
 #define SB_GGML_DEVICE_TYPES(X) X(f32, SB_GGML_F32) X(f16, SB_GGML_F16) X(bf16, SB_GGML_BF16) X(q4_0, SB_GGML_Q4_0) X(q4_1, SB_GGML_Q4_1) X(q5_0, SB_GGML_Q5_0) X(q5_1, SB_GGML_Q5_1) X(q8_0, SB_GGML_Q8_0) X(q2_k, SB_GGML_Q2_K) X(q3_k, SB_GGML_Q3_K) X(q4_k, SB_GGML_Q4_K) X(q5_k, SB_GGML_Q5_K) X(q6_k, SB_GGML_Q6_K) X(iq4_nl, SB_GGML_IQ4_NL) X(iq4_xs, SB_GGML_IQ4_XS)
+#define SB_GGML_INT8_TYPES(X) X(q4_0, SB_GGML_Q4_0) X(q4_1, SB_GGML_Q4_1) X(q8_0, SB_GGML_Q8_0)
 // The values of IQ4_NL / IQ4_XS codes (samebits-ggml's IQ4_NL_VALUES).
 __device__ const signed char sb_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 

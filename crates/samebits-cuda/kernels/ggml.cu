@@ -29,7 +29,9 @@ __device__ __forceinline__ float sb_f16_to_f32(unsigned short h)
 
 // SbGgmlBlock<TYPE>(block): the block of a ggml type that starts at `block` (BYTES bytes, a
 // whole number of blocks from the start of a row, so aligned as noted per format), its scales
-// read once; value(i) is element i (0 <= i < ELEMS) dequantized. The products unroll i over a
+// read once; value(i) is element i (0 <= i < ELEMS) dequantized. The types of the exact-integer
+// products (SB_GGML_INT8_TYPES: Q4_0, Q4_1, Q8_0) also give code_word(j), their integer codes
+// four at a time, the codes of contract section int8-products. The products unroll i over a
 // block (every shift a constant, each code word loaded once); the gather takes one run-time i.
 template <int TYPE>
 struct SbGgmlBlock;
@@ -80,6 +82,13 @@ struct SbGgmlBlock<SB_GGML_Q4_0> {
     const unsigned int q = (qs[(i & 15) >> 1] >> (8 * (i & 1) + 4 * (i >> 4))) & 0x0fu;
     return d * (sb_small_uint_to_f32(q) - 8.0f);
   }
+  // The integer codes q - 8 of elements 4j .. 4j + 3 (0 <= j < 8) as signed bytes, element
+  // 4j + r in byte r (contract: int8-products).
+  __device__ __forceinline__ unsigned int code_word(int j) const
+  {
+    const unsigned int w = (unsigned int)qs[2 * (j & 3)] | ((unsigned int)qs[2 * (j & 3) + 1] << 16);
+    return __vsub4((w >> (4 * (j >> 2))) & 0x0f0f0f0fu, 0x08080808u);
+  }
 };
 
 // Q4_1, 4-byte aligned: d and m (f16) in the first u32 word, then 16 code bytes as 4 u32 words,
@@ -101,6 +110,12 @@ struct SbGgmlBlock<SB_GGML_Q4_1> {
   {
     const unsigned int q = (qs[(i & 15) >> 2] >> (8 * (i & 3) + 4 * (i >> 4))) & 0x0fu;
     return __fmaf_rn(d, sb_small_uint_to_f32(q), m);
+  }
+  // The integer codes q of elements 4j .. 4j + 3 (0 <= j < 8) as bytes, element 4j + r in
+  // byte r (contract: int8-products).
+  __device__ __forceinline__ unsigned int code_word(int j) const
+  {
+    return (qs[j & 3] >> (4 * (j >> 2))) & 0x0f0f0f0fu;
   }
 };
 
@@ -170,6 +185,12 @@ struct SbGgmlBlock<SB_GGML_Q8_0> {
   {
     const unsigned int q = ((qs[i >> 1] >> (8 * (i & 1))) & 0xffu) ^ 0x80u;
     return d * (sb_small_uint_to_f32(q) - 128.0f);
+  }
+  // The signed codes q of elements 4j .. 4j + 3 (0 <= j < 8), element 4j + r in byte r
+  // (contract: int8-products).
+  __device__ __forceinline__ unsigned int code_word(int j) const
+  {
+    return (unsigned int)qs[2 * j] | ((unsigned int)qs[2 * j + 1] << 16);
   }
 };
 

@@ -71,120 +71,105 @@ __device__ __forceinline__ long long sb_gguf_bytes(int k)
 // SbGgufMatrix / SbGgufMatrices (one matrix of a products launch) and SB_GGUF_PITCH are in the
 // device ABI (src/gguf.rs, src/device_abi.rs).
 
-// Grid (ceil(block rows / rows_per_block), M). Block rows: the rows of matrices 0, 1, .. one
-// after another, or, when `gate`, the rows n of matrix 0 (gate) and 1 (up) interleaved (block
-// row 2n + i is row n of matrix i), whose output (g * sigmoid(g)) * u goes to matrix 0's y.
-// rows_per_block is even, so a rotary pair or a gate / up pair never straddles blocks (every
-// matrix has an even number of rows when rotary or gate is on). With `norm_scale`, the
-// activation row is first RMS-normalized: ms = canonical_dot(x, x) / cols,
-// rrms = 1 / sqrt(ms + eps), x_k = (x_k * rrms) * scale_k. Dynamic shared memory, in floats:
-// tiles * SB_GGUF_PITCH (the row) + rows_per_block * tiles (partials) + rows_per_block (dots).
-template <int TYPE>
-__device__ __forceinline__ void sb_gguf_products(SbGgufMatrices mats, int count, int gate,
-                                                 long long row_bytes, int cols, const float* x,
-                                                 const float* norm_scale, float eps,
-                                                 const float* cos_rows, const float* sin_rows,
-                                                 int width, int rows_per_block)
+// The matrix of block row `g` of a products launch and, in `n`, its row there. Block rows: the
+// rows of matrices 0, 1, .. one after another, or, when `gate`, the rows n of matrix 0 (gate)
+// and 1 (up) interleaved (block row 2n + i is row n of matrix i). The matrix is selected by
+// comparisons: the parameter struct is not indexed at run time.
+__device__ __forceinline__ const SbGgufMatrix& sb_gguf_locate(const SbGgufMatrices& mats,
+                                                              int count, int gate, int g, int& n)
 {
-  extern __shared__ float smem[];
-  const int tiles = (cols + SB_TILE - 1) / SB_TILE;
-  float* xs = smem;
-  float* partials = xs + tiles * SB_GGUF_PITCH;
-  float* dots = partials + rows_per_block * tiles;
-  __shared__ float rrms;
-  const long long mi = blockIdx.y;
-  const float* xr = x + mi * cols;
-  const int total = mats.m[0].rows + (count > 1 ? mats.m[1].rows : 0) + (count > 2 ? mats.m[2].rows : 0);
-  // The matrix (selected by comparisons: the parameter struct is not indexed at run time)
-  // and the row of block row `g`.
-  auto locate = [&](int g, int& n) -> const SbGgufMatrix& {
-    if (gate) {
-      n = g >> 1;
-      return (g & 1) ? mats.m[1] : mats.m[0];
-    }
-    n = g;
-    if (count < 2 || n < mats.m[0].rows) return mats.m[0];
-    n -= mats.m[0].rows;
-    if (count < 3 || n < mats.m[1].rows) return mats.m[1];
-    n -= mats.m[1].rows;
-    return mats.m[2];
-  };
-  const int row0 = blockIdx.x * rows_per_block;
-  const int items = rows_per_block * tiles;
-  // A hint, no arithmetic: the weight tiles (which do not depend on the activations), the
-  // norm scale, the added terms and the rotary rows start their trip to L1 now, so their
-  // memory latency overlaps the row's load and statistic.
-  for (int item = threadIdx.x; item < items; item += blockDim.x) {
-    const int local = item / tiles, t = item - local * tiles;
-    const int g = row0 + local;
-    if (g >= total) continue;
-    int n;
-    const unsigned char* row = locate(g, n).w + n * row_bytes;
-    const unsigned char* from =
-        row + (long long)SbGgmlBlock<TYPE>::BYTES * (t * SB_TILE / SbGgmlBlock<TYPE>::ELEMS);
-    sb_prefetch_l1(from);
-    sb_prefetch_l1(row + sb_gguf_bytes<TYPE>(min(t * SB_TILE + SB_TILE, cols)) - 1);
+  if (gate) {
+    n = g >> 1;
+    return (g & 1) ? mats.m[1] : mats.m[0];
   }
+  n = g;
+  if (count < 2 || n < mats.m[0].rows) return mats.m[0];
+  n -= mats.m[0].rows;
+  if (count < 3 || n < mats.m[1].rows) return mats.m[1];
+  n -= mats.m[1].rows;
+  return mats.m[2];
+}
+
+// The block rows of a products launch.
+__device__ __forceinline__ int sb_gguf_total_rows(const SbGgufMatrices& mats, int count)
+{
+  return mats.m[0].rows + (count > 1 ? mats.m[1].rows : 0) + (count > 2 ? mats.m[2].rows : 0);
+}
+
+// Stages the activation row xr (cols values) into xs, element k at xs[k + 4 * (k / 64)] (tiles
+// of SB_GGUF_PITCH floats), and with `norm_scale` RMS-normalizes it there (contract:
+// normalization): ms = canonical_dot(x, x) / cols, rrms = 1 / sqrt(ms + eps),
+// x_k = (x_k * rrms) * scale_k. `scratch` holds one float per 64-term tile. Every thread of the
+// block calls it; the row is complete on return.
+__device__ __forceinline__ void sb_gguf_stage_row(const float* xr, int cols,
+                                                  const float* norm_scale, float eps, float* xs,
+                                                  float* scratch)
+{
+  __shared__ float rrms;
+  const int tiles = (cols + SB_TILE - 1) / SB_TILE;
   if (norm_scale)
     for (int k = 32 * threadIdx.x; k < cols; k += 32 * blockDim.x) sb_prefetch_l1(norm_scale + k);
+  for (int k = threadIdx.x; k < cols; k += blockDim.x) xs[k + 4 * (k / SB_TILE)] = xr[k];
+  __syncthreads();
+  if (!norm_scale) return;
+  for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
+    const float* xt = xs + t * SB_GGUF_PITCH;
+    const int len = min(SB_TILE, cols - t * SB_TILE);
+    float p = 0.0f;
+    for (int i = 0; i < len; ++i) p = __fmaf_rn(xt[i], xt[i], p);
+    scratch[t] = p;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.0f;
+    for (int t = 0; t < tiles; ++t) s = sb_fold_sum(s, scratch[t], t == 0);
+    rrms = 1.0f / sb_sqrtf(s / (float)cols + eps);
+  }
+  __syncthreads();
+  const float r = rrms;
+  for (int k = threadIdx.x; k < cols; k += blockDim.x) {
+    float* xk = xs + k + 4 * (k / SB_TILE);
+    *xk = (*xk * r) * norm_scale[k];
+  }
+  __syncthreads();
+}
+
+// A hint, no arithmetic: the added terms and the rotary rows of the block's rows start their
+// trip to L1.
+__device__ __forceinline__ void sb_gguf_prefetch_epilogue(const SbGgufMatrices& mats, int count,
+                                                          int gate, int row0, int rows_per_block,
+                                                          long long mi, const float* cos_rows,
+                                                          const float* sin_rows, int width)
+{
+  const int total = sb_gguf_total_rows(mats, count);
   for (int local = threadIdx.x; local < rows_per_block; local += blockDim.x) {
     const int g = row0 + local;
     if (g >= total) continue;
     int n;
-    const SbGgufMatrix& mat = locate(g, n);
+    const SbGgufMatrix& mat = sb_gguf_locate(mats, count, gate, g, n);
     if (mat.add) sb_prefetch_l1(mat.add + mi * mat.rows + n);
     if (mat.rot > 0) {
       sb_prefetch_l1(cos_rows + mi * width);
       sb_prefetch_l1(sin_rows + mi * width);
     }
   }
-  for (int k = threadIdx.x; k < cols; k += blockDim.x) xs[k + 4 * (k / SB_TILE)] = xr[k];
-  __syncthreads();
-  if (norm_scale) {
-    for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
-      const float* xt = xs + t * SB_GGUF_PITCH;
-      const int len = min(SB_TILE, cols - t * SB_TILE);
-      float p = 0.0f;
-      for (int i = 0; i < len; ++i) p = __fmaf_rn(xt[i], xt[i], p);
-      partials[t] = p;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float s = 0.0f;
-      for (int t = 0; t < tiles; ++t) s = sb_fold_sum(s, partials[t], t == 0);
-      rrms = 1.0f / sb_sqrtf(s / (float)cols + eps);
-    }
-    __syncthreads();
-    const float r = rrms;
-    for (int k = threadIdx.x; k < cols; k += blockDim.x) {
-      float* xk = xs + k + 4 * (k / SB_TILE);
-      *xk = (*xk * r) * norm_scale[k];
-    }
-    __syncthreads();
-  }
+}
 
-  for (int item = threadIdx.x; item < items; item += blockDim.x) {
-    const int local = item / tiles, t = item - local * tiles;
-    const int g = row0 + local;
-    if (g >= total) continue;
-    int n;
-    const unsigned char* row = locate(g, n).w + n * row_bytes;
-    // xs + 4t: element k of tile t sits at xs[k + 4t] (sb_gguf_tile indexes x by k).
-    partials[item] = sb_gguf_tile<TYPE>(row, xs + 4 * t, t * SB_TILE,
-                                        min(t * SB_TILE + SB_TILE, cols), 0.0f);
-  }
-  __syncthreads();
-  for (int local = threadIdx.x; local < rows_per_block; local += blockDim.x) {
-    float s = 0.0f;
-    for (int t = 0; t < tiles; ++t) s = sb_fold_sum(s, partials[local * tiles + t], t == 0);
-    dots[local] = s;
-  }
-  __syncthreads();
+// Writes the finished dots[local] of block rows row0 + local of activation row mi: each plain,
+// plus its added term, rotated (an interleaved rotary embedding; contract: attention, the pair
+// (2p, 2p + 1) of a head is two neighbouring block rows) or, with `gate`, the SiLU gate
+// (g * sigmoid(g)) * u of a gate / up pair into matrix 0's y. The dots are complete on entry.
+__device__ __forceinline__ void sb_gguf_finish(const SbGgufMatrices& mats, int count, int gate,
+                                               int row0, int rows_per_block, long long mi,
+                                               const float* dots, const float* cos_rows,
+                                               const float* sin_rows, int width)
+{
+  const int total = sb_gguf_total_rows(mats, count);
   for (int local = threadIdx.x; local < rows_per_block; local += blockDim.x) {
     const int g = row0 + local;
     if (g >= total) continue;
     int n;
-    const SbGgufMatrix& mat = locate(g, n);
+    const SbGgufMatrix& mat = sb_gguf_locate(mats, count, gate, g, n);
     float* y = mat.y + mi * mat.rows;
     const float v = dots[local];
     if (gate) {
@@ -205,6 +190,64 @@ __device__ __forceinline__ void sb_gguf_products(SbGgufMatrices mats, int count,
       y[n] = mat.add ? v + mat.add[mi * mat.rows + n] : v;
     }
   }
+}
+
+// Grid (ceil(block rows / rows_per_block), M); block rows as sb_gguf_locate. rows_per_block is
+// even, so a rotary pair or a gate / up pair never straddles blocks (every matrix has an even
+// number of rows when rotary or gate is on). With `norm_scale`, the activation row is first
+// RMS-normalized (sb_gguf_stage_row). Dynamic shared memory, in floats: tiles * SB_GGUF_PITCH
+// (the row) + rows_per_block * tiles (partials) + rows_per_block (dots).
+template <int TYPE>
+__device__ __forceinline__ void sb_gguf_products(SbGgufMatrices mats, int count, int gate,
+                                                 long long row_bytes, int cols, const float* x,
+                                                 const float* norm_scale, float eps,
+                                                 const float* cos_rows, const float* sin_rows,
+                                                 int width, int rows_per_block)
+{
+  extern __shared__ float smem[];
+  const int tiles = (cols + SB_TILE - 1) / SB_TILE;
+  float* xs = smem;
+  float* partials = xs + tiles * SB_GGUF_PITCH;
+  float* dots = partials + rows_per_block * tiles;
+  const long long mi = blockIdx.y;
+  const int total = sb_gguf_total_rows(mats, count);
+  const int row0 = blockIdx.x * rows_per_block;
+  const int items = rows_per_block * tiles;
+  // A hint, no arithmetic: the weight tiles (which do not depend on the activations) start
+  // their trip to L1 now, so their memory latency overlaps the row's load and statistic.
+  for (int item = threadIdx.x; item < items; item += blockDim.x) {
+    const int local = item / tiles, t = item - local * tiles;
+    const int g = row0 + local;
+    if (g >= total) continue;
+    int n;
+    const unsigned char* row = sb_gguf_locate(mats, count, gate, g, n).w + n * row_bytes;
+    const unsigned char* from =
+        row + (long long)SbGgmlBlock<TYPE>::BYTES * (t * SB_TILE / SbGgmlBlock<TYPE>::ELEMS);
+    sb_prefetch_l1(from);
+    sb_prefetch_l1(row + sb_gguf_bytes<TYPE>(min(t * SB_TILE + SB_TILE, cols)) - 1);
+  }
+  sb_gguf_prefetch_epilogue(mats, count, gate, row0, rows_per_block, mi, cos_rows, sin_rows,
+                            width);
+  sb_gguf_stage_row(x + mi * cols, cols, norm_scale, eps, xs, partials);
+
+  for (int item = threadIdx.x; item < items; item += blockDim.x) {
+    const int local = item / tiles, t = item - local * tiles;
+    const int g = row0 + local;
+    if (g >= total) continue;
+    int n;
+    const unsigned char* row = sb_gguf_locate(mats, count, gate, g, n).w + n * row_bytes;
+    // xs + 4t: element k of tile t sits at xs[k + 4t] (sb_gguf_tile indexes x by k).
+    partials[item] = sb_gguf_tile<TYPE>(row, xs + 4 * t, t * SB_TILE,
+                                        min(t * SB_TILE + SB_TILE, cols), 0.0f);
+  }
+  __syncthreads();
+  for (int local = threadIdx.x; local < rows_per_block; local += blockDim.x) {
+    float s = 0.0f;
+    for (int t = 0; t < tiles; ++t) s = sb_fold_sum(s, partials[local * tiles + t], t == 0);
+    dots[local] = s;
+  }
+  __syncthreads();
+  sb_gguf_finish(mats, count, gate, row0, rows_per_block, mi, dots, cos_rows, sin_rows, width);
 }
 
 #define SB_GGUF_PRODUCTS_KERNEL(name, TYPE)                                                   \

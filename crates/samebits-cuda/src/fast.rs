@@ -18,6 +18,17 @@ pub enum Kernels {
     Reproducible,
     /// The fastest available (cuBLAS with TF32 for products): the default set.
     Fast,
+    /// The reproducible kernels, except that products of GGUF weights of samebits-kernels'
+    /// `INT8_TYPES` are contract section `int8-products`' exact-integer products: the
+    /// `reproducible-int8` set.
+    ReproducibleInt8,
+}
+
+impl Kernels {
+    /// Whether a product with GGUF weights of `ggml_type` is an exact-integer product.
+    pub fn int8_products(self, ggml_type: samebits_ggml::GgmlType) -> bool {
+        self == Kernels::ReproducibleInt8 && samebits_kernels::has_int8_products(ggml_type)
+    }
 }
 
 /// A cuBLAS handle on the backend's stream with TF32 tensor-op math, or `None` when the

@@ -5,7 +5,9 @@
 //! and computes each output in the canonical order, the bits of
 //! `samebits_kernels::dot_q_f32` on the CPU; one launch may also RMS-normalize its activation row
 //! first and take up to three matrices, a residual add, a rotary embedding or a SiLU gate
-//! (the executor's fusions). [`CudaBackend::gguf_matmul`] is one plain product;
+//! (the executor's fusions). For the operation set `reproducible-int8` the same launch computes
+//! contract section `int8-products`' exact-integer products instead (`kernels/gguf_int8.cu`,
+//! the bits of `samebits_kernels::int8_dot`). [`CudaBackend::gguf_matmul`] is one plain product;
 //! [`CudaBackend::gguf_gather`] dequantizes picked rows (`samebits::GatherGguf`, the embedding
 //! lookup); many activation rows take the GEMM over dequantized weights.
 
@@ -50,8 +52,9 @@ fn suffix(ggml_type: GgmlType) -> Option<String> {
 /// The part of the device ABI (`device_abi::source`) that `kernels/ggml.cu` and
 /// `kernels/gguf.cu` build on, generated from samebits-ggml's type table: `SB_GGML_<NAME>` (the ggml type id), `SB_GGML_<NAME>_ELEMS` and
 /// `SB_GGML_<NAME>_BYTES` (the block geometry) for each device type, the X-macro
-/// `SB_GGML_DEVICE_TYPES(X)` = `X(suffix, SB_GGML_<NAME>)` per device type, and the IQ4 code
-/// table `sb_iq4nl_values`.
+/// `SB_GGML_DEVICE_TYPES(X)` = `X(suffix, SB_GGML_<NAME>)` per device type, its subset
+/// `SB_GGML_INT8_TYPES(X)` (samebits-kernels' `INT8_TYPES`, the types of the exact-integer
+/// products), and the IQ4 code table `sb_iq4nl_values`.
 pub(crate) fn ggml_type_source() -> String {
     let mut src = String::from("// Generated from samebits-ggml's type table (src/gguf.rs).\n");
     let mut list = String::from("#define SB_GGML_DEVICE_TYPES(X)");
@@ -66,6 +69,13 @@ pub(crate) fn ggml_type_source() -> String {
         list.push_str(&format!(" X({}, SB_GGML_{name})", name.to_lowercase()));
     }
     src.push_str(&list);
+    src.push('\n');
+    let mut int8 = String::from("#define SB_GGML_INT8_TYPES(X)");
+    for t in samebits_kernels::INT8_TYPES {
+        let name = t.name();
+        int8.push_str(&format!(" X({}, SB_GGML_{name})", name.to_lowercase()));
+    }
+    src.push_str(&int8);
     src.push('\n');
     let values: Vec<String> = samebits_ggml::iquant::IQ4_NL_VALUES
         .iter()
@@ -104,16 +114,29 @@ const PRODUCTS_STATIC_SHARED: usize = 1024;
 /// so the chains of neighbouring tiles start in different banks.
 pub(crate) const ROW_PITCH: usize = 68;
 
-/// Block rows (weight rows, or gate / up pairs) of one products block: even, at least 2.
-fn rows_per_block(tiles: usize) -> usize {
-    ((PRODUCTS_BLOCK / tiles.max(1)) & !1).max(2)
+/// Block rows (weight rows, or gate / up pairs) of one products block over rows of `cols`:
+/// even, at least 2, about one work item (a 64-term tile, or with `int8` a 32-element block)
+/// per thread.
+fn rows_per_block(cols: usize, int8: bool) -> usize {
+    let items = match int8 {
+        true => cols / 32,
+        false => cols.div_ceil(samebits_kernels::REDUCTION_TILE),
+    };
+    ((PRODUCTS_BLOCK / items.max(1)) & !1).max(2)
 }
 
-/// Dynamic shared bytes of a products block over rows of `cols`.
-fn products_shared_bytes(cols: usize) -> usize {
+/// Dynamic shared bytes of a products block over rows of `cols` (the layouts of
+/// `kernels/gguf.cu` and, with `int8`, `kernels/gguf_int8.cu`).
+fn products_shared_bytes(cols: usize, int8: bool) -> usize {
     let tiles = cols.div_ceil(samebits_kernels::REDUCTION_TILE);
-    let rpb = rows_per_block(tiles);
-    4 * (tiles * ROW_PITCH + rpb * tiles + rpb)
+    let rpb = rows_per_block(cols, int8);
+    match int8 {
+        true => {
+            let blocks = cols / 32;
+            4 * (tiles * ROW_PITCH + 2 * blocks + 3 * rpb * blocks + rpb) + cols
+        }
+        false => 4 * (tiles * ROW_PITCH + rpb * tiles + rpb),
+    }
 }
 
 /// The interleaved rotary embedding (contract: attention, RotaryEmbedding with
@@ -142,7 +165,10 @@ pub struct GgufMatrix<'a> {
 /// rows `x` (`[m, cols]`), in one launch: `y_i = x · W_iᵀ`, the canonical dots of docs/gguf.md.
 /// With `norm = (scale, eps)` the rows of `x` are first RMS-normalized (contract:
 /// normalization), exactly as RMSNormalization over the last axis; with `gate`, two matrices of
-/// equal rows give one output `(g * sigmoid(g)) * u` (the SiLU gate of a llama MLP).
+/// equal rows give one output `(g * sigmoid(g)) * u` (the SiLU gate of a llama MLP). With
+/// `int8` (a type of samebits-kernels' `INT8_TYPES`) the products are contract section
+/// `int8-products`' exact-integer products instead (`kernels/gguf_int8.cu`), for any number
+/// of activation rows.
 pub struct GgufProducts<'a> {
     pub ggml_type: GgmlType,
     pub cols: usize,
@@ -150,6 +176,7 @@ pub struct GgufProducts<'a> {
     pub norm: Option<(&'a DeviceBuffer, f32)>,
     pub matrices: &'a [GgufMatrix<'a>],
     pub gate: bool,
+    pub int8: bool,
 }
 
 device_struct! {
@@ -176,18 +203,21 @@ device_struct! {
 }
 
 impl CudaBackend {
-    /// Whether [`CudaBackend::gguf_products`] takes activation rows of `cols`: its row and
-    /// partials fit one block's shared memory on this device (opt-in maximum); longer rows
-    /// take the GEMM over dequantized weights. Either way the same canonical dot products.
-    pub fn gguf_products_fit(&self, cols: usize) -> bool {
+    /// Whether [`CudaBackend::gguf_products`] takes activation rows of `cols` (with `int8`, for
+    /// the exact-integer products): its row and partials fit one block's shared memory on this
+    /// device (opt-in maximum). Longer rows take the GEMM over dequantized weights, the same
+    /// canonical dot products; the exact-integer products have no other kernel.
+    pub fn gguf_products_fit(&self, cols: usize, int8: bool) -> bool {
         cols > 0
             && cols <= i32::MAX as usize
-            && products_shared_bytes(cols) + PRODUCTS_STATIC_SHARED <= self.max_shared_per_block()
+            && products_shared_bytes(cols, int8) + PRODUCTS_STATIC_SHARED
+                <= self.max_shared_per_block()
     }
 
     /// `y [m, rows] = x [m, cols] · Wᵀ` for the `[rows, cols]` GGUF matrix `w` of `ggml_type`;
     /// with `add` (`[m, rows]`), `y = (x · Wᵀ) + add`, one more rounding per output (a residual
     /// Add fused into the product). Rows of `cols` must fit [`CudaBackend::gguf_products_fit`].
+    /// (The exact-integer products: [`CudaBackend::gguf_products`] with `int8`.)
     pub fn gguf_matmul(
         &self,
         ggml_type: GgmlType,
@@ -210,6 +240,7 @@ impl CudaBackend {
             norm: None,
             matrices: &[matrix],
             gate: false,
+            int8: false,
         })?;
         Ok(y.remove(0))
     }
@@ -224,12 +255,18 @@ impl CudaBackend {
             norm,
             matrices,
             gate,
+            int8,
         } = *p;
-        let name = kernel("products", ggml_type)?;
+        if int8 && !samebits_kernels::has_int8_products(ggml_type) {
+            return Err(CudaError::Invalid(format!(
+                "{ggml_type} weights have no exact-integer products (contract: int8-products)"
+            )));
+        }
+        let name = kernel(if int8 { "int8_products" } else { "products" }, ggml_type)?;
         let row_bytes = ggml_type.row_bytes(cols).ok_or_else(|| {
             CudaError::Invalid(format!("{cols} columns are not whole {ggml_type} blocks"))
         })?;
-        if !self.gguf_products_fit(cols) || !x.len().is_multiple_of(cols) {
+        if !self.gguf_products_fit(cols, int8) || !x.len().is_multiple_of(cols) {
             return Err(CudaError::Invalid(format!(
                 "activations of {} values are not rows of {cols} that a products block takes",
                 x.len()
@@ -306,18 +343,18 @@ impl CudaBackend {
                 pad: 0,
             };
         }
-        let tiles = cols.div_ceil(samebits_kernels::REDUCTION_TILE);
-        let rpb = rows_per_block(tiles);
+        let rpb = rows_per_block(cols, int8);
+        let shared = products_shared_bytes(cols, int8);
         let config = LaunchConfig {
             grid_dim: (total.div_ceil(rpb) as u32, m as u32, 1),
             block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: products_shared_bytes(cols) as u32,
+            shared_mem_bytes: shared as u32,
         };
         let f = self.function(&name)?;
         // Rows longer than 48 KiB of shared memory take the device's opt-in maximum.
         f.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            products_shared_bytes(cols) as i32,
+            shared as i32,
         )?;
         let ints = [matrices.len(), usize::from(gate), cols].map(|v| v as i32);
         let row_bytes = row_bytes as i64;
@@ -521,8 +558,9 @@ mod tests {
 
     /// The device dequantization (`kernels/ggml.cu` after the generated type source), compiled
     /// on the host with g++ (`emulate/ggml_dequantize.cpp`), equals samebits-ggml's
-    /// `dequantize_row` bit for bit on random blocks of every device type. Skips loudly without
-    /// g++.
+    /// `dequantize_row` bit for bit on random blocks of every device type, and its integer
+    /// codes (`code_word`) equal samebits-kernels' `int8_block_codes` for the exact-integer
+    /// types. Skips loudly without g++.
     #[test]
     fn device_dequantization_equals_samebits_ggml() {
         if Command::new("g++").arg("--version").output().is_err() {
@@ -586,6 +624,32 @@ mod tests {
                     "{t} element {i}: device {d:#010x}, samebits-ggml {e:#010x}"
                 );
             }
+            if !samebits_kernels::has_int8_products(t) {
+                continue;
+            }
+            // The integer codes of the exact-integer products, four per code_word.
+            let mut child = Command::new(&binary)
+                .args([t.id().to_string(), "codes".into()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(&bytes).unwrap();
+            let output = child.wait_with_output().unwrap();
+            assert!(
+                output.status.success(),
+                "{t}: the host run of the codes failed"
+            );
+            let device: Vec<i8> = output.stdout.iter().map(|&b| b as i8).collect();
+            let expected: Vec<i8> = bytes
+                .chunks_exact(t.block_bytes())
+                .flat_map(|block| samebits_kernels::int8_block_codes(t, block).0)
+                .map(|c| i8::try_from(c).expect("a code fits a byte"))
+                .collect();
+            assert_eq!(
+                device, expected,
+                "{t}: device codes differ from int8_block_codes"
+            );
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

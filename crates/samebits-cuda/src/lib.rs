@@ -16,7 +16,9 @@
 //! - [`CudaBackend::gguf_products`] / [`CudaBackend::gguf_matmul`]: products with GGUF
 //!   block-quantized weights (`DeviceBytes`; a launch may fuse the RMSNorm before them and a
 //!   residual add, rotary embedding or SiLU gate after), [`CudaBackend::gguf_gather`]
-//!   (embedding rows), the prefill GEMM over dequantized weights.
+//!   (embedding rows), the prefill GEMM over dequantized weights; for the operation set
+//!   `reproducible-int8` ([`Kernels::ReproducibleInt8`]) the same launch computes the
+//!   exact-integer products of Q4_0 / Q4_1 / Q8_0 weights (contract: int8-products).
 //! - [`CudaBackend::rotary`], [`CudaBackend::attention`] ([`HeadsLayout`], [`AttentionShape`]) and
 //!   the device-resident KV cache ([`KvStorage`]) they append to.
 //! - Shape-dependent ops, from the geometries samebits-ops resolves for its CPU kernels:

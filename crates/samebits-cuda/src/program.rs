@@ -18,6 +18,7 @@ const FUSED: &str = include_str!("../kernels/fused.cu");
 const GEMM: &str = include_str!("../kernels/gemm.cu");
 const GGML: &str = include_str!("../kernels/ggml.cu");
 const GGUF: &str = include_str!("../kernels/gguf.cu");
+const GGUF_INT8: &str = include_str!("../kernels/gguf_int8.cu");
 const LAYOUT: &str = include_str!("../kernels/layout.cu");
 const POOL: &str = include_str!("../kernels/pool.cu");
 const REDUCE: &str = include_str!("../kernels/reduce.cu");
@@ -118,6 +119,7 @@ pub(crate) fn source() -> String {
         GEMM,
         GGML,
         GGUF,
+        GGUF_INT8,
         REDUCE,
         ATTENTION,
         FUSED,
@@ -314,6 +316,7 @@ mod tests {
             "sb_unary_exp",
             "sb_unary_relu",
             "sb_gguf_products_q4_1",
+            "sb_gguf_int8_products_q4_0",
             "sb_gguf_gather_q4_1",
             "sb_rotary",
             "sb_attention",

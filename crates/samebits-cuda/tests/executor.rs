@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use samebits_cuda::testing::Rng;
-use samebits_cuda::{CudaBackend, CudaExecutor};
+use samebits_cuda::{CudaBackend, CudaExecutor, GgufMatrix, GgufProducts};
 use samebits_ggml::GgmlType;
 use samebits_ir::{Attribute, DType, Graph, Node, Shape, Tensor, Value, ValueInfo, ValueType};
 use samebits_kernels::dot_q_f32;
@@ -123,6 +123,86 @@ fn gguf_matmul_matches_dot_q_f32() {
                         y[i * rows + n].to_bits(),
                         want.to_bits(),
                         "{ggml_type} [{rows}, {cols}] row {i} output {n}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The exact-integer products (contract: int8-products; `kernels/gguf_int8.cu`) give
+/// samebits-kernels' `int8_dot` bits for every type of `INT8_TYPES`, from one activation row to
+/// many, over one tile of blocks and several (2,112 and 4,096 columns), on random rows and on
+/// adversarial ones: all-zero and subnormal blocks, values near f32's largest, blocks whose
+/// codes land on rounding ties, and a row holding a NaN (NaN in every output of that row).
+#[test]
+fn gguf_int8_products_match_int8_dot() {
+    let Some(backend) = cuda("executor::gguf_int8_products_match_int8_dot") else {
+        return;
+    };
+    let mut rng = Rng::new(23);
+    for ggml_type in samebits_kernels::INT8_TYPES {
+        for (rows, cols, m) in [
+            (5, 32, 1),
+            (77, 576, 1),
+            (130, 1536, 3),
+            (9, 2112, 2),
+            (6, 4096, 1),
+            (67, 192, 21),
+        ] {
+            let blocks = random_blocks(ggml_type, rows, cols, &mut rng);
+            let mut x = rng.values(m * cols, 2.0);
+            if m > 1 {
+                // Row 1: a zero block, a subnormal block, a block near f32's largest, and a
+                // block of codes on rint's ties; the last row a NaN.
+                let row = &mut x[cols..2 * cols];
+                for (b, block) in row.chunks_mut(32).enumerate() {
+                    for (k, v) in block.iter_mut().enumerate() {
+                        *v = match b % 4 {
+                            0 => 0.0,
+                            1 => f32::from_bits(1 + 37 * k as u32),
+                            2 => 3.0e38 * (k as f32 - 15.5) / 16.0,
+                            // d_x = 127 / 127 = 1, so x / d_x = k - 15.5: every code a tie.
+                            _ if k == 31 => 127.0,
+                            _ => k as f32 - 15.5,
+                        };
+                    }
+                }
+                x[(m - 1) * cols + cols / 2] = f32::NAN;
+            }
+            let w = backend.upload_bytes(&blocks).unwrap();
+            let dx = backend.upload(&x).unwrap();
+            let matrix = GgufMatrix {
+                w: &w,
+                rows,
+                add: None,
+                rotary: None,
+            };
+            let products = GgufProducts {
+                ggml_type,
+                cols,
+                x: &dx,
+                norm: None,
+                matrices: &[matrix],
+                gate: false,
+                int8: true,
+            };
+            let y = backend
+                .download(&backend.gguf_products(&products).unwrap()[0])
+                .unwrap();
+            let xq = samebits_kernels::Int8Activations::quantize(&x, cols).unwrap();
+            let row_bytes = ggml_type.row_bytes(cols).unwrap();
+            for i in 0..m {
+                for n in 0..rows {
+                    let row = &blocks[n * row_bytes..(n + 1) * row_bytes];
+                    let want = samebits_kernels::int8_dot(ggml_type, row, &xq, i).unwrap();
+                    let got = y[i * rows + n];
+                    assert!(
+                        got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                        "{ggml_type} [{rows}, {cols}] row {i} output {n}: device {got:e} \
+                         ({:#010x}), int8_dot {want:e} ({:#010x})",
+                        got.to_bits(),
+                        want.to_bits()
                     );
                 }
             }

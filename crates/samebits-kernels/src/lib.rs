@@ -46,7 +46,8 @@ pub use isa::{Isa, IsaError, set_forced_isa, with_isa};
 pub use pool::{PoolGeometry, PoolKind, global_pool_f32, pool_f32};
 pub use quant::{
     INT8_TYPES, Int8Activations, PANEL_ROWS, PANEL_TYPES, PanelMatrix, dot_q_f32,
-    has_int8_products, has_panel_layout, int8_dot, matvec_q_f32, pack_panels, panel_bytes,
+    has_int8_products, has_panel_layout, int8_block_codes, int8_dot, matvec_q_f32, pack_panels,
+    panel_bytes,
 };
 pub use reduce::{
     ArgKind, ExtremumFloat, ReduceKind, argreduce_f32, canonical_max, canonical_min, reduce_f32,

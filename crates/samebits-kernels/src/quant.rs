@@ -15,5 +15,5 @@ pub mod panel;
 pub use dot::{dot_q_f32, matvec_q_f32};
 pub use panel::{
     INT8_TYPES, Int8Activations, PANEL_ROWS, PANEL_TYPES, PanelMatrix, has_int8_products,
-    has_panel_layout, int8_dot, pack_panels, panel_bytes,
+    has_panel_layout, int8_block_codes, int8_dot, pack_panels, panel_bytes,
 };

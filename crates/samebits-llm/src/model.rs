@@ -207,15 +207,6 @@ impl Llm {
         };
         let mut stages = Vec::with_capacity(chosen.len());
         for (range, device) in chosen {
-            // The exact-integer products have no device kernel, and a device keeps the weights
-            // it reads on the device only: refused rather than half run.
-            if operation_set.int8_products() && device != Device::Cpu {
-                return Err(LlmError::Usage(format!(
-                    "operation set {operation_set} runs on the CPU only (its exact-integer \
-                     products have no GPU kernel yet): use --device cpu, or the reproducible \
-                     set on {device}"
-                )));
-            }
             if range.is_empty() || range.end > config.block_count {
                 return Err(LlmError::Usage(format!(
                     "layers {range:?} are no stage of a decoder of {} layers",

@@ -3,7 +3,8 @@
 //! logits of a prefill and of greedy decode steps have the same bits on `cuda:0` and on the
 //! CPU, and on the GPU one prefill over the whole sequence gives each position the bits its
 //! decode step gave (the device KV cache, attention and the GGUF products follow the contract's
-//! orders whatever the number of tokens). Without a GPU the test prints SKIPPED and returns.
+//! orders whatever the number of tokens), in the reproducible set and in reproducible-int8
+//! (the exact-integer products). Without a GPU the test prints SKIPPED and returns.
 
 #[path = "support/batched_rounds.rs"]
 mod batched_rounds;
@@ -35,10 +36,10 @@ fn greedy(llm: &Llm, prompt: &[u32], steps: usize) -> (Vec<u32>, Vec<Vec<f32>>) 
     (tokens, rows)
 }
 
-/// The model at `path` on `cuda:0`, or `None` after a SKIPPED line naming `test` when there is
+/// The model at `path` in `operation_set` on `cuda:0`, or `None` after a SKIPPED line naming `test` when there is
 /// no CUDA device.
-fn load_on_gpu(path: &std::path::Path, test: &str) -> Option<Llm> {
-    match Llm::load_on(path, OperationSet::Reproducible, Device::Cuda(0)) {
+fn load_on_gpu(path: &std::path::Path, operation_set: OperationSet, test: &str) -> Option<Llm> {
+    match Llm::load_on(path, operation_set, Device::Cuda(0)) {
         Ok(llm) => Some(llm),
         Err(why) => {
             let line = format!("SKIPPED (no CUDA device): {test} ({why})\n");
@@ -237,75 +238,101 @@ fn gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode() {
     for (n, shape) in shapes.iter().enumerate() {
         let path = dir.path().join(format!("random_{n}.gguf"));
         write_random_llama(&path, shape, 7 + n as u64);
-        let Some(gpu) = load_on_gpu(
-            &path,
-            "gpu::gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode",
-        ) else {
+        let test = "gpu::gpu_logits_equal_the_cpu_and_gpu_prefill_equals_gpu_decode";
+        if !gpu_equals_cpu(&path, shape, OperationSet::Reproducible, test) {
             return;
-        };
-        let cpu = Llm::load(&path, OperationSet::Reproducible).unwrap();
-        // A prompt of few rows (fused matrix-vector products) and one of many (the GEMM over
-        // dequantized weights), decode steps past the first 64-key tile.
-        for (prompt_len, steps) in [(5, 6), (20, 50)] {
-            let prompt: Vec<u32> = (0..prompt_len)
-                .map(|i| (i * 17 + 3) % shape.vocab as u32)
-                .collect();
-            let (cpu_tokens, cpu_rows) = greedy(&cpu, &prompt, steps);
-            let (gpu_tokens, gpu_rows) = greedy(&gpu, &prompt, steps);
-            assert_eq!(gpu_tokens, cpu_tokens, "{shape:?}");
-            for (t, (g, c)) in gpu_rows.iter().zip(&cpu_rows).enumerate() {
-                assert!(
-                    same_bits(g, c),
-                    "{shape:?}: logits row {t} differ between GPU and CPU"
-                );
-            }
-            // One GPU prefill over the whole sequence (all but the last token).
-            let all = &gpu_tokens[..gpu_tokens.len() - 1];
-            let prefill = gpu.forward(all, &mut gpu.new_cache()).unwrap();
-            for (t, row) in prefill.chunks(gpu.vocab_size()).enumerate() {
-                assert!(
-                    same_bits(row, &gpu_rows[t]),
-                    "{shape:?}: GPU prefill row {t} differs from its decode step"
-                );
-            }
-            // The last row alone (only it leaves the device) is the prefill's last row.
-            let last = gpu.forward_last(all, &mut gpu.new_cache()).unwrap();
-            assert!(
-                same_bits(&last, &gpu_rows[all.len() - 1]),
-                "{shape:?}: forward_last differs from the prefill's last row"
-            );
         }
     }
 }
 
-/// `reproducible-int8` has no GPU kernels: loading it on a GPU is refused with a message that
-/// names the set and the way out (a device keeps its weights on the device only, so the CPU
-/// could not take over the products).
+/// Greedy runs of the model at `path` in `operation_set` on `cuda:0` and on the CPU: a prompt
+/// of few rows (fused matrix-vector products) and one of many (the GEMM over dequantized
+/// weights), decode steps past the first 64-key tile; every logits row has the same bits on
+/// both, and one GPU prefill over the whole sequence gives each position its decode step's
+/// bits. `false` after a SKIPPED line naming `test` when there is no CUDA device.
+fn gpu_equals_cpu(
+    path: &std::path::Path,
+    shape: &LlamaShape,
+    operation_set: OperationSet,
+    test: &str,
+) -> bool {
+    let Some(gpu) = load_on_gpu(path, operation_set, test) else {
+        return false;
+    };
+    let cpu = Llm::load(path, operation_set).unwrap();
+    for (prompt_len, steps) in [(5, 6), (20, 50)] {
+        let prompt: Vec<u32> = (0..prompt_len)
+            .map(|i| (i * 17 + 3) % shape.vocab as u32)
+            .collect();
+        let (cpu_tokens, cpu_rows) = greedy(&cpu, &prompt, steps);
+        let (gpu_tokens, gpu_rows) = greedy(&gpu, &prompt, steps);
+        assert_eq!(gpu_tokens, cpu_tokens, "{operation_set} {shape:?}");
+        for (t, (g, c)) in gpu_rows.iter().zip(&cpu_rows).enumerate() {
+            assert!(
+                same_bits(g, c),
+                "{operation_set} {shape:?}: logits row {t} differ between GPU and CPU"
+            );
+        }
+        // One GPU prefill over the whole sequence (all but the last token).
+        let all = &gpu_tokens[..gpu_tokens.len() - 1];
+        let prefill = gpu.forward(all, &mut gpu.new_cache()).unwrap();
+        for (t, row) in prefill.chunks(gpu.vocab_size()).enumerate() {
+            assert!(
+                same_bits(row, &gpu_rows[t]),
+                "{operation_set} {shape:?}: GPU prefill row {t} differs from its decode step"
+            );
+        }
+        // The last row alone (only it leaves the device) is the prefill's last row.
+        let last = gpu.forward_last(all, &mut gpu.new_cache()).unwrap();
+        assert!(
+            same_bits(&last, &gpu_rows[all.len() - 1]),
+            "{operation_set} {shape:?}: forward_last differs from the prefill's last row"
+        );
+    }
+    true
+}
+
+/// `reproducible-int8` on the GPU (`kernels/gguf_int8.cu`) gives the CPU's bits: its three
+/// weight types (Q4_1 llama, Q8_0 qwen2, Q4_0 qwen3 with an FFN of 14,336, whose rows need the
+/// opt-in shared memory), the fused decode steps (norm, Q / K / V with rotaries, the SiLU gate,
+/// the attention's output product as separate steps) and many-row prefills; a Q4_K model keeps
+/// the f32 products in this set on both.
 #[test]
-fn gpu_refuses_the_int8_products() {
+fn gpu_int8_products_equal_the_cpu() {
     let dir = tempfile::tempdir().unwrap();
-    let shape = LlamaShape {
-        family: Family::Llama,
-        layers: 1,
-        dim: 64,
-        heads: 2,
+    let llama = |family, matrices, ffn| LlamaShape {
+        family,
+        layers: 2,
+        dim: 128,
+        heads: 4,
         head_dim: 32,
         kv_heads: 2,
-        ffn: 128,
-        vocab: 64,
-        context: 64,
-        matrices: GgmlType::Q4_1,
+        ffn,
+        vocab: 96,
+        context: 128,
+        matrices,
     };
-    let path = dir.path().join("random.gguf");
-    write_random_llama(&path, &shape, 11);
-    let err = Llm::load_on(&path, OperationSet::ReproducibleInt8, Device::Cuda(0))
-        .err()
-        .expect("refused")
-        .to_string();
-    assert!(
-        err.contains("reproducible-int8") && err.contains("--device cpu"),
-        "{err}"
-    );
+    let shapes = [
+        llama(Family::Llama, GgmlType::Q4_1, 256),
+        llama(Family::Qwen2, GgmlType::Q8_0, 320),
+        LlamaShape {
+            head_dim: 64,
+            ..llama(Family::Qwen3, GgmlType::Q4_0, 14336)
+        },
+        LlamaShape {
+            dim: 256,
+            head_dim: 64,
+            ..llama(Family::Llama, GgmlType::Q4K, 512)
+        },
+    ];
+    for (n, shape) in shapes.iter().enumerate() {
+        let path = dir.path().join(format!("random_{n}.gguf"));
+        write_random_llama(&path, shape, 31 + n as u64);
+        let test = "gpu::gpu_int8_products_equal_the_cpu";
+        if !gpu_equals_cpu(&path, shape, OperationSet::ReproducibleInt8, test) {
+            return;
+        }
+    }
 }
 
 /// A ragged batch on the GPU (`Llm::forward_last_batch`: RaggedAttention's launch per sequence
@@ -313,7 +340,7 @@ fn gpu_refuses_the_int8_products() {
 /// 5, 1, 70 and 140 tokens join at rounds 0 to 3 (prefills beside decode steps; the first round
 /// is a batch of one, the one-sequence plan, whose device caches the batched plan then extends),
 /// the longest cache past 256 positions (decode attention split over blocks), and the last
-/// rounds shrink back to one sequence.
+/// rounds shrink back to one sequence; in the reproducible set and in reproducible-int8.
 #[test]
 fn gpu_ragged_batches_give_each_sequence_its_lone_cpu_bits() {
     let dir = tempfile::tempdir().unwrap();
@@ -344,16 +371,18 @@ fn gpu_ragged_batches_give_each_sequence_its_lone_cpu_bits() {
         },
     ];
     let lengths = [5usize, 1, 70, 140];
-    for (n, shape) in shapes.iter().enumerate() {
+    let sets = [OperationSet::Reproducible, OperationSet::ReproducibleInt8];
+    for (n, (shape, set)) in shapes.iter().flat_map(|s| sets.map(|o| (s, o))).enumerate() {
         let path = dir.path().join(format!("ragged_{n}.gguf"));
-        write_random_llama(&path, shape, 31 + n as u64);
+        write_random_llama(&path, shape, 31 + n as u64 / 2);
         let Some(gpu) = load_on_gpu(
             &path,
+            set,
             "gpu::gpu_ragged_batches_give_each_sequence_its_lone_cpu_bits",
         ) else {
             return;
         };
-        let cpu = Llm::load(&path, OperationSet::Reproducible).unwrap();
+        let cpu = Llm::load(&path, set).unwrap();
         let prompts: Vec<Vec<u32>> = lengths
             .iter()
             .enumerate()
@@ -370,11 +399,12 @@ fn gpu_ragged_batches_give_each_sequence_its_lone_cpu_bits() {
             .collect();
         let rows = batched_rounds::joining_rounds(&gpu, &prompts, steps);
         for (p, (got, want)) in rows.iter().zip(&alone).enumerate() {
-            assert_eq!(got.len(), steps + 1, "{shape:?}: prompt {p}");
+            assert_eq!(got.len(), steps + 1, "{set} {shape:?}: prompt {p}");
             for (step, (g, w)) in got.iter().zip(want).enumerate() {
                 assert!(
                     same_bits(g, w),
-                    "{shape:?}: prompt {p} step {step}: the GPU batch differs from the CPU alone"
+                    "{set} {shape:?}: prompt {p} step {step}: the GPU batch differs from the CPU \
+                     alone"
                 );
             }
         }

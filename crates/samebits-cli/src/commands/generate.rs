@@ -72,7 +72,7 @@ pub struct Args {
     receipt: Option<PathBuf>,
     /// Kernel promise: reproducible (the default), deterministic or default; reproducible-int8 is
     /// reproducible with exact-integer products of Q4_0, Q4_1 and Q8_0 weights (8-bit
-    /// activations: faster, other bits than reproducible's)
+    /// activations: faster on the CPU, other bits than reproducible's, the same on CPU and GPU)
     #[arg(long, value_name = "SET", default_value = "reproducible")]
     operation_set: OperationSet,
     #[command(flatten)]

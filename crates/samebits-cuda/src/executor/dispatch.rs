@@ -752,7 +752,26 @@ pub(crate) fn run_launch(
                 ));
             };
             let m = x.len() / cols;
-            let y = if m < GGUF_GEMM_MIN_ROWS && backend.gguf_products_fit(*cols) {
+            // The exact-integer products have one kernel for any number of rows.
+            let int8 = kernels.int8_products(*ggml_type);
+            let y = if int8 {
+                let matrix = GgufMatrix {
+                    w,
+                    rows: *rows,
+                    add,
+                    rotary: None,
+                };
+                let mut ys = backend.gguf_products(&GgufProducts {
+                    ggml_type: *ggml_type,
+                    cols: *cols,
+                    x,
+                    norm: None,
+                    matrices: &[matrix],
+                    gate: false,
+                    int8,
+                })?;
+                ys.remove(0)
+            } else if m < GGUF_GEMM_MIN_ROWS && backend.gguf_products_fit(*cols, false) {
                 backend.gguf_matmul(*ggml_type, *rows, *cols, w, x, add)?
             } else if let Some(wt) = dequantized.get() {
                 backend.gguf_matmul_dequantized(*rows, *cols, wt, x, add)?
@@ -813,6 +832,7 @@ pub(crate) fn run_launch(
                 norm: scale,
                 matrices: &mats,
                 gate: *gate,
+                int8: kernels.int8_products(*ggml_type),
             })?;
             return Ok(ys
                 .into_iter()

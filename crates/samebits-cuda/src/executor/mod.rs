@@ -201,6 +201,7 @@ impl CudaExecutor {
         let constants = plan.constants().map(|(s, v)| (s, v.clone())).collect();
         let kernel_set = match plan.operation_set() {
             OperationSet::Default => Kernels::Fast,
+            OperationSet::ReproducibleInt8 => Kernels::ReproducibleInt8,
             _ => Kernels::Reproducible,
         };
         CudaExecutor {
@@ -521,7 +522,20 @@ impl CudaExecutor {
             .collect();
         let launch = plan_launch(kernel?, &args, step.outputs.len())?;
         match launch {
-            Launch::GgufProducts { cols, .. } if !self.backend.gguf_products_fit(cols) => None,
+            Launch::GgufProducts {
+                cols, ggml_type, ..
+            } if !self
+                .backend
+                .gguf_products_fit(cols, self.kernel_set.int8_products(ggml_type)) =>
+            {
+                None
+            }
+            // The attention launch's fused product is the f32 one: an exact-integer product
+            // runs as the op's own steps.
+            Launch::Attention {
+                product: Some((ggml_type, ..)),
+                ..
+            } if self.kernel_set.int8_products(ggml_type) => None,
             launch => Some(launch),
         }
     }

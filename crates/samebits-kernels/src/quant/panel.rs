@@ -27,7 +27,7 @@ use std::ops::Range;
 
 mod int8;
 
-pub use int8::{INT8_TYPES, Int8Activations, has_int8_products, int8_dot};
+pub use int8::{INT8_TYPES, Int8Activations, has_int8_products, int8_block_codes, int8_dot};
 
 /// Rows per panel: the lanes of one AVX-512 register, two AVX2 registers.
 pub const PANEL_ROWS: usize = 16;

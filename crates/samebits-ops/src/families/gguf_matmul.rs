@@ -27,7 +27,9 @@
 //! `samebits_kernels::INT8_TYPES` computes the exact-integer products instead (contract section
 //! `int8-products`): each row of `x` quantized once to 8-bit blocks, then
 //! `PanelMatrix::matmul_int8` on the same tasks of whole panels (same bits for any token count,
-//! ISA and thread count). Those products have no device kernel (an LLM refuses the set on a GPU).
+//! ISA and thread count). The device kernel is the same `DeviceKernel::MatMulGguf`: a device
+//! executor built for the set computes the same exact-integer products (samebits-cuda's
+//! `kernels/gguf_int8.cu`).
 
 use crate::registry::Registry;
 use crate::{BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, bail};
@@ -348,11 +350,11 @@ impl Op for MatMulGguf {
         Ok(vec![Tensor::from_vec(shape, y)?.into()])
     }
 
-    /// The ggml rows layout and the f32 products only (the device kernel does not read row
-    /// panels, and has no exact-integer products).
+    /// The ggml rows layout only (the device kernel does not read row panels). Which products
+    /// it computes follows the plan's operation set, as here.
     fn device_kernel(&self) -> Option<DeviceKernel> {
         let w = &self.0;
-        if w.layout != Layout::Rows || self.2 == Products::Int8 {
+        if w.layout != Layout::Rows {
             return None;
         }
         Some(DeviceKernel::MatMulGguf {
@@ -570,7 +572,8 @@ mod tests {
     }
 
     /// Built for `reproducible-int8`, a Q8_0 product is `int8_dot` on every output, for one
-    /// and several rows of `x`, whatever the thread count; it has no device kernel; a type
+    /// and several rows of `x`, whatever the thread count; its device kernel is the plain
+    /// `MatMulGguf` (a device executor built for the set computes the integer products); a type
     /// without an integer product (F16) keeps the f32 product.
     #[test]
     fn int8_products_equal_int8_dot_for_one_and_many_rows() {
@@ -578,7 +581,14 @@ mod tests {
         let blocks = q8_0_blocks(rows, cols);
         let int8 = crate::OperationSet::ReproducibleInt8;
         let op = build_for(&node("MatMulGguf", GgmlType::Q8_0, rows, cols), int8);
-        assert!(op.device_kernel().is_none());
+        assert_eq!(
+            op.device_kernel(),
+            Some(DeviceKernel::MatMulGguf {
+                ggml_type: GgmlType::Q8_0,
+                rows,
+                cols
+            })
+        );
         let w = Tensor::from_vec(vec![blocks.len()], blocks.clone()).unwrap();
         let x: Vec<f32> = (0..5 * cols)
             .map(|i| ((i * 7919) % 97) as f32 / 13.0 - 3.5)

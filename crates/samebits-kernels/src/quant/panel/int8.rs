@@ -194,8 +194,9 @@ impl Row<'_> {
 }
 
 /// The integer codes of a block of a weight type of [`INT8_TYPES`], from its ggml bytes, with
-/// its scale `d_w` and min `m_w` (0 where the type has none).
-fn ggml_codes(ggml_type: GgmlType, block: &[u8]) -> ([i32; BLOCK], f32, f32) {
+/// its scale `d_w` and min `m_w` (0 where the type has none): module docs, rule 2 (the device
+/// form, `code_word` of samebits-cuda's `kernels/ggml.cu`, is tested equal to it).
+pub fn int8_block_codes(ggml_type: GgmlType, block: &[u8]) -> ([i32; BLOCK], f32, f32) {
     let f16 = |at: usize| half::f16::from_le_bytes([block[at], block[at + 1]]).to_f32();
     let nibble = |qs: &[u8], k: usize| i32::from(if k < 16 { qs[k] & 15 } else { qs[k - 16] >> 4 });
     match ggml_type {
@@ -237,7 +238,7 @@ pub fn int8_dot(ggml_type: GgmlType, row: &[u8], x: &Int8Activations, t: usize) 
         x.cols / BLOCK,
         0.0,
         |p, b| {
-            let (codes, d, m) = ggml_codes(ggml_type, &row[b * block_bytes..][..block_bytes]);
+            let (codes, d, m) = int8_block_codes(ggml_type, &row[b * block_bytes..][..block_bytes]);
             let i: i32 = (0..BLOCK)
                 .map(|k| codes[k] * i32::from(xr.codes[b * BLOCK + k]))
                 .sum();
