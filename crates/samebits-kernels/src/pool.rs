@@ -3,10 +3,12 @@
 //! Implements contract section `pool` (docs/contract.md). Tensors are dense `[N, C, spatial...]`.
 //! A window's taps are visited in row-major kernel order; only taps inside the input take part
 //! (padding is never a term). Average = canonical sum (`canonical-sum`) of those taps divided by
-//! the count; max = `canonical_max` of them. Parallel over `(n, c)` planes.
+//! the count; max = `canonical_max` of them (order free, so taken tap by tap over whole output
+//! rows). Parallel over `(n, c)` planes.
 
 use rayon::prelude::*;
 
+use crate::Isa;
 use crate::canonical::REDUCTION_TILE;
 use crate::reduce::{ReduceKind, canonical_max, reduce_f32};
 
@@ -157,12 +159,25 @@ pub fn pool_f32(geometry: &PoolGeometry, kind: PoolKind, input: &[f32], out: &mu
     let dilations = widen(&geometry.dilations, 1);
     let pads_begin = widen(&geometry.pads_begin, 0);
     let pads_end = widen(&geometry.pads_end, 0);
+    let axes = Axes {
+        input: input_dims,
+        output: output_dims,
+        kernel,
+        strides,
+        dilations,
+        pads_begin,
+    };
+    let isa = Isa::active();
     // Planes by index, not `input.par_chunks(in_len)`: an empty input plane (padding only)
     // still has output windows, and chunks of 0 would panic.
     out.par_chunks_mut(out_len)
         .enumerate()
         .for_each(|(p, out_plane)| {
             let plane = &input[p * in_len..(p + 1) * in_len];
+            let count_include_pad = match kind {
+                PoolKind::Max => return max_plane(&axes, plane, out_plane, isa),
+                PoolKind::Average { count_include_pad } => count_include_pad,
+            };
             for (o, slot) in out_plane.iter_mut().enumerate() {
                 let o_idx = [
                     o / (output_dims[1] * output_dims[2]),
@@ -170,7 +185,6 @@ pub fn pool_f32(geometry: &PoolGeometry, kind: PoolKind, input: &[f32], out: &mu
                     o % output_dims[2],
                 ];
                 let mut sum = TiledSum::new();
-                let mut max = f32::NEG_INFINITY;
                 let (mut inside, mut inside_padded) = (0usize, 0usize);
                 for kd in 0..kernel[0] {
                     for kh in 0..kernel[1] {
@@ -198,32 +212,120 @@ pub fn pool_f32(geometry: &PoolGeometry, kind: PoolKind, input: &[f32], out: &mu
                                 continue;
                             }
                             let [d, h, w] = pos;
-                            let x = plane[(d * input_dims[1] + h) * input_dims[2] + w];
+                            sum.push(plane[(d * input_dims[1] + h) * input_dims[2] + w]);
                             inside += 1;
-                            match kind {
-                                PoolKind::Max => max = canonical_max(max, x),
-                                PoolKind::Average { .. } => sum.push(x),
-                            }
                         }
                     }
                 }
-                *slot = match kind {
-                    PoolKind::Max => max,
-                    PoolKind::Average { count_include_pad } => {
-                        let count = if count_include_pad {
-                            inside_padded
-                        } else {
-                            inside
-                        };
-                        if inside == 0 {
-                            0.0
-                        } else {
-                            sum.finish() / count as f32
-                        }
-                    }
+                let count = if count_include_pad {
+                    inside_padded
+                } else {
+                    inside
+                };
+                *slot = if inside == 0 {
+                    0.0
+                } else {
+                    sum.finish() / count as f32
                 };
             }
         });
+}
+
+/// A pooling geometry widened to 3 axes (leading axes of size 1, no padding).
+struct Axes {
+    input: [usize; 3],
+    output: [usize; 3],
+    kernel: [usize; 3],
+    strides: [usize; 3],
+    dilations: [usize; 3],
+    pads_begin: [usize; 3],
+}
+
+impl Axes {
+    /// The input index on axis `a` of tap `k` of output `o`, if it lies inside the input.
+    fn input_index(&self, a: usize, o: usize, k: usize) -> Option<usize> {
+        (o * self.strides[a] + k * self.dilations[a])
+            .checked_sub(self.pads_begin[a])
+            .filter(|&i| i < self.input[a])
+    }
+
+    /// The outputs `o` on the last axis whose tap `k` lies inside the input: the range where
+    /// `pads_begin <= o * stride + k * dilation < pads_begin + input`.
+    fn inner_outputs(&self, k: usize) -> std::ops::Range<usize> {
+        let (s, offset, pad) = (self.strides[2], k * self.dilations[2], self.pads_begin[2]);
+        let lo = pad.saturating_sub(offset).div_ceil(s);
+        let hi = (pad + self.input[2])
+            .checked_sub(offset)
+            .map_or(0, |end| end.div_ceil(s))
+            .min(self.output[2]);
+        lo..hi.max(lo)
+    }
+}
+
+/// Max pooling of one plane. `canonical_max` is a maximum under one total order (NaN absorbing
+/// and canonical, `-0.0 < +0.0`), so it does not depend on the order of the taps: each output
+/// row takes its taps tap by tap over the whole row (a loop over contiguous outputs without
+/// bounds tests), the same value as the windows' row-major order. `isa` picks the code path
+/// (the same operations compiled for AVX2 where allowed), never the bits.
+fn max_plane(axes: &Axes, plane: &[f32], out_plane: &mut [f32], isa: Isa) {
+    #[cfg(target_arch = "x86_64")]
+    if isa != Isa::Scalar && Isa::Avx2.is_available() {
+        // SAFETY: the CPU supports AVX2 (checked just above).
+        return unsafe { max_plane_avx2(axes, plane, out_plane) };
+    }
+    let _ = isa;
+    max_plane_rows(axes, plane, out_plane)
+}
+
+/// [`max_plane_rows`] compiled for AVX2 (8-lane compares and blends).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn max_plane_avx2(axes: &Axes, plane: &[f32], out_plane: &mut [f32]) {
+    max_plane_rows(axes, plane, out_plane)
+}
+
+/// The body of [`max_plane`].
+#[inline(always)]
+fn max_plane_rows(axes: &Axes, plane: &[f32], out_plane: &mut [f32]) {
+    let [_, out_h, out_w] = axes.output;
+    let [_, in_h, in_w] = axes.input;
+    out_plane.fill(f32::NEG_INFINITY);
+    for (r, out_row) in out_plane.chunks_exact_mut(out_w).enumerate() {
+        let (od, oh) = (r / out_h, r % out_h);
+        for kd in 0..axes.kernel[0] {
+            let Some(d) = axes.input_index(0, od, kd) else {
+                continue;
+            };
+            for kh in 0..axes.kernel[1] {
+                let Some(h) = axes.input_index(1, oh, kh) else {
+                    continue;
+                };
+                let in_row = &plane[(d * in_h + h) * in_w..][..in_w];
+                for kw in 0..axes.kernel[2] {
+                    let outputs = axes.inner_outputs(kw);
+                    if outputs.is_empty() {
+                        continue;
+                    }
+                    // Input index of output o: o * stride + kw * dilation - pads_begin.
+                    let first = (outputs.start * axes.strides[2] + kw * axes.dilations[2])
+                        .saturating_sub(axes.pads_begin[2]);
+                    let out = &mut out_row[outputs];
+                    match axes.strides[2] {
+                        1 => max_into(out, in_row[first..].iter()),
+                        s => max_into(out, in_row[first..].iter().step_by(s)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `y_i = canonical_max(y_i, x_i)` along `y` (contiguous taps vectorise).
+#[inline(always)]
+fn max_into<'a>(y: &mut [f32], taps: impl Iterator<Item = &'a f32>) {
+    for (y, &x) in y.iter_mut().zip(taps) {
+        *y = canonical_max(*y, x);
+    }
 }
 
 /// Global pooling of `[planes, len]` into `[planes]`: max = `canonical_max` of the plane,

@@ -115,11 +115,16 @@ impl ExtremumFloat for f64 {
 /// larger with `-0.0 < +0.0`. The one definition for every CPU op (reductions, pooling,
 /// elementwise Max, scatter reductions); kernels/canonical.cu's `sb_canonical_max` is its CUDA
 /// form.
+///
+/// Written without short-circuits (`|`, `&` on the tests), so a loop of them compiles to
+/// compares and blends, with no branch on the data to mispredict.
 #[inline(always)]
 pub fn canonical_max<F: ExtremumFloat>(a: F, b: F) -> F {
-    if a.is_nan() || b.is_nan() {
+    let nan = a.is_nan() | b.is_nan();
+    let take_a = (a > b) | ((a == b) & b.is_sign_negative());
+    if nan {
         F::CANONICAL_NAN
-    } else if a > b || (a == b && b.is_sign_negative()) {
+    } else if take_a {
         a
     } else {
         b
@@ -128,11 +133,14 @@ pub fn canonical_max<F: ExtremumFloat>(a: F, b: F) -> F {
 
 /// `min` of contract section `reduce-extrema`: the canonical NaN if either is NaN, else the
 /// smaller with `-0.0 < +0.0`. CUDA form: `sb_canonical_min` of kernels/canonical.cu.
+/// Written without short-circuits, as [`canonical_max`].
 #[inline(always)]
 pub fn canonical_min<F: ExtremumFloat>(a: F, b: F) -> F {
-    if a.is_nan() || b.is_nan() {
+    let nan = a.is_nan() | b.is_nan();
+    let take_a = (a < b) | ((a == b) & a.is_sign_negative());
+    if nan {
         F::CANONICAL_NAN
-    } else if a < b || (a == b && a.is_sign_negative()) {
+    } else if take_a {
         a
     } else {
         b

@@ -129,6 +129,24 @@ fn pooling_matches_oracle() {
             (&[2, 2], &[2, 2]),
             false,
         ),
+        // ONNX's maxpool_3d_default (stride 1, no padding), and a dilated 3-d window whose
+        // last-axis taps leave the input on both sides.
+        geometry(
+            &[9, 8, 10],
+            &[2, 2, 2],
+            &[1, 1, 1],
+            &[1, 1, 1],
+            (&[0, 0, 0], &[0, 0, 0]),
+            false,
+        ),
+        geometry(
+            &[5, 6, 9],
+            &[2, 3, 3],
+            &[1, 2, 2],
+            &[2, 1, 3],
+            (&[1, 0, 2], &[0, 2, 3]),
+            true,
+        ),
     ];
     let kinds = [
         PoolKind::Max,
@@ -141,17 +159,37 @@ fn pooling_matches_oracle() {
     ];
     for g in cases {
         let in_len: usize = g.in_spatial.iter().product();
-        let x = rng.vec(g.batch * g.channels * in_len);
+        let plain = rng.vec(g.batch * g.channels * in_len);
+        // For max, values where its order rules matter: NaNs with a payload (max gives the
+        // canonical NaN; a sum's NaN payload is the hardware's, outside the contract), signed
+        // zeros, infinities.
+        let mut special = plain.clone();
+        let specials = [
+            f32::from_bits(0xffc0_0123),
+            -0.0,
+            0.0,
+            f32::NEG_INFINITY,
+            f32::INFINITY,
+        ];
+        for (i, v) in special.iter_mut().enumerate().filter(|(i, _)| i % 37 == 5) {
+            *v = specials[i / 37 % specials.len()];
+        }
         let out_len: usize = g.out_spatial().iter().product();
         for kind in kinds {
-            let want = oracle(&g, kind, &x);
-            for threads in [1, 2] {
-                let got = on_threads(threads, Isa::detect(), || {
+            let x = if kind == PoolKind::Max {
+                &special
+            } else {
+                &plain
+            };
+            let want = oracle(&g, kind, x);
+            for (threads, isa) in [(1, Isa::Scalar), (1, Isa::detect()), (2, Isa::detect())] {
+                let got = on_threads(threads, isa, || {
                     let mut out = vec![f32::NAN; g.batch * g.channels * out_len];
-                    pool_f32(&g, kind, &x, &mut out);
+                    pool_f32(&g, kind, x, &mut out);
                     out
                 });
-                assert_bits_eq(&got, &want, &format!("{kind:?} {g:?}, {threads} threads"));
+                let case = format!("{kind:?} {g:?}, {threads} threads, {isa:?}");
+                assert_bits_eq(&got, &want, &case);
             }
         }
     }
