@@ -597,20 +597,23 @@ mod tests {
             .status()
             .unwrap();
         assert!(status.success(), "g++ failed on the device dequantization");
-        for (seed, t) in DEVICE_TYPES.into_iter().enumerate() {
-            let blocks = 64 * 256 / t.block_elems();
-            let bytes = random_blocks(t, blocks, seed as u64 + 1);
+        // The host program's stdout for `args`, fed `bytes` on stdin.
+        let host_run = |args: &[String], bytes: &[u8]| {
             let mut child = Command::new(&binary)
-                .arg(t.id().to_string())
+                .args(args)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap();
-            child.stdin.take().unwrap().write_all(&bytes).unwrap();
+            child.stdin.take().unwrap().write_all(bytes).unwrap();
             let output = child.wait_with_output().unwrap();
-            assert!(output.status.success(), "{t}: the host run failed");
-            let device: Vec<u32> = output
-                .stdout
+            assert!(output.status.success(), "the host run {args:?} failed");
+            output.stdout
+        };
+        for (seed, t) in DEVICE_TYPES.into_iter().enumerate() {
+            let blocks = 64 * 256 / t.block_elems();
+            let bytes = random_blocks(t, blocks, seed as u64 + 1);
+            let device: Vec<u32> = host_run(&[t.id().to_string()], &bytes)
                 .chunks_exact(4)
                 .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
                 .collect();
@@ -628,19 +631,10 @@ mod tests {
                 continue;
             }
             // The integer codes of the exact-integer products, four per code_word.
-            let mut child = Command::new(&binary)
-                .args([t.id().to_string(), "codes".into()])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
-            child.stdin.take().unwrap().write_all(&bytes).unwrap();
-            let output = child.wait_with_output().unwrap();
-            assert!(
-                output.status.success(),
-                "{t}: the host run of the codes failed"
-            );
-            let device: Vec<i8> = output.stdout.iter().map(|&b| b as i8).collect();
+            let device: Vec<i8> = host_run(&[t.id().to_string(), "codes".into()], &bytes)
+                .iter()
+                .map(|&b| b as i8)
+                .collect();
             let expected: Vec<i8> = bytes
                 .chunks_exact(t.block_bytes())
                 .flat_map(|block| samebits_kernels::int8_block_codes(t, block).0)

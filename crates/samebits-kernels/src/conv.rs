@@ -23,6 +23,7 @@ use rayon::prelude::*;
 
 use crate::gemm::{Epilogue, MatRef, OutLayout, PackedA, gemm_serial};
 use crate::isa::Isa;
+use crate::taps::Taps;
 use direct::DirectConv;
 
 /// An in-place transformation of finished convolution outputs, applied once to every output
@@ -136,60 +137,6 @@ impl ConvGeometry {
             &self.dilations,
             &self.pads_begin,
         )
-    }
-}
-
-/// Spatial geometry widened to 3 axes (leading unit axes), shared by conv and conv-transpose.
-#[derive(Clone, Copy)]
-struct Taps {
-    input: [usize; 3],
-    output: [usize; 3],
-    kernel: [usize; 3],
-    strides: [usize; 3],
-    dilations: [usize; 3],
-    pads_begin: [usize; 3],
-}
-
-impl Taps {
-    fn new(
-        input: &[usize],
-        output: &[usize],
-        kernel: &[usize],
-        strides: &[usize],
-        dilations: &[usize],
-        pads_begin: &[usize],
-    ) -> Taps {
-        let widen = |v: &[usize], fill: usize| {
-            let mut out = [fill; 3];
-            out[3 - v.len()..].copy_from_slice(v);
-            out
-        };
-        Taps {
-            input: widen(input, 1),
-            output: widen(output, 1),
-            kernel: widen(kernel, 1),
-            strides: widen(strides, 1),
-            dilations: widen(dilations, 1),
-            pads_begin: widen(pads_begin, 0),
-        }
-    }
-
-    fn kernel_len(&self) -> usize {
-        self.kernel.iter().product()
-    }
-
-    fn output_len(&self) -> usize {
-        self.output.iter().product()
-    }
-
-    fn input_len(&self) -> usize {
-        self.input.iter().product()
-    }
-
-    /// Row-major kernel tap `t` as per-axis offsets.
-    fn tap(&self, t: usize) -> [usize; 3] {
-        let [_, kh, kw] = self.kernel;
-        [t / (kh * kw), t / kw % kh, t % kw]
     }
 }
 

@@ -32,6 +32,7 @@ mod lanes;
 pub mod pool;
 pub mod quant;
 pub mod reduce;
+mod taps;
 
 pub use canonical::{
     REDUCTION_TILE, canonical_dot, canonical_dot_strided, canonical_fold, canonical_prod,

@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use crate::Isa;
 use crate::canonical::REDUCTION_TILE;
 use crate::reduce::{ReduceKind, canonical_max, reduce_f32};
+use crate::taps::{Taps, widen};
 
 /// Pooling geometry. Spatial vectors have one entry per spatial axis (1 to 3).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,13 +131,6 @@ impl TiledSum {
     }
 }
 
-/// Widens a spatial vector to 3 axes with leading `fill`.
-fn widen(v: &[usize], fill: usize) -> [usize; 3] {
-    let mut out = [fill; 3];
-    out[3 - v.len()..].copy_from_slice(v);
-    out
-}
-
 /// Pools `input` (`[N, C, in...]`) into `out` (`[N, C, out...]`) as contract section `pool`
 /// writes.
 pub fn pool_f32(geometry: &PoolGeometry, kind: PoolKind, input: &[f32], out: &mut [f32]) {
@@ -152,21 +146,23 @@ pub fn pool_f32(geometry: &PoolGeometry, kind: PoolKind, input: &[f32], out: &mu
     if out_len == 0 {
         return;
     }
-    let input_dims = widen(&geometry.in_spatial, 1);
-    let output_dims = widen(&out_spatial, 1);
-    let kernel = widen(&geometry.kernel, 1);
-    let strides = widen(&geometry.strides, 1);
-    let dilations = widen(&geometry.dilations, 1);
-    let pads_begin = widen(&geometry.pads_begin, 0);
-    let pads_end = widen(&geometry.pads_end, 0);
-    let axes = Axes {
+    let taps = Taps::new(
+        &geometry.in_spatial,
+        &out_spatial,
+        &geometry.kernel,
+        &geometry.strides,
+        &geometry.dilations,
+        &geometry.pads_begin,
+    );
+    let Taps {
         input: input_dims,
         output: output_dims,
         kernel,
         strides,
         dilations,
         pads_begin,
-    };
+    } = taps;
+    let pads_end = widen(&geometry.pads_end, 0);
     let isa = Isa::active();
     // Planes by index, not `input.par_chunks(in_len)`: an empty input plane (padding only)
     // still has output windows, and chunks of 0 would panic.
@@ -175,7 +171,7 @@ pub fn pool_f32(geometry: &PoolGeometry, kind: PoolKind, input: &[f32], out: &mu
         .for_each(|(p, out_plane)| {
             let plane = &input[p * in_len..(p + 1) * in_len];
             let count_include_pad = match kind {
-                PoolKind::Max => return max_plane(&axes, plane, out_plane, isa),
+                PoolKind::Max => return max_plane(&taps, plane, out_plane, isa),
                 PoolKind::Average { count_include_pad } => count_include_pad,
             };
             for (o, slot) in out_plane.iter_mut().enumerate() {
@@ -231,86 +227,55 @@ pub fn pool_f32(geometry: &PoolGeometry, kind: PoolKind, input: &[f32], out: &mu
         });
 }
 
-/// A pooling geometry widened to 3 axes (leading axes of size 1, no padding).
-struct Axes {
-    input: [usize; 3],
-    output: [usize; 3],
-    kernel: [usize; 3],
-    strides: [usize; 3],
-    dilations: [usize; 3],
-    pads_begin: [usize; 3],
-}
-
-impl Axes {
-    /// The input index on axis `a` of tap `k` of output `o`, if it lies inside the input.
-    fn input_index(&self, a: usize, o: usize, k: usize) -> Option<usize> {
-        (o * self.strides[a] + k * self.dilations[a])
-            .checked_sub(self.pads_begin[a])
-            .filter(|&i| i < self.input[a])
-    }
-
-    /// The outputs `o` on the last axis whose tap `k` lies inside the input: the range where
-    /// `pads_begin <= o * stride + k * dilation < pads_begin + input`.
-    fn inner_outputs(&self, k: usize) -> std::ops::Range<usize> {
-        let (s, offset, pad) = (self.strides[2], k * self.dilations[2], self.pads_begin[2]);
-        let lo = pad.saturating_sub(offset).div_ceil(s);
-        let hi = (pad + self.input[2])
-            .checked_sub(offset)
-            .map_or(0, |end| end.div_ceil(s))
-            .min(self.output[2]);
-        lo..hi.max(lo)
-    }
-}
-
 /// Max pooling of one plane. `canonical_max` is a maximum under one total order (NaN absorbing
 /// and canonical, `-0.0 < +0.0`), so it does not depend on the order of the taps: each output
 /// row takes its taps tap by tap over the whole row (a loop over contiguous outputs without
 /// bounds tests), the same value as the windows' row-major order. `isa` picks the code path
 /// (the same operations compiled for AVX2 where allowed), never the bits.
-fn max_plane(axes: &Axes, plane: &[f32], out_plane: &mut [f32], isa: Isa) {
+fn max_plane(taps: &Taps, plane: &[f32], out_plane: &mut [f32], isa: Isa) {
     #[cfg(target_arch = "x86_64")]
     if isa != Isa::Scalar && Isa::Avx2.is_available() {
         // SAFETY: the CPU supports AVX2 (checked just above).
-        return unsafe { max_plane_avx2(axes, plane, out_plane) };
+        return unsafe { max_plane_avx2(taps, plane, out_plane) };
     }
     let _ = isa;
-    max_plane_rows(axes, plane, out_plane)
+    max_plane_rows(taps, plane, out_plane)
 }
 
 /// [`max_plane_rows`] compiled for AVX2 (8-lane compares and blends).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn max_plane_avx2(axes: &Axes, plane: &[f32], out_plane: &mut [f32]) {
-    max_plane_rows(axes, plane, out_plane)
+unsafe fn max_plane_avx2(taps: &Taps, plane: &[f32], out_plane: &mut [f32]) {
+    max_plane_rows(taps, plane, out_plane)
 }
 
 /// The body of [`max_plane`].
 #[inline(always)]
-fn max_plane_rows(axes: &Axes, plane: &[f32], out_plane: &mut [f32]) {
-    let [_, out_h, out_w] = axes.output;
-    let [_, in_h, in_w] = axes.input;
+fn max_plane_rows(taps: &Taps, plane: &[f32], out_plane: &mut [f32]) {
+    let [_, out_h, out_w] = taps.output;
+    let [_, in_h, in_w] = taps.input;
     out_plane.fill(f32::NEG_INFINITY);
     for (r, out_row) in out_plane.chunks_exact_mut(out_w).enumerate() {
         let (od, oh) = (r / out_h, r % out_h);
-        for kd in 0..axes.kernel[0] {
-            let Some(d) = axes.input_index(0, od, kd) else {
+        for kd in 0..taps.kernel[0] {
+            let Some(d) = taps.input_index(0, od, kd) else {
                 continue;
             };
-            for kh in 0..axes.kernel[1] {
-                let Some(h) = axes.input_index(1, oh, kh) else {
+            for kh in 0..taps.kernel[1] {
+                let Some(h) = taps.input_index(1, oh, kh) else {
                     continue;
                 };
                 let in_row = &plane[(d * in_h + h) * in_w..][..in_w];
-                for kw in 0..axes.kernel[2] {
-                    let outputs = axes.inner_outputs(kw);
+                for kw in 0..taps.kernel[2] {
+                    let outputs = taps.inner_outputs(kw);
                     if outputs.is_empty() {
                         continue;
                     }
                     // Input index of output o: o * stride + kw * dilation - pads_begin.
-                    let first = (outputs.start * axes.strides[2] + kw * axes.dilations[2])
-                        .saturating_sub(axes.pads_begin[2]);
+                    let first = (outputs.start * taps.strides[2] + kw * taps.dilations[2])
+                        .saturating_sub(taps.pads_begin[2]);
                     let out = &mut out_row[outputs];
-                    match axes.strides[2] {
+                    match taps.strides[2] {
                         1 => max_into(out, in_row[first..].iter()),
                         s => max_into(out, in_row[first..].iter().step_by(s)),
                     }
