@@ -58,6 +58,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    samebits_runtime::memory::retain_freed_memory();
     let cli = Cli::parse();
     if cli.allow_outside_links {
         samebits_ir::paths::allow_outside_links();

@@ -4,7 +4,8 @@
 //! `reduce-extrema` (max, min, argmax, argmin) of docs/contract.md. Output `(o, i)` reduces
 //! `data[(o * len + k) * inner + i]` over `k`. SIMD lanes are independent outputs (adjacent `i`
 //! when `inner > 1`, adjacent `o` otherwise), each lane keeping its own chain in index order;
-//! rayon splits the outputs across threads. Lanes are plain arrays in `#[inline(always)]` code
+//! an output left alone with many terms (global pooling) runs its own tiles side by side
+//! instead, each tile's chain in index order; rayon splits the outputs across threads. Lanes are plain arrays in `#[inline(always)]` code
 //! instantiated inside `#[target_feature]` functions, so the compiler emits AVX2/AVX-512 code
 //! for the same IEEE operations (`f32::mul_add` is always fused, nothing is contracted).
 
@@ -208,7 +209,47 @@ fn reduce_lanes<R: Reducer, const L: usize>(x: &[f32], lanes: Lanes, out: &mut [
     out[..L].copy_from_slice(&total);
 }
 
-/// Reduces `out.len()` consecutive lanes: blocks of 64 and 16 lanes, then single lanes.
+/// Tiles of one long reduction summed side by side: the order of `reduce_lanes` for one lane.
+const TILES_AT_ONCE: usize = 16;
+
+/// Reduces one lane of many terms in the canonical order, [`TILES_AT_ONCE`] of its tiles side by
+/// side: each tile is its own chain from `R::INIT`, so the chains are independent and their
+/// steps overlap instead of waiting on one another; the partials are then folded in tile order,
+/// the first taken as is (the bits of `reduce_lanes`).
+#[inline(always)]
+fn reduce_tiles<R: Reducer>(x: &[f32], lanes: Lanes) -> f32 {
+    let Lanes { k_stride, len, .. } = lanes;
+    let mut total: Option<f32> = None;
+    let mut fold = |p: f32| {
+        total = Some(match total {
+            None => p,
+            Some(s) => R::fold(s, p),
+        })
+    };
+    let full_tiles = len / REDUCTION_TILE;
+    let mut tile = 0;
+    while tile + TILES_AT_ONCE <= full_tiles {
+        let block = &x[tile * REDUCTION_TILE * k_stride..];
+        let mut partial = [R::INIT; TILES_AT_ONCE];
+        for k in 0..REDUCTION_TILE {
+            for (t, p) in partial.iter_mut().enumerate() {
+                *p = R::step(*p, block[(t * REDUCTION_TILE + k) * k_stride]);
+            }
+        }
+        partial.into_iter().for_each(&mut fold);
+        tile += TILES_AT_ONCE;
+    }
+    let mut start = tile * REDUCTION_TILE;
+    while start < len {
+        let end = (start + REDUCTION_TILE).min(len);
+        fold((start..end).fold(R::INIT, |p, k| R::step(p, x[k * k_stride])));
+        start = end;
+    }
+    total.unwrap_or(R::INIT)
+}
+
+/// Reduces `out.len()` consecutive lanes: blocks of 64 and 16 lanes, then single lanes (a long
+/// one [`TILES_AT_ONCE`] tiles at a time).
 #[inline(always)]
 fn reduce_run<R: Reducer>(x: &[f32], lanes: Lanes, out: &mut [f32]) {
     let mut done = 0;
@@ -221,6 +262,9 @@ fn reduce_run<R: Reducer>(x: &[f32], lanes: Lanes, out: &mut [f32]) {
         } else if left >= 16 {
             reduce_lanes::<R, 16>(rest, lanes, &mut out[done..]);
             16
+        } else if lanes.len >= TILES_AT_ONCE * REDUCTION_TILE {
+            out[done] = reduce_tiles::<R>(rest, lanes);
+            1
         } else {
             reduce_lanes::<R, 1>(rest, lanes, &mut out[done..]);
             1

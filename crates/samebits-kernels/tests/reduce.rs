@@ -8,7 +8,7 @@ use samebits_kernels::{
     canonical_sum_squares_strided, canonical_sum_strided, reduce_f32,
 };
 
-const SHAPES: [(usize, usize, usize); 10] = [
+const SHAPES: [(usize, usize, usize); 13] = [
     (1, 0, 5),
     (3, 1, 1),
     (2, 63, 17),
@@ -19,6 +19,10 @@ const SHAPES: [(usize, usize, usize); 10] = [
     (7, 100, 1),
     (300, 20, 1),
     (3, 129, 16),
+    // Long rows, few of them (global pooling): their tiles are summed side by side.
+    (3, 25_617, 1),
+    (1, 16 * 64, 1),
+    (2, 33 * 64 + 5, 3),
 ];
 
 fn oracle(kind: ReduceKind, data: &[f32], outer: usize, len: usize, inner: usize) -> Vec<f32> {

@@ -9,6 +9,7 @@
 //!   with one line, and cudarc is not in the build.
 //! - [`tensor_file`]: reading and writing `.npy` and ONNX `TensorProto` (`.pb`) tensor files.
 //! - [`conformance`]: the ONNX backend-test runner (reference outputs compared with tolerance).
+//! - [`memory`]: keeping the buffers a run frees for the next run (the allocator's settings).
 //! - [`receipt`]: the record of a run (hashes of model, inputs, options, outputs) and
 //!   [`receipt::verify`], which re-runs it and compares bit for bit.
 
@@ -24,6 +25,7 @@ mod cuda;
 pub mod device;
 mod error;
 pub mod hashing;
+pub mod memory;
 pub mod pool;
 pub mod receipt;
 pub mod tensor_file;

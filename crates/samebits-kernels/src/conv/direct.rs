@@ -20,7 +20,8 @@
 //! before it, and the term of tap `t` reads offset `(k - 1 - t) * dil`, so output `o` reads
 //! virtual position `o + pad - t * dil` as section `conv-transpose` writes (every tap a term,
 //! zero where no input reaches). The box is thread-local scratch, bounded by band size. The
-//! optional [`OutputMap`] transforms each output line once it is complete.
+//! optional [`OutputMap`] transforms each channel's band of output lines once the band is
+//! complete (one call per channel and band: the map's cost per call is paid once per band).
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -197,8 +198,13 @@ impl DirectConv<'_> {
                         inside.copy_from_slice(&src[first..first + inside.len()]);
                     } else {
                         let src = &src[first..=first + (inside.len() - 1) * stride_w];
-                        for (q, v) in inside.iter_mut().enumerate() {
-                            *v = src[q * stride_w];
+                        match stride_w {
+                            2 => every_nth::<2>(src, inside),
+                            _ => {
+                                for (v, step) in inside.iter_mut().zip(src.chunks(stride_w)) {
+                                    *v = step[0];
+                                }
+                            }
                         }
                     }
                 }
@@ -278,6 +284,19 @@ impl DirectConv<'_> {
         }
         BOX.set(bx);
     }
+}
+
+/// `dst[q] = src[q * S]` for every `q` of `dst` (`src` holds `(dst.len() - 1) * S + 1`
+/// floats): a box row's phase gathered with a stride known at compile time, which the compiler
+/// turns into vector shuffles.
+#[inline(always)]
+fn every_nth<const S: usize>(src: &[f32], dst: &mut [f32]) {
+    let whole = dst.len() - 1;
+    let (body, last) = dst.split_at_mut(whole);
+    for (v, step) in body.iter_mut().zip(src.chunks_exact(S)) {
+        *v = step[0];
+    }
+    last[0] = src[whole * S];
 }
 
 /// Register tile height (output channels) of each ISA's tiled path.
@@ -416,14 +435,6 @@ impl BandJob<'_> {
                             }
                             ow += 2 * V::N;
                         }
-                        if let Some(map) = conv.map {
-                            for r in 0..rows {
-                                let m = self.g * conv.mg + first + r;
-                                let start =
-                                    (self.image * channels + m) * out_len + band_start + li * out_w;
-                                map.apply(m, start, &mut outs[first + r][li * out_w..][..out_w]);
-                            }
-                        }
                     }
                 }
                 None => {
@@ -457,13 +468,15 @@ impl BandJob<'_> {
                                 ow += NARROW;
                             }
                         }
-                        if let Some(map) = conv.map {
-                            let start =
-                                (self.image * channels + m) * out_len + band_start + li * out_w;
-                            map.apply(m, start, line);
-                        }
                     }
                 }
+            }
+        }
+        // Each channel's band at once (its lines are consecutive), while it is in cache.
+        if let Some(map) = conv.map {
+            for (mm, out) in outs.iter_mut().enumerate() {
+                let m = self.g * conv.mg + mm;
+                map.apply(m, (self.image * channels + m) * out_len + band_start, out);
             }
         }
     }
