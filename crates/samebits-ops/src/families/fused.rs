@@ -461,21 +461,19 @@ impl Prepared<'_> {
     #[inline(always)]
     fn run_blocks(&self, start: usize, channel: usize, values: &mut [f32]) {
         let instrs = &self.chain.instrs;
-        // Registers: the mapped input's lanes, then one row per instruction (thread-local
-        // scratch, so that short ranges do not pay for clearing it).
+        // Registers: one row per instruction (thread-local scratch, so that short ranges do not
+        // pay for clearing it); the mapped input's lanes are read where they are.
         let mut scratch = REGISTERS.take();
-        scratch.resize(instrs.len() + 1, [0.0; LANES]);
-        let (main, regs) = scratch
-            .split_first_mut()
-            .expect("one row per instruction and main");
+        scratch.resize(instrs.len(), [0.0; LANES]);
+        let regs = &mut scratch[..];
         for (b, block) in values.chunks_mut(LANES).enumerate() {
             let n = block.len();
             let at = start + b * LANES;
-            main[..n].copy_from_slice(block);
+            let main: &[f32] = block;
             for (j, instr) in instrs.iter().enumerate() {
                 let (before, rest) = regs.split_at_mut(j);
                 let dst = &mut rest[0][..n];
-                let lanes = |o: &Operand| self.operand(o, &main[..n], before, at, channel);
+                let lanes = |o: &Operand| self.operand(o, main, before, at, channel);
                 let each = |o: &Operand| match lanes(o) {
                     Lanes::Each(x) => x,
                     Lanes::Splat(_) => unreachable!("checked by fast_layout"),
