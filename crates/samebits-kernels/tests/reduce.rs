@@ -82,18 +82,22 @@ fn every_kind_and_shape_matches_oracle_on_every_isa() {
 #[test]
 fn thread_count_does_not_change_bits() {
     let mut rng = Rng::new(12);
-    let (outer, len, inner) = (9, 300, 130);
-    let data = rng.vec(outer * len * inner);
-    for isa in Isa::available() {
-        for kind in [ReduceKind::Sum, ReduceKind::SumSquares] {
-            let one = on_threads(1, isa, || run(kind, &data, outer, len, inner));
-            for threads in [2, 4] {
-                let many = on_threads(threads, isa, || run(kind, &data, outer, len, inner));
-                assert_bits_eq(
-                    &many,
-                    &one,
-                    &format!("{kind:?} on {isa}: {threads} vs 1 thread"),
-                );
+    // Many short rows, and a few long ones whose tiles are summed side by side.
+    for (outer, len, inner) in [(9, 300, 130), (3, 25_617, 1)] {
+        let data = rng.vec(outer * len * inner);
+        for isa in Isa::available() {
+            for kind in [ReduceKind::Sum, ReduceKind::SumSquares] {
+                let one = on_threads(1, isa, || run(kind, &data, outer, len, inner));
+                for threads in [2, 4] {
+                    let many = on_threads(threads, isa, || run(kind, &data, outer, len, inner));
+                    assert_bits_eq(
+                        &many,
+                        &one,
+                        &format!(
+                            "{kind:?} [{outer},{len},{inner}] on {isa}: {threads} vs 1 thread"
+                        ),
+                    );
+                }
             }
         }
     }
