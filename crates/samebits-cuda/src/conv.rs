@@ -16,7 +16,7 @@
 //! (`fast.rs`): no promise about bits.
 
 use cudarc::driver::PushKernelArg;
-use samebits_kernels::{ConvGeometry, ConvTransposeGeometry};
+use samebits_kernels::{ConvGeometry, ConvTransposeGeometry, Taps};
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
@@ -47,20 +47,25 @@ device_struct! {
     }
 }
 
-/// `v` widened to 3 axes with leading `fill`, as i32.
-pub(crate) fn widen3(v: &[usize], fill: usize) -> Result<[i32; 3]> {
-    if v.is_empty() || v.len() > 3 {
-        return Err(CudaError::Invalid(format!(
-            "1 to 3 spatial axes, got {}",
-            v.len()
-        )));
-    }
-    let mut out = [fill as i32; 3];
-    for (o, &x) in out[3 - v.len()..].iter_mut().zip(v) {
-        *o = i32::try_from(x)
-            .map_err(|_| CudaError::Invalid(format!("spatial size {x} too large")))?;
+/// A widened spatial vector ([`Taps`], the kernels' one definition of the widening) as the
+/// device's i32.
+pub(crate) fn device_axes(v: [usize; 3]) -> Result<[i32; 3]> {
+    let mut out = [0i32; 3];
+    for (o, x) in out.iter_mut().zip(v) {
+        *o = small(x)?;
     }
     Ok(out)
+}
+
+/// Errors unless a geometry has 1 to 3 spatial axes (before [`Taps`] widens it).
+pub(crate) fn check_spatial_axes(axes: usize) -> Result<()> {
+    if (1..=3).contains(&axes) {
+        Ok(())
+    } else {
+        Err(CudaError::Invalid(format!(
+            "1 to 3 spatial axes, got {axes}"
+        )))
+    }
 }
 
 fn small(x: usize) -> Result<i32> {
@@ -68,25 +73,16 @@ fn small(x: usize) -> Result<i32> {
 }
 
 impl SbConv {
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        input: &[usize],
-        output: &[usize],
-        kernel: &[usize],
-        strides: &[usize],
-        dilations: &[usize],
-        pads_begin: &[usize],
-        groups: usize,
-        cg: usize,
-        mg: usize,
-    ) -> Result<SbConv> {
+    /// The device geometry of `taps` with `groups` groups of `cg` input and `mg` output
+    /// channels.
+    fn new(taps: Taps, groups: usize, cg: usize, mg: usize) -> Result<SbConv> {
         Ok(SbConv {
-            input: widen3(input, 1)?,
-            output: widen3(output, 1)?,
-            kernel: widen3(kernel, 1)?,
-            strides: widen3(strides, 1)?,
-            dilations: widen3(dilations, 1)?,
-            pads: widen3(pads_begin, 0)?,
+            input: device_axes(taps.input)?,
+            output: device_axes(taps.output)?,
+            kernel: device_axes(taps.kernel)?,
+            strides: device_axes(taps.strides)?,
+            dilations: device_axes(taps.dilations)?,
+            pads: device_axes(taps.pads_begin)?,
             groups: small(groups)?,
             cg: small(cg)?,
             mg: small(mg)?,
@@ -127,17 +123,8 @@ impl CudaBackend {
             geometry.in_channels / groups,
             geometry.out_channels / groups,
         );
-        let g = SbConv::new(
-            &geometry.in_spatial,
-            &out_spatial,
-            &geometry.kernel,
-            &geometry.strides,
-            &geometry.dilations,
-            &geometry.pads_begin,
-            groups,
-            cg,
-            mg,
-        )?;
+        check_spatial_axes(geometry.in_spatial.len())?;
+        let g = SbConv::new(geometry.taps(), groups, cg, mg)?;
         let mut y = self.alloc(y_len)?;
         if y_len == 0 {
             return Ok(y);
@@ -243,13 +230,9 @@ impl CudaBackend {
             check_len(b, geometry.out_channels, "conv_transpose bias")?;
         }
         let groups = geometry.groups;
+        check_spatial_axes(geometry.in_spatial.len())?;
         let g = SbConv::new(
-            &geometry.in_spatial,
-            &geometry.out_spatial(),
-            &geometry.kernel,
-            &geometry.strides,
-            &geometry.dilations,
-            &geometry.pads_begin,
+            geometry.taps(),
             groups,
             geometry.in_channels / groups,
             geometry.out_channels / groups,

@@ -3,11 +3,11 @@
 //! canonical row reduction (`reduce.rs`) and, for the average, one division by the plane size.
 
 use cudarc::driver::PushKernelArg;
-use samebits_kernels::{PoolGeometry, PoolKind, ReduceKind};
+use samebits_kernels::{PoolGeometry, PoolKind, ReduceKind, widen};
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
-use crate::conv::widen3;
+use crate::conv::{check_spatial_axes, device_axes};
 use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 
@@ -39,14 +39,16 @@ impl CudaBackend {
         if x.len() != planes * geometry.in_spatial.iter().product::<usize>() {
             return Err(CudaError::Invalid("pool: input length".into()));
         }
+        check_spatial_axes(geometry.in_spatial.len())?;
+        let taps = geometry.taps();
         let g = SbPool {
-            input: widen3(&geometry.in_spatial, 1)?,
-            output: widen3(&out_spatial, 1)?,
-            kernel: widen3(&geometry.kernel, 1)?,
-            strides: widen3(&geometry.strides, 1)?,
-            dilations: widen3(&geometry.dilations, 1)?,
-            pads_begin: widen3(&geometry.pads_begin, 0)?,
-            pads_end: widen3(&geometry.pads_end, 0)?,
+            input: device_axes(taps.input)?,
+            output: device_axes(taps.output)?,
+            kernel: device_axes(taps.kernel)?,
+            strides: device_axes(taps.strides)?,
+            dilations: device_axes(taps.dilations)?,
+            pads_begin: device_axes(taps.pads_begin)?,
+            pads_end: device_axes(widen(&geometry.pads_end, 0))?,
             kind: match kind {
                 PoolKind::Max => 0,
                 PoolKind::Average {

@@ -128,7 +128,9 @@ impl ConvGeometry {
         );
     }
 
-    fn taps(&self) -> Taps {
+    /// The spatial geometry widened to 3 axes (the one the CPU kernels and kernels/conv.cu
+    /// walk).
+    pub fn taps(&self) -> Taps {
         Taps::new(
             &self.in_spatial,
             &self.out_spatial(),
@@ -454,6 +456,19 @@ impl ConvTransposeGeometry {
         (input, weight, output)
     }
 
+    /// The spatial geometry widened to 3 axes, in the gather form kernels/conv.cu walks: input
+    /// and output as they are, pads at the beginning.
+    pub fn taps(&self) -> Taps {
+        Taps::new(
+            &self.in_spatial,
+            &self.out_spatial(),
+            &self.kernel,
+            &self.strides,
+            &self.dilations,
+            &self.pads_begin,
+        )
+    }
+
     fn check(&self) {
         let dims = self.in_spatial.len();
         assert!(
@@ -576,14 +591,7 @@ pub fn conv_transpose_f32_mapped(
         );
     }
     let out_spatial = geometry.out_spatial();
-    let taps = Taps::new(
-        &geometry.in_spatial,
-        &out_spatial,
-        &geometry.kernel,
-        &geometry.strides,
-        &geometry.dilations,
-        &geometry.pads_begin,
-    );
+    let taps = geometry.taps();
     let groups = geometry.groups;
     let (cg, mg) = (
         geometry.in_channels / groups,

@@ -20,6 +20,8 @@
 //! - [`quant`]: products of block-quantized ggml weights with f32 activations ([`dot_q_f32`],
 //!   [`matvec_q_f32`], and [`PanelMatrix`] over row panels packed at load time), and the
 //!   exact-integer tier over 8-bit activations ([`Int8Activations`], [`int8_dot`]).
+//! - [`taps`]: [`Taps`], the spatial geometry of conv, transposed conv and pooling widened to 3
+//!   axes, shared with samebits-cuda's device structs.
 //! - [`reduce`]: [`reduce_f32`] ([`ReduceKind`]: sum, sum of squares, product, max, min) and
 //!   [`argreduce_f32`] over the middle axis of `[outer, len, inner]`; [`canonical_max`] /
 //!   [`canonical_min`], the one definition of `reduce-extrema` (f32 and f64, [`ExtremumFloat`]).
@@ -32,7 +34,7 @@ mod lanes;
 pub mod pool;
 pub mod quant;
 pub mod reduce;
-mod taps;
+pub mod taps;
 
 pub use canonical::{
     REDUCTION_TILE, canonical_dot, canonical_dot_strided, canonical_fold, canonical_prod,
@@ -53,3 +55,4 @@ pub use quant::{
 pub use reduce::{
     ArgKind, ExtremumFloat, ReduceKind, argreduce_f32, canonical_max, canonical_min, reduce_f32,
 };
+pub use taps::{Taps, widen};

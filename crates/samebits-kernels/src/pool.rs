@@ -67,6 +67,19 @@ impl PoolGeometry {
             .collect()
     }
 
+    /// The spatial geometry widened to 3 axes (the one the CPU kernels, kernels/pool.cu and
+    /// samebits-ops' index walks use); `pads_end` widens with [`widen`]`(.., 0)`.
+    pub fn taps(&self) -> Taps {
+        Taps::new(
+            &self.in_spatial,
+            &self.out_spatial(),
+            &self.kernel,
+            &self.strides,
+            &self.dilations,
+            &self.pads_begin,
+        )
+    }
+
     fn check(&self) {
         let dims = self.in_spatial.len();
         assert!((1..=3).contains(&dims), "pool: 1 to 3 spatial axes");
@@ -146,14 +159,7 @@ pub fn pool_f32(geometry: &PoolGeometry, kind: PoolKind, input: &[f32], out: &mu
     if out_len == 0 {
         return;
     }
-    let taps = Taps::new(
-        &geometry.in_spatial,
-        &out_spatial,
-        &geometry.kernel,
-        &geometry.strides,
-        &geometry.dilations,
-        &geometry.pads_begin,
-    );
+    let taps = geometry.taps();
     let Taps {
         input: input_dims,
         output: output_dims,

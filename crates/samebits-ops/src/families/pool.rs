@@ -3,10 +3,10 @@
 //! scatter: an exact element move).
 //!
 //! Max and average pooling run `pool_f32` / `global_pool_f32` of `samebits-kernels` (contract
-//! section `pool`). MaxPool's Indices and LpPool walk the same windows here: a window's taps in
-//! row-major kernel order, only taps inside the input; LpPool's norm is written in contract
-//! section `pool` ([`lp_norm`]). f16 / bf16 compute in f32 and round once at the store; MaxPool
-//! also takes u8 / i8, exact in f32.
+//! section `pool`). MaxPool's Indices and LpPool walk the same windows here
+//! ([`samebits_kernels::Taps`]): a window's taps in row-major kernel order, only taps inside the
+//! input; LpPool's norm is written in contract section `pool` ([`lp_norm`]). f16 / bf16 compute
+//! in f32 and round once at the store; MaxPool also takes u8 / i8, exact in f32.
 
 use std::borrow::Cow;
 
@@ -178,81 +178,24 @@ impl Pool {
     }
 }
 
-/// A pooling geometry widened to 3 spatial axes, for walking windows.
-struct Windows {
-    input: [usize; 3],
-    output: [usize; 3],
-    kernel: [usize; 3],
-    strides: [usize; 3],
-    dilations: [usize; 3],
-    pads_begin: [usize; 3],
+/// Row-major position of `[d, h, w]` in a plane of widened size `input`.
+fn row_major(input: [usize; 3], [d, h, w]: [usize; 3]) -> usize {
+    (d * input[1] + h) * input[2] + w
 }
 
-impl Windows {
-    fn new(g: &PoolGeometry) -> Windows {
-        let widen = |v: &[usize], fill: usize| {
-            let mut out = [fill; 3];
-            out[3 - v.len()..].copy_from_slice(v);
-            out
-        };
-        Windows {
-            input: widen(&g.in_spatial, 1),
-            output: widen(&g.out_spatial(), 1),
-            kernel: widen(&g.kernel, 1),
-            strides: widen(&g.strides, 1),
-            dilations: widen(&g.dilations, 1),
-            pads_begin: widen(&g.pads_begin, 0),
-        }
-    }
-
-    /// Calls `f` with the position of every tap of output `o` (row-major in the output plane)
-    /// that lies inside the input, in row-major kernel order.
-    fn for_each_tap(&self, o: usize, mut f: impl FnMut([usize; 3])) {
-        let [_, oh, ow] = self.output;
-        let out_pos = [o / (oh * ow), o / ow % oh, o % ow];
-        let axis = |a: usize, t: usize| {
-            (out_pos[a] * self.strides[a] + t * self.dilations[a])
-                .checked_sub(self.pads_begin[a])
-                .filter(|&p| p < self.input[a])
-        };
-        for kd in 0..self.kernel[0] {
-            let Some(d) = axis(0, kd) else { continue };
-            for kh in 0..self.kernel[1] {
-                let Some(h) = axis(1, kh) else { continue };
-                for kw in 0..self.kernel[2] {
-                    if let Some(w) = axis(2, kw) {
-                        f([d, h, w]);
-                    }
-                }
-            }
-        }
-    }
-
-    fn plane_len(&self) -> usize {
-        self.input.iter().product()
-    }
-
-    fn row_major(&self, [d, h, w]: [usize; 3]) -> usize {
-        (d * self.input[1] + h) * self.input[2] + w
-    }
-
-    /// Column-major position in the plane: the first spatial axis varies fastest (the
-    /// widened leading axes have size 1, so this holds for every rank).
-    fn column_major(&self, [d, h, w]: [usize; 3]) -> usize {
-        let [id, ih, _] = self.input;
-        d + id * (h + ih * w)
-    }
+/// Column-major position in the plane: the first spatial axis varies fastest (the widened
+/// leading axes have size 1, so this holds for every rank).
+fn column_major(input: [usize; 3], [d, h, w]: [usize; 3]) -> usize {
+    let [id, ih, _] = input;
+    d + id * (h + ih * w)
 }
 
 impl Pool {
     /// MaxPool's Indices: for each output, the flat input index of the first tap in its window
     /// holding the maximum `max` (by bits; the first NaN when the maximum is NaN).
     fn max_indices(&self, geometry: &PoolGeometry, x: &[f32], maxima: &[f32]) -> Vec<i64> {
-        let windows = Windows::new(geometry);
-        let (in_len, out_len) = (
-            windows.plane_len(),
-            windows.output.iter().product::<usize>(),
-        );
+        let taps = geometry.taps();
+        let (in_len, out_len) = (taps.input_len(), taps.output_len());
         maxima
             .par_iter()
             .enumerate()
@@ -260,8 +203,8 @@ impl Pool {
                 let (plane, o) = (e / out_len, e % out_len);
                 let values = &x[plane * in_len..(plane + 1) * in_len];
                 let mut found = None;
-                windows.for_each_tap(o, |pos| {
-                    let v = values[windows.row_major(pos)];
+                taps.for_each_tap(o, |pos| {
+                    let v = values[row_major(taps.input, pos)];
                     if found.is_none()
                         && (v.to_bits() == max.to_bits() || (v.is_nan() && max.is_nan()))
                     {
@@ -270,9 +213,9 @@ impl Pool {
                 });
                 let pos = found.unwrap_or([0; 3]);
                 let within = if self.column_major_indices {
-                    windows.column_major(pos)
+                    column_major(taps.input, pos)
                 } else {
-                    windows.row_major(pos)
+                    row_major(taps.input, pos)
                 };
                 (plane * in_len + within) as i64
             })
@@ -281,11 +224,8 @@ impl Pool {
 
     /// LpPool: the norm of each window's taps inside the input.
     fn lp_pool(&self, p: u32, geometry: &PoolGeometry, x: &[f32], out: &mut [f32]) {
-        let windows = Windows::new(geometry);
-        let (in_len, out_len) = (
-            windows.plane_len(),
-            windows.output.iter().product::<usize>(),
-        );
+        let taps = geometry.taps();
+        let (in_len, out_len) = (taps.input_len(), taps.output_len());
         // Planes by index, as the other pools take them: a window-free or empty input plane
         // (length 0) has no chunks to zip with.
         if out.is_empty() {
@@ -295,11 +235,11 @@ impl Pool {
             .enumerate()
             .for_each(|(n, out_plane)| {
                 let plane = &x[n * in_len..(n + 1) * in_len];
-                let (mut taps, mut powers, mut magnitudes) = (Vec::new(), Vec::new(), Vec::new());
+                let (mut values, mut powers, mut magnitudes) = (Vec::new(), Vec::new(), Vec::new());
                 for (o, slot) in out_plane.iter_mut().enumerate() {
-                    taps.clear();
-                    windows.for_each_tap(o, |pos| taps.push(plane[windows.row_major(pos)]));
-                    *slot = lp_norm(p, &taps, &mut powers, &mut magnitudes);
+                    values.clear();
+                    taps.for_each_tap(o, |pos| values.push(plane[row_major(taps.input, pos)]));
+                    *slot = lp_norm(p, &values, &mut powers, &mut magnitudes);
                 }
             });
     }
