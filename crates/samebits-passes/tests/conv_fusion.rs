@@ -212,6 +212,19 @@ fn chain(kind: usize) -> Vec<Node> {
             hsig,
             node("HardSwish", &["hsig"], "y"),
         ],
+        // Constants on the left of Sub and right of Div (an affine pair), hard swish with the
+        // clipped value first in its Mul, then a residual Add and Relu: the evaluator's other
+        // pass forms.
+        4 => vec![
+            node("Sub", &["c", "conv"], "scaled"),
+            node("Div", &["scaled", "channel"], "affine"),
+            node("Add", &["affine", "three"], "shifted"),
+            node("Clip", &["shifted", "zero", "six"], "clipped"),
+            node("Mul", &["clipped", "affine"], "gated"),
+            node("Div", &["gated", "six"], "swish"),
+            node("Add", &["swish", "residual"], "sum"),
+            node("Relu", &["sum"], "y"),
+        ],
         // A plane-shaped operand: the fallback path.
         _ => vec![
             node("Mul", &["conv", "plane"], "scaled"),
@@ -308,10 +321,10 @@ fn on_threads<R: Send>(threads: usize, isa: Isa, f: impl FnOnce() -> R + Send) -
 #[test]
 fn a_fused_convolution_gives_the_bits_of_the_unfused_nodes() {
     let mut rng = Rng(0x5eed_c0de);
-    for round in 0..40 {
+    for round in 0..48 {
         let transpose = round % 4 == 3;
         let case = Case::random(&mut rng, transpose);
-        let kind = round % 5;
+        let kind = round % 6;
         let (unfused, inputs) = model(&case, kind, &mut rng);
         let mut fused = unfused.clone();
         Pipeline {

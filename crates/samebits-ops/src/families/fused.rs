@@ -15,8 +15,12 @@
 //!
 //! The same evaluator ([`Prepared`]) serves as a convolution's epilogue (`samebits::ConvChain`,
 //! `conv.rs`): one chain input is then the convolution's output, transformed in place block by
-//! block as the kernel finishes it. Blocks of 64 lanes are evaluated instruction by instruction
-//! in code compiled for the active ISA (wider registers, the same IEEE operations).
+//! block as the kernel finishes it. Blocks of [`LANES`] lanes are evaluated pass by pass in code
+//! compiled for the active ISA (wider registers, the same IEEE operations). A pass is one
+//! instruction, or a short run of them that common models repeat ([`Pass`]: an affine pair, a
+//! hard swish written out as Add, Clip, Mul, Div, an operation followed by Relu) taken in one
+//! loop: each element still goes through the same operations in the same order, only the
+//! intermediates stay in registers instead of lane rows, so the bits do not change.
 
 use super::elementwise::{Binary, Unary, f32_binary, f32_unary};
 use super::normalization::{BatchNormMode, batch_norm_mode, rsqrt_eps};
@@ -306,6 +310,120 @@ thread_local! {
     static REGISTERS: Cell<Vec<[f32; LANES]>> = const { Cell::new(Vec::new()) };
 }
 
+/// A run of instructions evaluated in one loop over a block's lanes (see the module doc); the
+/// result lands in the row of its last instruction, and its other instructions' results are
+/// read by no other instruction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Pass {
+    /// Instruction `j` alone.
+    One(usize),
+    /// Binary instructions `first` and `first + 1`: `(x op1 s1) op2 s2` with splat `s1`, `s2`;
+    /// `x_left`: `x` is the first's left operand; `prev_left`: the first's result is the
+    /// second's left operand.
+    SplatPair {
+        first: usize,
+        x_left: bool,
+        prev_left: bool,
+    },
+    /// Instructions `first .. first + 4`: `Add(y, c)`, `Clip(., lo, hi)`, `Mul(y, .)` (or
+    /// `Mul(., y)` without `y_left`), `Div(., d)`, with splat `c`, `lo`, `hi`, `d`: hard swish
+    /// as PP-LCNet's exporters write it.
+    HardSwish { first: usize, y_left: bool },
+    /// Binary instruction `j`, then Relu of its result.
+    BinaryRelu(usize),
+    /// BatchNormalization instruction `j`, then Relu of its result.
+    BatchNormRelu(usize),
+}
+
+impl Pass {
+    /// The instruction whose row receives the pass's result.
+    fn last(self) -> usize {
+        match self {
+            Pass::One(j) => j,
+            Pass::SplatPair { first, .. } => first + 1,
+            Pass::HardSwish { first, .. } => first + 3,
+            Pass::BinaryRelu(j) | Pass::BatchNormRelu(j) => j + 1,
+        }
+    }
+}
+
+/// Whether operand `o` is one value for a whole block: a scalar or per-channel input other than
+/// the mapped one.
+fn is_splat_operand(o: &Operand, layouts: &[Layout], mapped: Option<usize>) -> bool {
+    matches!(*o, Operand::Input(i) if Some(i) != mapped && layouts[i] != Layout::Full)
+}
+
+/// Groups `instrs` into passes: at each instruction, the longest [`Pass`] form that matches
+/// (operand layouts as given), else the instruction alone.
+fn plan_passes(instrs: &[Instr], layouts: &[Layout], mapped: Option<usize>) -> Vec<Pass> {
+    let splat = |o: &Operand| is_splat_operand(o, layouts, mapped);
+    // Reads of each instruction's result by later instructions.
+    let mut reads = vec![0usize; instrs.len()];
+    for o in instrs.iter().flat_map(|i| &i.operands) {
+        if let Operand::Temp(t) = o {
+            reads[*t] += 1;
+        }
+    }
+    let only_next = |j: usize| reads[j] == 1;
+    let is = |j: usize, want: fn(Kind) -> bool| instrs.get(j).is_some_and(|i| want(i.kind));
+    let binary = |k: Kind| matches!(k, Kind::Binary(_));
+    let op = |j: usize, want: Binary| matches!(instrs[j].kind, Kind::Binary(b) if b == want);
+    let mut passes = Vec::new();
+    let mut j = 0;
+    while j < instrs.len() {
+        let ops = |k: usize| &instrs[j + k].operands;
+        let pass = if is(j, binary)
+            && j + 3 < instrs.len()
+            && op(j, Binary::Add)
+            && matches!(instrs[j + 1].kind, Kind::Clip)
+            && op(j + 2, Binary::Mul)
+            && op(j + 3, Binary::Div)
+            && !splat(&ops(0)[0])
+            && splat(&ops(0)[1])
+            && ops(1).len() == 3
+            && ops(1)[0] == Operand::Temp(j)
+            && ops(1)[1..].iter().all(splat)
+            && (ops(2)[..] == [ops(0)[0], Operand::Temp(j + 1)]
+                || ops(2)[..] == [Operand::Temp(j + 1), ops(0)[0]])
+            && ops(3)[0] == Operand::Temp(j + 2)
+            && splat(&ops(3)[1])
+            && (j..j + 3).all(only_next)
+        {
+            Pass::HardSwish {
+                first: j,
+                y_left: ops(2)[0] == ops(0)[0],
+            }
+        } else if is(j, binary)
+            && is(j + 1, binary)
+            && only_next(j)
+            && splat(&ops(0)[0]) != splat(&ops(0)[1])
+            && ops(1).contains(&Operand::Temp(j))
+            && ops(1).iter().any(splat)
+        {
+            Pass::SplatPair {
+                first: j,
+                x_left: !splat(&ops(0)[0]),
+                prev_left: ops(1)[0] == Operand::Temp(j),
+            }
+        } else if is(j + 1, |k| matches!(k, Kind::Relu))
+            && only_next(j)
+            && ops(1)[0] == Operand::Temp(j)
+            && (is(j, binary) || is(j, |k| matches!(k, Kind::BatchNorm { .. })))
+        {
+            if is(j, binary) {
+                Pass::BinaryRelu(j)
+            } else {
+                Pass::BatchNormRelu(j)
+            }
+        } else {
+            Pass::One(j)
+        };
+        j = pass.last() + 1;
+        passes.push(pass);
+    }
+    passes
+}
+
 /// An operand's values for one block of lanes.
 #[derive(Clone, Copy)]
 enum Lanes<'a> {
@@ -334,6 +452,8 @@ pub(super) struct Prepared<'a> {
     mapped: Option<usize>,
     /// Per instruction, per channel, `rstd` of BatchNormalization (empty for other kinds).
     rstd: Vec<Vec<f32>>,
+    /// The instructions grouped into passes over the lanes, in order.
+    passes: Vec<Pass>,
     /// The ISA of the thread that prepared the chain (worker threads run the same code path).
     isa: Isa,
 }
@@ -373,6 +493,7 @@ impl ElementwiseChain {
                 _ => Vec::new(),
             })
             .collect();
+        let passes = plan_passes(&self.instrs, &layouts, mapped);
         Some(Prepared {
             chain: self,
             shape,
@@ -380,6 +501,7 @@ impl ElementwiseChain {
             layouts,
             mapped,
             rstd,
+            passes,
             isa: Isa::active(),
         })
     }
@@ -457,12 +579,14 @@ impl Prepared<'_> {
         }
     }
 
-    /// [`Prepared::run`]'s body, `LANES` lanes at a time (contract: elementwise-fusion).
+    /// [`Prepared::run`]'s body, `LANES` lanes at a time, pass by pass (contract:
+    /// elementwise-fusion).
     #[inline(always)]
     fn run_blocks(&self, start: usize, channel: usize, values: &mut [f32]) {
         let instrs = &self.chain.instrs;
         // Registers: one row per instruction (thread-local scratch, so that short ranges do not
-        // pay for clearing it); the mapped input's lanes are read where they are.
+        // pay for clearing it); a pass writes the row of its last instruction, and the mapped
+        // input's lanes are read where they are.
         let mut scratch = REGISTERS.take();
         scratch.resize(instrs.len(), [0.0; LANES]);
         let regs = &mut scratch[..];
@@ -470,46 +594,66 @@ impl Prepared<'_> {
             let n = block.len();
             let at = start + b * LANES;
             let main: &[f32] = block;
-            for (j, instr) in instrs.iter().enumerate() {
-                let (before, rest) = regs.split_at_mut(j);
+            for &pass in &self.passes {
+                let last = pass.last();
+                let (before, rest) = regs.split_at_mut(last);
                 let dst = &mut rest[0][..n];
                 let lanes = |o: &Operand| self.operand(o, main, before, at, channel);
                 let each = |o: &Operand| match lanes(o) {
                     Lanes::Each(x) => x,
-                    Lanes::Splat(_) => unreachable!("checked by fast_layout"),
+                    Lanes::Splat(_) => unreachable!("checked by fast_layout / plan_passes"),
                 };
-                match instr.kind {
-                    Kind::Binary(op) => binary_lanes(
-                        op,
-                        lanes(&instr.operands[0]),
-                        lanes(&instr.operands[1]),
-                        dst,
-                    ),
-                    Kind::Relu => {
-                        for (d, &v) in dst.iter_mut().zip(each(&instr.operands[0])) {
+                let splat = |o: &Operand| match lanes(o) {
+                    Lanes::Splat(v) => v,
+                    Lanes::Each(_) => unreachable!("checked by fast_layout / plan_passes"),
+                };
+                match pass {
+                    Pass::One(j) => self.run_instr(j, &lanes, dst, channel),
+                    Pass::SplatPair {
+                        first: j,
+                        x_left,
+                        prev_left,
+                    } => {
+                        let (first, second) = (&instrs[j], &instrs[j + 1]);
+                        let (Kind::Binary(op1), Kind::Binary(op2)) = (first.kind, second.kind)
+                        else {
+                            unreachable!("checked by plan_passes")
+                        };
+                        let [x, s1] = if x_left { [0, 1] } else { [1, 0] };
+                        splat_pair(
+                            each(&first.operands[x]),
+                            (op1, splat(&first.operands[s1]), !x_left),
+                            (
+                                op2,
+                                splat(&second.operands[usize::from(prev_left)]),
+                                !prev_left,
+                            ),
+                            dst,
+                        );
+                    }
+                    Pass::HardSwish { first: j, y_left } => {
+                        let (add, clip, div) = (&instrs[j], &instrs[j + 1], &instrs[j + 3]);
+                        hard_swish_ops(
+                            each(&add.operands[0]),
+                            splat(&add.operands[1]),
+                            (splat(&clip.operands[1]), splat(&clip.operands[2])),
+                            y_left,
+                            splat(&div.operands[1]),
+                            dst,
+                        );
+                    }
+                    Pass::BinaryRelu(j) => {
+                        let Kind::Binary(op) = instrs[j].kind else {
+                            unreachable!("checked by plan_passes")
+                        };
+                        let ops = &instrs[j].operands;
+                        binary_lanes(op, true, lanes(&ops[0]), lanes(&ops[1]), dst);
+                    }
+                    Pass::BatchNormRelu(j) => {
+                        let (scale, bias, mean, rstd) = self.batch_norm_params(j, channel);
+                        for (d, &s) in dst.iter_mut().zip(each(&instrs[j].operands[0])) {
+                            let v = ((s - mean) * rstd) * scale + bias;
                             *d = f32_unary(Unary::Relu, v);
-                        }
-                    }
-                    Kind::Activation(a) => a.eval_slice(each(&instr.operands[0]), dst),
-                    Kind::Clip => {
-                        let bound = |k: usize| match instr.operands.get(k) {
-                            Some(o @ Operand::Input(_)) => match lanes(o) {
-                                Lanes::Splat(v) => Some(v),
-                                Lanes::Each(_) => unreachable!("checked by fast_layout"),
-                            },
-                            _ => None,
-                        };
-                        clip_lanes(each(&instr.operands[0]), bound(1), bound(2), dst);
-                    }
-                    Kind::BatchNorm { .. } => {
-                        let param = |k: usize| match instr.operands[k] {
-                            Operand::Input(i) => self.data[i][channel],
-                            _ => unreachable!("checked by fast_layout"),
-                        };
-                        let (scale, bias, mean) = (param(1), param(2), param(3));
-                        let rstd = self.rstd[j][channel];
-                        for (d, &s) in dst.iter_mut().zip(each(&instr.operands[0])) {
-                            *d = ((s - mean) * rstd) * scale + bias;
                         }
                     }
                 }
@@ -517,6 +661,63 @@ impl Prepared<'_> {
             block.copy_from_slice(&regs[instrs.len() - 1][..n]);
         }
         REGISTERS.set(scratch);
+    }
+
+    /// Instruction `j` alone over `dst`'s lanes (`lanes` resolves its operands).
+    #[inline(always)]
+    fn run_instr<'s>(
+        &self,
+        j: usize,
+        lanes: &impl Fn(&Operand) -> Lanes<'s>,
+        dst: &mut [f32],
+        channel: usize,
+    ) {
+        let instr = &self.chain.instrs[j];
+        let each = |o: &Operand| match lanes(o) {
+            Lanes::Each(x) => x,
+            Lanes::Splat(_) => unreachable!("checked by fast_layout"),
+        };
+        match instr.kind {
+            Kind::Binary(op) => binary_lanes(
+                op,
+                false,
+                lanes(&instr.operands[0]),
+                lanes(&instr.operands[1]),
+                dst,
+            ),
+            Kind::Relu => {
+                for (d, &v) in dst.iter_mut().zip(each(&instr.operands[0])) {
+                    *d = f32_unary(Unary::Relu, v);
+                }
+            }
+            Kind::Activation(a) => a.eval_slice(each(&instr.operands[0]), dst),
+            Kind::Clip => {
+                let bound = |k: usize| match instr.operands.get(k) {
+                    Some(o @ Operand::Input(_)) => match lanes(o) {
+                        Lanes::Splat(v) => Some(v),
+                        Lanes::Each(_) => unreachable!("checked by fast_layout"),
+                    },
+                    _ => None,
+                };
+                clip_lanes(each(&instr.operands[0]), bound(1), bound(2), dst);
+            }
+            Kind::BatchNorm { .. } => {
+                let (scale, bias, mean, rstd) = self.batch_norm_params(j, channel);
+                for (d, &s) in dst.iter_mut().zip(each(&instr.operands[0])) {
+                    *d = ((s - mean) * rstd) * scale + bias;
+                }
+            }
+        }
+    }
+
+    /// BatchNormalization instruction `j`'s `(scale, bias, mean, rstd)` for `channel`.
+    #[inline(always)]
+    fn batch_norm_params(&self, j: usize, channel: usize) -> (f32, f32, f32, f32) {
+        let param = |k: usize| match self.chain.instrs[j].operands[k] {
+            Operand::Input(i) => self.data[i][channel],
+            _ => unreachable!("checked by fast_layout"),
+        };
+        (param(1), param(2), param(3), self.rstd[j][channel])
     }
 
     /// The whole output as a new tensor (no mapped input), in parallel over blocks.
@@ -561,14 +762,25 @@ impl OutputMap for Prepared<'_> {
     }
 }
 
-/// `dst = a op b` lane by lane, one loop per operand layout so that each vectorises.
+/// `dst = a op b` lane by lane (then Relu with `relu`), one loop per operand layout so that
+/// each vectorises.
 #[inline(always)]
-fn binary_lanes(op: Binary, a: Lanes, b: Lanes, dst: &mut [f32]) {
+fn binary_lanes(op: Binary, relu: bool, a: Lanes, b: Lanes, dst: &mut [f32]) {
     macro_rules! hoisted {
         ($($variant:ident),*) => {
-            match op {
-                $(Binary::$variant => binary_loop(a, b, dst, |p, q| f32_binary(Binary::$variant, p, q)),)*
-                _ => binary_loop(a, b, dst, |p, q| f32_binary(op, p, q)),
+            match (op, relu) {
+                $(
+                    (Binary::$variant, false) => {
+                        binary_loop(a, b, dst, |p, q| f32_binary(Binary::$variant, p, q))
+                    }
+                    (Binary::$variant, true) => binary_loop(a, b, dst, |p, q| {
+                        f32_unary(Unary::Relu, f32_binary(Binary::$variant, p, q))
+                    }),
+                )*
+                (_, false) => binary_loop(a, b, dst, |p, q| f32_binary(op, p, q)),
+                (_, true) => {
+                    binary_loop(a, b, dst, |p, q| f32_unary(Unary::Relu, f32_binary(op, p, q)))
+                }
             }
         };
     }
@@ -594,6 +806,58 @@ fn binary_loop(a: Lanes, b: Lanes, dst: &mut [f32], f: impl Fn(f32, f32) -> f32)
             }
         }
         (Lanes::Splat(p), Lanes::Splat(q)) => dst.fill(f(p, q)),
+    }
+}
+
+/// `dst = (x op1 s1) op2 s2` lane by lane, each constant on the left where its flag says: two
+/// binary instructions whose constants are splats, in one loop.
+#[inline(always)]
+fn splat_pair(
+    x: &[f32],
+    (op1, s1, s1_left): (Binary, f32, bool),
+    (op2, s2, s2_left): (Binary, f32, bool),
+    dst: &mut [f32],
+) {
+    // The operand order as a select of two loop invariants, so that each of the 16 operation
+    // pairs is one loop (no branch inside it).
+    #[inline(always)]
+    fn ordered(v: f32, s: f32, s_left: bool) -> (f32, f32) {
+        if s_left { (s, v) } else { (v, s) }
+    }
+    macro_rules! pairs {
+        ($($a:ident),*) => {
+            match op1 {
+                $(Binary::$a => pairs!(@second $a; Add, Sub, Mul, Div),)*
+                _ => unreachable!("chains hold Add, Sub, Mul and Div only"),
+            }
+        };
+        (@second $a:ident; $($b:ident),*) => {
+            match op2 {
+                $(Binary::$b => {
+                    for (d, &v) in dst.iter_mut().zip(x) {
+                        let (p, q) = ordered(v, s1, s1_left);
+                        let t = f32_binary(Binary::$a, p, q);
+                        let (p, q) = ordered(t, s2, s2_left);
+                        *d = f32_binary(Binary::$b, p, q);
+                    }
+                })*
+                _ => unreachable!("chains hold Add, Sub, Mul and Div only"),
+            }
+        };
+    }
+    pairs!(Add, Sub, Mul, Div)
+}
+
+/// Hard swish written out as four instructions, in one loop: `t = y + c`,
+/// `t = min(max(t, lo), hi)` (Clip), `t = y * t` (or `t * y` without `y_left`), `t / d`.
+#[inline(always)]
+fn hard_swish_ops(y: &[f32], c: f32, (lo, hi): (f32, f32), y_left: bool, d: f32, dst: &mut [f32]) {
+    for (out, &v) in dst.iter_mut().zip(y) {
+        let t = f32_binary(Binary::Add, v, c);
+        let t = f32_binary(Binary::Min, f32_binary(Binary::Max, t, lo), hi);
+        let (p, q) = if y_left { (v, t) } else { (t, v) };
+        let t = f32_binary(Binary::Mul, p, q);
+        *out = f32_binary(Binary::Div, t, d);
     }
 }
 
@@ -674,5 +938,96 @@ impl ElementwiseChain {
             layouts,
             steps,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instr(kind: Kind, operands: &[Operand]) -> Instr {
+        Instr {
+            kind,
+            operands: operands.to_vec(),
+        }
+    }
+
+    /// PP-OCRv4's chain (learnable affine, hard swish written out, learnable affine) groups into
+    /// three passes; the same instructions with a full-size constant, or with an intermediate
+    /// read twice, stay apart where the forms no longer hold.
+    #[test]
+    fn passes_group_the_forms_and_only_them() {
+        use Operand::{Input, Temp};
+        let (add, mul, div) = (
+            Kind::Binary(Binary::Add),
+            Kind::Binary(Binary::Mul),
+            Kind::Binary(Binary::Div),
+        );
+        // Inputs: 0 the mapped convolution output, 1 per channel, 2..=5 scalars, 6 full size.
+        let layouts = [
+            Layout::Full,
+            Layout::Channel,
+            Layout::Scalar,
+            Layout::Scalar,
+            Layout::Scalar,
+            Layout::Scalar,
+            Layout::Full,
+        ];
+        let chain = |scale: usize| {
+            vec![
+                instr(mul, &[Input(scale), Input(0)]),
+                instr(add, &[Temp(0), Input(2)]),
+                instr(add, &[Temp(1), Input(3)]),
+                instr(Kind::Clip, &[Temp(2), Input(4), Input(5)]),
+                instr(mul, &[Temp(1), Temp(3)]),
+                instr(div, &[Temp(4), Input(5)]),
+                instr(mul, &[Temp(5), Input(1)]),
+                instr(add, &[Temp(6), Input(2)]),
+            ]
+        };
+        assert_eq!(
+            plan_passes(&chain(1), &layouts, Some(0)),
+            [
+                Pass::SplatPair {
+                    first: 0,
+                    x_left: false,
+                    prev_left: true
+                },
+                Pass::HardSwish {
+                    first: 2,
+                    y_left: true
+                },
+                Pass::SplatPair {
+                    first: 6,
+                    x_left: true,
+                    prev_left: true
+                },
+            ]
+        );
+        // A full-size scale: the first pair is two single instructions.
+        assert_eq!(
+            plan_passes(&chain(6), &layouts, Some(0))[..2],
+            [Pass::One(0), Pass::One(1)]
+        );
+        // The clipped value read again after the Div: no hard swish pass.
+        let mut reread = chain(1);
+        reread[7] = instr(add, &[Temp(6), Temp(3)]);
+        let passes = plan_passes(&reread, &layouts, Some(0));
+        assert!(!passes.iter().any(|p| matches!(p, Pass::HardSwish { .. })));
+        // Every instruction lands in exactly one pass, in order.
+        let covered: usize = passes.iter().map(|p| p.last() + 1).max().unwrap();
+        assert_eq!(covered, reread.len());
+        // BatchNormalization or a binary instruction, then Relu.
+        let bn = Kind::BatchNorm { epsilon: 1e-5 };
+        let relu_chain = [
+            instr(bn, &[Input(0), Input(1), Input(1), Input(1), Input(1)]),
+            instr(Kind::Relu, &[Temp(0)]),
+            instr(add, &[Temp(1), Input(6)]),
+            instr(Kind::Relu, &[Temp(2)]),
+        ];
+        assert_eq!(
+            plan_passes(&relu_chain, &layouts, Some(0)),
+            [Pass::BatchNormRelu(0), Pass::BinaryRelu(2)]
+        );
     }
 }
