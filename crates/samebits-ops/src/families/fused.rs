@@ -408,13 +408,13 @@ fn plan_passes(instrs: &[Instr], layouts: &[Layout], mapped: Option<usize>) -> V
         } else if is(j + 1, |k| matches!(k, Kind::Relu))
             && only_next(j)
             && ops(1)[0] == Operand::Temp(j)
-            && (is(j, binary) || is(j, |k| matches!(k, Kind::BatchNorm { .. })))
-        {
-            if is(j, binary) {
-                Pass::BinaryRelu(j)
-            } else {
-                Pass::BatchNormRelu(j)
+            && let Some(pass) = match instrs[j].kind {
+                Kind::Binary(_) => Some(Pass::BinaryRelu(j)),
+                Kind::BatchNorm { .. } => Some(Pass::BatchNormRelu(j)),
+                _ => None,
             }
+        {
+            pass
         } else {
             Pass::One(j)
         };
@@ -429,6 +429,26 @@ fn plan_passes(instrs: &[Instr], layouts: &[Layout], mapped: Option<usize>) -> V
 enum Lanes<'a> {
     Each(&'a [f32]),
     Splat(f32),
+}
+
+impl<'a> Lanes<'a> {
+    /// The per-lane values of an operand that `fast_layout` / `plan_passes` found full size.
+    #[inline(always)]
+    fn each(self) -> &'a [f32] {
+        match self {
+            Lanes::Each(x) => x,
+            Lanes::Splat(_) => unreachable!("checked by fast_layout / plan_passes"),
+        }
+    }
+
+    /// The one value of an operand that `fast_layout` / `plan_passes` found to be a splat.
+    #[inline(always)]
+    fn splat(self) -> f32 {
+        match self {
+            Lanes::Splat(v) => v,
+            Lanes::Each(_) => unreachable!("checked by fast_layout / plan_passes"),
+        }
+    }
 }
 
 /// A chain input as [`ElementwiseChain::prepare`] takes it.
@@ -599,14 +619,8 @@ impl Prepared<'_> {
                 let (before, rest) = regs.split_at_mut(last);
                 let dst = &mut rest[0][..n];
                 let lanes = |o: &Operand| self.operand(o, main, before, at, channel);
-                let each = |o: &Operand| match lanes(o) {
-                    Lanes::Each(x) => x,
-                    Lanes::Splat(_) => unreachable!("checked by fast_layout / plan_passes"),
-                };
-                let splat = |o: &Operand| match lanes(o) {
-                    Lanes::Splat(v) => v,
-                    Lanes::Each(_) => unreachable!("checked by fast_layout / plan_passes"),
-                };
+                let each = |o: &Operand| lanes(o).each();
+                let splat = |o: &Operand| lanes(o).splat();
                 match pass {
                     Pass::One(j) => self.run_instr(j, &lanes, dst, channel),
                     Pass::SplatPair {
@@ -649,13 +663,12 @@ impl Prepared<'_> {
                         let ops = &instrs[j].operands;
                         binary_lanes(op, true, lanes(&ops[0]), lanes(&ops[1]), dst);
                     }
-                    Pass::BatchNormRelu(j) => {
-                        let (scale, bias, mean, rstd) = self.batch_norm_params(j, channel);
-                        for (d, &s) in dst.iter_mut().zip(each(&instrs[j].operands[0])) {
-                            let v = ((s - mean) * rstd) * scale + bias;
-                            *d = f32_unary(Unary::Relu, v);
-                        }
-                    }
+                    Pass::BatchNormRelu(j) => batch_norm_lanes(
+                        each(&instrs[j].operands[0]),
+                        self.batch_norm_params(j, channel),
+                        true,
+                        dst,
+                    ),
                 }
             }
             block.copy_from_slice(&regs[instrs.len() - 1][..n]);
@@ -673,10 +686,7 @@ impl Prepared<'_> {
         channel: usize,
     ) {
         let instr = &self.chain.instrs[j];
-        let each = |o: &Operand| match lanes(o) {
-            Lanes::Each(x) => x,
-            Lanes::Splat(_) => unreachable!("checked by fast_layout"),
-        };
+        let each = |o: &Operand| lanes(o).each();
         match instr.kind {
             Kind::Binary(op) => binary_lanes(
                 op,
@@ -693,20 +703,17 @@ impl Prepared<'_> {
             Kind::Activation(a) => a.eval_slice(each(&instr.operands[0]), dst),
             Kind::Clip => {
                 let bound = |k: usize| match instr.operands.get(k) {
-                    Some(o @ Operand::Input(_)) => match lanes(o) {
-                        Lanes::Splat(v) => Some(v),
-                        Lanes::Each(_) => unreachable!("checked by fast_layout"),
-                    },
+                    Some(o @ Operand::Input(_)) => Some(lanes(o).splat()),
                     _ => None,
                 };
                 clip_lanes(each(&instr.operands[0]), bound(1), bound(2), dst);
             }
-            Kind::BatchNorm { .. } => {
-                let (scale, bias, mean, rstd) = self.batch_norm_params(j, channel);
-                for (d, &s) in dst.iter_mut().zip(each(&instr.operands[0])) {
-                    *d = ((s - mean) * rstd) * scale + bias;
-                }
-            }
+            Kind::BatchNorm { .. } => batch_norm_lanes(
+                each(&instr.operands[0]),
+                self.batch_norm_params(j, channel),
+                false,
+                dst,
+            ),
         }
     }
 
@@ -854,18 +861,46 @@ fn splat_pair(
 fn hard_swish_ops(y: &[f32], c: f32, (lo, hi): (f32, f32), y_left: bool, d: f32, dst: &mut [f32]) {
     for (out, &v) in dst.iter_mut().zip(y) {
         let t = f32_binary(Binary::Add, v, c);
-        let t = f32_binary(Binary::Min, f32_binary(Binary::Max, t, lo), hi);
+        let t = clip(t, Some(lo), Some(hi));
         let (p, q) = if y_left { (v, t) } else { (t, v) };
         let t = f32_binary(Binary::Mul, p, q);
         *out = f32_binary(Binary::Div, t, d);
     }
 }
 
+/// Clip of one value as the Clip op computes it: `max(v, lo)` then `min(., hi)`, each bound
+/// only when given.
+#[inline(always)]
+fn clip(v: f32, lo: Option<f32>, hi: Option<f32>) -> f32 {
+    let v = lo.map_or(v, |l| f32_binary(Binary::Max, v, l));
+    hi.map_or(v, |h| f32_binary(Binary::Min, v, h))
+}
+
 #[inline(always)]
 fn clip_lanes(x: &[f32], lo: Option<f32>, hi: Option<f32>, dst: &mut [f32]) {
     for (d, &v) in dst.iter_mut().zip(x) {
-        let v = lo.map_or(v, |l| f32_binary(Binary::Max, v, l));
-        *d = hi.map_or(v, |h| f32_binary(Binary::Min, v, h));
+        *d = clip(v, lo, hi);
+    }
+}
+
+/// BatchNormalization in inference mode lane by lane, `((x - mean) * rstd) * scale + bias`
+/// (then Relu with `relu`).
+#[inline(always)]
+fn batch_norm_lanes(
+    x: &[f32],
+    (scale, bias, mean, rstd): (f32, f32, f32, f32),
+    relu: bool,
+    dst: &mut [f32],
+) {
+    let lanes = dst.iter_mut().zip(x);
+    if relu {
+        for (d, &s) in lanes {
+            *d = f32_unary(Unary::Relu, ((s - mean) * rstd) * scale + bias);
+        }
+    } else {
+        for (d, &s) in lanes {
+            *d = ((s - mean) * rstd) * scale + bias;
+        }
     }
 }
 
