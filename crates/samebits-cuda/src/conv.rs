@@ -47,8 +47,21 @@ device_struct! {
     }
 }
 
-/// A widened spatial vector ([`Taps`], the kernels' one definition of the widening) as the
-/// device's i32.
+/// The widened vectors of `taps` ([`Taps`], the kernels' one definition of the widening) as
+/// the device's i32, in the order kernels/conv.cu and kernels/pool.cu declare them: input,
+/// output, kernel, strides, dilations, pads at the beginning.
+pub(crate) fn device_taps(taps: &Taps) -> Result<[[i32; 3]; 6]> {
+    Ok([
+        device_axes(taps.input)?,
+        device_axes(taps.output)?,
+        device_axes(taps.kernel)?,
+        device_axes(taps.strides)?,
+        device_axes(taps.dilations)?,
+        device_axes(taps.pads_begin)?,
+    ])
+}
+
+/// A widened spatial vector as the device's i32.
 pub(crate) fn device_axes(v: [usize; 3]) -> Result<[i32; 3]> {
     let mut out = [0i32; 3];
     for (o, x) in out.iter_mut().zip(v) {
@@ -76,13 +89,14 @@ impl SbConv {
     /// The device geometry of `taps` with `groups` groups of `cg` input and `mg` output
     /// channels.
     fn new(taps: Taps, groups: usize, cg: usize, mg: usize) -> Result<SbConv> {
+        let [input, output, kernel, strides, dilations, pads] = device_taps(&taps)?;
         Ok(SbConv {
-            input: device_axes(taps.input)?,
-            output: device_axes(taps.output)?,
-            kernel: device_axes(taps.kernel)?,
-            strides: device_axes(taps.strides)?,
-            dilations: device_axes(taps.dilations)?,
-            pads: device_axes(taps.pads_begin)?,
+            input,
+            output,
+            kernel,
+            strides,
+            dilations,
+            pads,
             groups: small(groups)?,
             cg: small(cg)?,
             mg: small(mg)?,

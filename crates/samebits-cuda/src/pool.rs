@@ -7,7 +7,7 @@ use samebits_kernels::{PoolGeometry, PoolKind, ReduceKind, widen};
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
-use crate::conv::{check_spatial_axes, device_axes};
+use crate::conv::{check_spatial_axes, device_axes, device_taps};
 use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 
@@ -40,14 +40,15 @@ impl CudaBackend {
             return Err(CudaError::Invalid("pool: input length".into()));
         }
         check_spatial_axes(geometry.in_spatial.len())?;
-        let taps = geometry.taps();
+        let [input, output, kernel, strides, dilations, pads_begin] =
+            device_taps(&geometry.taps())?;
         let g = SbPool {
-            input: device_axes(taps.input)?,
-            output: device_axes(taps.output)?,
-            kernel: device_axes(taps.kernel)?,
-            strides: device_axes(taps.strides)?,
-            dilations: device_axes(taps.dilations)?,
-            pads_begin: device_axes(taps.pads_begin)?,
+            input,
+            output,
+            kernel,
+            strides,
+            dilations,
+            pads_begin,
             pads_end: device_axes(widen(&geometry.pads_end, 0))?,
             kind: match kind {
                 PoolKind::Max => 0,
