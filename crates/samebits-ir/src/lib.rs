@@ -10,6 +10,7 @@
 //! - [`Value`]: a run-time value (tensor, sequence, optional).
 //! - [`dump`]: the JSON and DOT renderings written after each compiler pass.
 //! - [`limits`]: the bounds an untrusted model's sizes are checked against before allocation.
+//! - [`RecycledF32`]: an f32 output buffer reused from a shelf of released ones, not cleared.
 //! - [`paths`]: where the files an untrusted model names may be (inside its folder).
 
 mod dtype;
@@ -18,6 +19,7 @@ mod error;
 mod graph;
 pub mod limits;
 pub mod paths;
+mod recycled;
 mod shape;
 pub mod small_types;
 mod tensor;
@@ -26,6 +28,7 @@ mod value;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use graph::{Attribute, Graph, Model, Node, OpsetImports, ValueInfo};
+pub use recycled::{RecycledF32, poison_taken_buffers};
 pub use shape::{Dim, Shape, ValueType};
 pub use tensor::{ByteSource, Tensor, checked_numel};
 pub use value::Value;

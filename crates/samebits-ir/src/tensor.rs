@@ -81,6 +81,22 @@ impl Tensor {
         })
     }
 
+    /// An f32 tensor owning `data` (see [`crate::RecycledF32`]: its memory returns to the shelf
+    /// when the last clone of this tensor is dropped).
+    pub fn from_recycled(shape: Vec<usize>, data: crate::RecycledF32) -> Result<Tensor> {
+        Self::check_len(&shape, data.len())?;
+        let len = std::mem::size_of_val(&*data);
+        Ok(Tensor {
+            dtype: DType::F32,
+            shape,
+            data: Data::Bytes {
+                source: Arc::new(data),
+                offset: 0,
+                len,
+            },
+        })
+    }
+
     /// A boolean tensor.
     pub fn from_bools(shape: Vec<usize>, data: Vec<bool>) -> Result<Tensor> {
         let bytes: Vec<u8> = data.into_iter().map(u8::from).collect();

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use crate::{Result, unsupported};
 use half::{bf16, f16};
-use samebits_ir::{DType, Tensor, ValueType};
+use samebits_ir::{DType, RecycledF32, Tensor, ValueType};
 
 /// True for the dtypes [`f32_values`] and [`store_f32`] handle.
 pub fn is_f32_staged(dtype: DType) -> bool {
@@ -26,8 +26,23 @@ pub fn f32_values<'a>(t: &'a Tensor, what: &str) -> Result<Cow<'a, [f32]>> {
 
 /// A tensor of `dtype` (f32, f16 or bf16) from f32 results, each rounded once to nearest even.
 pub fn store_f32(dtype: DType, shape: Vec<usize>, data: Vec<f32>) -> Result<Tensor> {
+    match dtype {
+        DType::F32 => Ok(Tensor::from_vec(shape, data)?),
+        _ => store_narrowed(dtype, shape, &data),
+    }
+}
+
+/// [`store_f32`] for results in a [`RecycledF32`] (an f32 result keeps the buffer).
+pub fn store_recycled_f32(dtype: DType, shape: Vec<usize>, data: RecycledF32) -> Result<Tensor> {
+    match dtype {
+        DType::F32 => Ok(Tensor::from_recycled(shape, data)?),
+        _ => store_narrowed(dtype, shape, &data),
+    }
+}
+
+/// f32 results rounded to f16 or bf16.
+fn store_narrowed(dtype: DType, shape: Vec<usize>, data: &[f32]) -> Result<Tensor> {
     Ok(match dtype {
-        DType::F32 => Tensor::from_vec(shape, data)?,
         DType::F16 => Tensor::from_vec(shape, data.iter().map(|&v| f16::from_f32(v)).collect())?,
         DType::BF16 => Tensor::from_vec(shape, data.iter().map(|&v| bf16::from_f32(v)).collect())?,
         other => unsupported!("results of dtype {other}"),

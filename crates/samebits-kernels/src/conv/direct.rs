@@ -1,10 +1,11 @@
 //! Direct convolution: every convolution except 1x1 read in place, and transposed convolution.
 //!
 //! Implements contract sections `conv` and `conv-transpose` (docs/contract.md) without an
-//! im2col matrix. A task takes one image, one group and a band of output lines (rows, or depth
-//! slices in 3D). It copies the input region the band reads into a zero-padded scratch box, one
-//! per input channel of the group, with each box row split into `stride` phases (padded columns
-//! `r, r + s, r + 2s, ...`) so that every tap of a line reads consecutive floats. Then, line by
+//! im2col matrix. A task takes one image, a band of output lines (rows, or depth slices in 3D)
+//! and a run of consecutive groups (one group unless there are many). For each group it copies
+//! the input region the band reads into a zero-padded scratch box, one per input channel of the
+//! group, with each box row split into `stride` phases (padded columns `r, r + s, r + 2s, ...`)
+//! so that every tap of a line reads consecutive floats. Then, line by
 //! line, SIMD lanes are consecutive output columns and each lane runs its output's own chain
 //! over (input channel, kernel tap row-major): tiles of 64 terms from `+0.0`,
 //! `p = fma(w, x, p)` with `x = 0.0` for a tap in the padding (executed, never skipped),
@@ -35,6 +36,8 @@ use crate::lanes::Lanes;
 
 /// Most input channels per group that take the direct path when 1x1 reads in place instead.
 pub(super) const MAX_GROUP_CHANNELS: usize = 4;
+/// Tasks per thread that bands and runs of groups aim for.
+const TASKS_PER_THREAD: usize = 4;
 /// Floats of padded input per task that bands aim for.
 const BOX_FLOATS: usize = 1 << 16;
 /// Lanes of the main column blocks of a line (one output channel at a time).
@@ -135,10 +138,20 @@ impl DirectConv<'_> {
     /// Output lines per band: enough bands to feed every thread, boxes near `BOX_FLOATS`.
     fn band_lines(&self, batch: usize) -> usize {
         let lines = self.taps.output[self.band_axis()];
-        let wanted_bands = (4 * rayon::current_num_threads()).div_ceil(batch * self.groups);
+        let wanted_bands =
+            (TASKS_PER_THREAD * rayon::current_num_threads()).div_ceil(batch * self.groups);
         let per_line = self.cg * self.box_shape(0, 1).floats();
         let by_budget = (BOX_FLOATS / per_line.max(1)).max(1);
         lines.div_ceil(wanted_bands).min(by_budget).max(1)
+    }
+
+    /// Consecutive groups per task when there are `tasks` (image, band) pairs: one group while
+    /// that makes few enough tasks, else as many as spread the groups over `TASKS_PER_THREAD`
+    /// tasks per thread (depthwise layers: hundreds of groups of a few hundred outputs each,
+    /// where a task per group costs more in scheduling than in arithmetic).
+    fn groups_per_task(&self, tasks: usize) -> usize {
+        let wanted = (TASKS_PER_THREAD * rayon::current_num_threads()).div_ceil(tasks.max(1));
+        self.groups.div_ceil(wanted.max(1)).max(1)
     }
 
     /// The input position on `axis` at padded position `p`, if there is an input there.
@@ -244,43 +257,44 @@ impl DirectConv<'_> {
         offsets
     }
 
-    /// Computes output lines `lo .. hi` (along the band axis) of image `image`, group `g`;
-    /// `outs[mm]` is that band of output channel `g * mg + mm`.
+    /// Computes output lines `lo .. hi` (along the band axis) of image `image` for each
+    /// `(g, outs)` of `groups`: `outs[mm]` is that band of output channel `g * mg + mm`. The box
+    /// layout and term offsets, the same for every group, are worked out once.
     fn run_band(
         &self,
         job: &Job<'_>,
         image: usize,
-        g: usize,
-        lo: usize,
-        hi: usize,
-        outs: Band<'_>,
+        (lo, hi): (usize, usize),
+        groups: Vec<(usize, Band<'_>)>,
     ) {
         let shape = self.box_shape(lo, hi);
+        let offsets = self.term_offsets(&shape);
         let mut bx = BOX.take();
         bx.resize(self.cg * shape.floats(), 0.0);
-        self.fill_box(image, g, &shape, &mut bx);
-        let offsets = self.term_offsets(&shape);
-        let band = BandJob {
-            conv: self,
-            shape: &shape,
-            bx: &bx,
-            offsets: &offsets,
-            packed: job.packed.as_deref(),
-            image,
-            g,
-            lo,
-        };
-        match job.isa {
-            // SAFETY: `isa` comes from `Isa::active()`, which only returns available ISAs.
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { band_avx512(&band, outs) },
-            // SAFETY: as above.
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { band_avx2(&band, outs) },
-            // SAFETY: as above.
-            #[cfg(target_arch = "aarch64")]
-            Isa::Neon => unsafe { band_neon(&band, outs) },
-            _ => band.run::<[f32; 8], 4>(outs),
+        for (g, outs) in groups {
+            self.fill_box(image, g, &shape, &mut bx);
+            let band = BandJob {
+                conv: self,
+                shape: &shape,
+                bx: &bx,
+                offsets: &offsets,
+                packed: job.packed.as_deref(),
+                image,
+                g,
+                lo,
+            };
+            match job.isa {
+                // SAFETY: `isa` comes from `Isa::active()`, which only returns available ISAs.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => unsafe { band_avx512(&band, outs) },
+                // SAFETY: as above.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => unsafe { band_avx2(&band, outs) },
+                // SAFETY: as above.
+                #[cfg(target_arch = "aarch64")]
+                Isa::Neon => unsafe { band_neon(&band, outs) },
+                _ => band.run::<[f32; 8], 4>(outs),
+            }
         }
         BOX.set(bx);
     }
@@ -616,12 +630,14 @@ pub(super) fn conv_direct(
     let band_lines = conv.band_lines(batch);
     let band_floats = band_lines * line_floats;
     let bands = t.output[band_axis].div_ceil(band_lines);
-    // Task (image, group, band) owns that band of each of the group's output planes.
-    let mut tasks: Vec<(usize, usize, usize, Band<'_>)> = Vec::new();
+    let run = conv.groups_per_task(batch * bands);
+    // Task (image, band, run of groups) owns that band of each output plane of those groups.
+    let mut tasks: Vec<(usize, usize, Vec<(usize, Band<'_>)>)> = Vec::new();
     for (image, out_image) in out
         .chunks_exact_mut(conv.groups * conv.mg * out_len)
         .enumerate()
     {
+        let first_task = tasks.len();
         for (g, out_group) in out_image.chunks_exact_mut(conv.mg * out_len).enumerate() {
             let mut per_band: Vec<Band<'_>> = (0..bands).map(|_| Vec::new()).collect();
             for plane in out_group.chunks_exact_mut(out_len) {
@@ -629,14 +645,18 @@ pub(super) fn conv_direct(
                     per_band[band].push(chunk);
                 }
             }
+            if g % run == 0 {
+                tasks.extend((0..bands).map(|band| (image, band, Vec::with_capacity(run))));
+            }
+            let row = first_task + g / run * bands;
             for (band, outs) in per_band.into_iter().enumerate() {
-                tasks.push((image, g, band, outs));
+                tasks[row + band].2.push((g, outs));
             }
         }
     }
-    tasks.into_par_iter().for_each(|(image, g, band, outs)| {
+    tasks.into_par_iter().for_each(|(image, band, groups)| {
         let lo = band * band_lines;
         let hi = (lo + band_lines).min(t.output[band_axis]);
-        conv.run_band(&job, image, g, lo, hi, outs);
+        conv.run_band(&job, image, (lo, hi), groups);
     });
 }

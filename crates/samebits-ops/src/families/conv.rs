@@ -17,13 +17,13 @@ use super::fused::{CONV_CHAIN, ChainInput, ElementwiseChain};
 use crate::device_kernel::input_shape;
 use crate::registry::Registry;
 use crate::spatial::{AutoPad, SpatialAttrs, check_windows_fit};
-use crate::staging::{f32_values, known_dtype, known_shape, store_f32, tensor_type};
+use crate::staging::{f32_values, known_dtype, known_shape, store_recycled_f32, tensor_type};
 use crate::{
     BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, ShapedKernel, bail,
     unsupported,
 };
 use samebits_ir::limits::check_tensor_size;
-use samebits_ir::{DType, Graph, Tensor, Value, ValueType};
+use samebits_ir::{DType, Graph, RecycledF32, Tensor, Value, ValueType};
 use samebits_kernels::{
     ConvGeometry, ConvTransposeGeometry, OutputMap, PackedConvWeights, conv_f32, conv_f32_mapped,
     conv_transpose_f32_mapped,
@@ -208,7 +208,8 @@ impl Conv {
         let weight = f32_values(w, "Conv weight W")?;
         let bias = b.map(|b| f32_values(b, "Conv bias B")).transpose()?;
         let shape = Conv::output_shape(&geometry);
-        let mut out = vec![0.0f32; shape.iter().product()];
+        // The kernel writes every output element.
+        let mut out = RecycledF32::take(shape.iter().product());
         if !out.is_empty() {
             // A constant weight is packed once (copies only, the same bits as packing per call).
             let packed = self
@@ -225,7 +226,7 @@ impl Conv {
                 &mut out,
             );
         }
-        store_f32(x.dtype(), shape, out)
+        store_recycled_f32(x.dtype(), shape, out)
     }
 }
 
@@ -502,11 +503,12 @@ impl ConvTranspose {
             .map(|b| f32_values(b, "ConvTranspose bias B"))
             .transpose()?;
         let shape = Self::output_shape(&geometry);
-        let mut out = vec![0.0f32; shape.iter().product()];
+        // The kernel writes every output element.
+        let mut out = RecycledF32::take(shape.iter().product());
         if !out.is_empty() {
             conv_transpose_f32_mapped(&geometry, &input, &weight, bias.as_deref(), map, &mut out);
         }
-        store_f32(x.dtype(), shape, out)
+        store_recycled_f32(x.dtype(), shape, out)
     }
 }
 

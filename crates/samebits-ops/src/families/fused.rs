@@ -33,7 +33,7 @@ use crate::{
     OperationSet, Plan, Result, RunOptions, ShapedKernel, bail,
 };
 use rayon::prelude::*;
-use samebits_ir::{Graph, Node, OpsetImports, Tensor, Value, ValueType};
+use samebits_ir::{Graph, Node, OpsetImports, RecycledF32, Tensor, Value, ValueType};
 use samebits_kernels::{Isa, OutputMap};
 use samebits_math::Activation;
 use std::cell::Cell;
@@ -738,7 +738,8 @@ impl Prepared<'_> {
         } else {
             (TASK_ELEMENTS, 1)
         };
-        let mut out = vec![0.0f32; numel];
+        // Every element is written by its block's pass over the chain.
+        let mut out = RecycledF32::take(numel);
         let block = if per_channel {
             row * TASK_ELEMENTS.div_ceil(row)
         } else {
@@ -757,7 +758,7 @@ impl Prepared<'_> {
         } else {
             out.chunks_mut(block).enumerate().for_each(task);
         }
-        Ok(Tensor::from_vec(shape.clone(), out)?)
+        Ok(Tensor::from_recycled(shape.clone(), out)?)
     }
 }
 

@@ -14,13 +14,13 @@ use crate::device_kernel::input_shape;
 use crate::layout::{Movable, MoveKernel, move_elements};
 use crate::registry::Registry;
 use crate::spatial::{SpatialAttrs, check_windows_fit};
-use crate::staging::{f32_values, known_dtype, known_shape, store_f32, tensor_type};
+use crate::staging::{f32_values, known_dtype, known_shape, store_recycled_f32, tensor_type};
 use crate::{
     BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, ShapedKernel, bail,
 };
 use rayon::prelude::*;
 use samebits_ir::limits::check_tensor_size;
-use samebits_ir::{DType, Tensor, Value, ValueType};
+use samebits_ir::{DType, RecycledF32, Tensor, Value, ValueType};
 use samebits_kernels::{PoolGeometry, PoolKind, canonical_dot, global_pool_f32, pool_f32};
 
 pub fn register(r: &mut Registry) {
@@ -96,11 +96,11 @@ fn pool_input<'a>(x: &'a Tensor, op: &str, small_ints: bool) -> Result<Cow<'a, [
 }
 
 /// f32 results stored as `dtype` (u8 / i8 values are input values, stored exactly).
-fn pool_output(dtype: DType, shape: Vec<usize>, data: Vec<f32>) -> Result<Tensor> {
+fn pool_output(dtype: DType, shape: Vec<usize>, data: RecycledF32) -> Result<Tensor> {
     Ok(match dtype {
         DType::U8 => Tensor::from_vec(shape, data.iter().map(|&v| v as u8).collect())?,
         DType::I8 => Tensor::from_vec(shape, data.iter().map(|&v| v as i8).collect())?,
-        _ => store_f32(dtype, shape, data)?,
+        _ => store_recycled_f32(dtype, shape, data)?,
     })
 }
 
@@ -262,7 +262,8 @@ impl Op for Pool {
         let geometry = self.geometry(x.shape())?;
         let values = pool_input(x, self.spatial.op, self.op == WindowOp::Max)?;
         let shape = Self::output_shape(&geometry);
-        let mut out = vec![0.0f32; shape.iter().product()];
+        // Every pooling kernel writes every output element.
+        let mut out = RecycledF32::take(shape.iter().product());
         if !out.is_empty() {
             match self.op {
                 WindowOp::Max => pool_f32(&geometry, PoolKind::Max, &values, &mut out),
@@ -339,7 +340,8 @@ impl Op for GlobalPool {
         let values = pool_input(x, "global pooling", self.0 == WindowOp::Max)?;
         let planes = shape[0] * shape[1];
         let len = x.shape()[2..].iter().product::<usize>();
-        let mut out = vec![0.0f32; planes];
+        // Every arm writes every element.
+        let mut out = RecycledF32::take(planes);
         match self.0 {
             WindowOp::Max => global_pool_f32(PoolKind::Max, &values, planes, len, &mut out),
             WindowOp::Average(_) => global_pool_f32(
@@ -357,7 +359,8 @@ impl Op for GlobalPool {
                     *slot = lp_norm(p, plane, &mut powers, &mut magnitudes);
                 }
             }
-            WindowOp::Lp(_) => {}
+            // The norm of no elements.
+            WindowOp::Lp(_) => out.fill(0.0),
         }
         Ok(vec![pool_output(x.dtype(), shape, out)?.into()])
     }

@@ -26,6 +26,8 @@ pub fn run_node_in_scope(
     attributes: &[(&str, Attribute)],
     n_outputs: usize,
 ) -> Result<Vec<Value>, OpError> {
+    // Output buffers start as NaN, so a kernel that leaves an element unwritten fails here.
+    samebits_ir::poison_taken_buffers();
     let mut g = Graph::default();
     let mut names = Vec::new();
     let mut fed = Vec::new();
