@@ -71,6 +71,11 @@ OCR = [
     ("PP-OCRv4 rec", "ch_PP-OCRv4_rec_infer.onnx", (1, 3, 48, 320), 10),
 ]
 NODE_MIN_INPUT_BYTES = 40_000
+# The model zoo (issue #22): models, cache paths and inputs, the one list the tests read too.
+ZOO = os.path.join(ROOT, "zoo", "models.json")
+# Largest relative L2 distance of any zoo output from ONNX Runtime's (issue #22).
+ZOO_MAX_REL_L2 = 1e-5
+ZOO_RUNS = 10
 # Targets of issue #9: samebits speed / peer speed, for the reproducible operation set.
 TORCH_PEER = "PyTorch float32 (eager)"
 TORCH_GPU_PEER = "PyTorch float32 eager"
@@ -83,6 +88,8 @@ TARGETS = {("llm-cpu", "tg128", 1, "llama.cpp"): 1.0, ("llm-cpu", "tg128", 2, "l
            ("llm-gpu", "tg128", 0, TORCH_GPU_PEER): 2.0,
            ("ocr", "PP-OCRv4 det", 2, "ONNX Runtime"): 0.8, ("ocr", "PP-OCR cls", 2, "ONNX Runtime"): 0.8,
            ("ocr", "PP-OCRv4 rec", 2, "ONNX Runtime"): 0.8}
+# Issue #22: every zoo model at least ONNX Runtime's speed.
+TARGETS.update({("zoo", m["label"], 2, "ONNX Runtime"): 1.0 for m in json.load(open(ZOO))["models"]})
 
 
 def run(cmd, env=None, **kw):
@@ -227,6 +234,8 @@ def onnx_cases(args):
         name = ort_session(model, 1).get_inputs()[0].name
         cases.append(("ocr", label, model, {name: rng.uniform(-1, 1, size=shape).astype(np.float32)},
                       max(1, runs // (4 if args.quick else 1))))
+    if not args.skip_zoo:
+        cases += zoo_cases(rng, args)
     if args.skip_node:
         return cases
     for folder in sorted(glob.glob(os.path.join(NODE_DIR, "test_*"))):
@@ -247,6 +256,67 @@ def onnx_cases(args):
             continue
         cases.append(("node", os.path.basename(folder)[5:], model, feeds, 5 if args.quick else 20))
     return cases
+
+
+def zoo_cases(rng, args):
+    """(group, label, model, {input: array}, runs) for each zoo model in the cache."""
+    cases = []
+    for m in json.load(open(ZOO))["models"]:
+        model = os.path.join(CACHE, m["path"])
+        if not os.path.exists(model):
+            log(f"SKIPPED zoo model {m['id']}: {model} not found (run scripts/setup.sh)")
+            continue
+        feeds = {}
+        for i in m["inputs"]:
+            shape, dtype = tuple(i["shape"]), {"f32": np.float32, "i64": np.int64}[i["dtype"]]
+            if "fill" in i:
+                feeds[i["name"]] = np.full(shape, i["fill"], dtype=dtype)
+            elif dtype == np.int64:
+                feeds[i["name"]] = rng.integers(i["low"], i["high"], size=shape, dtype=np.int64)
+            else:
+                feeds[i["name"]] = rng.uniform(i["low"], i["high"], size=shape).astype(np.float32)
+        cases.append(("zoo", m["label"], model, feeds, max(1, ZOO_RUNS // (4 if args.quick else 1))))
+    return cases
+
+
+def zoo_accuracy(cases, inputs_dir):
+    """For each zoo case, each output's relative L2 distance from ONNX Runtime's (reproducible
+    set, 2 threads); logs loudly any output at or above ZOO_MAX_REL_L2."""
+    rows = []
+    for group, label, model, feeds, _ in cases:
+        if group != "zoo":
+            continue
+        files = {}
+        for name, value in feeds.items():
+            files[name] = os.path.join(inputs_dir, f"accuracy.{len(rows)}.{name}.npy")
+            np.save(files[name], value)
+        session = ort_session(model, 2)
+        names = [o.name for o in session.get_outputs()]
+        theirs = session.run(None, feeds)
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [SAMEBITS, "--threads", "2", "run", model, "--out", tmp]
+            for name, path in files.items():
+                cmd += ["--input", f"{name}={path}"]
+            run(cmd)
+            outputs = []
+            for name, ref in zip(names, theirs):
+                ours = np.load(os.path.join(tmp, safe_file_name(name) + ".npy"))
+                if ref.dtype.kind != "f":
+                    outputs.append({"name": name, "equal": bool(np.array_equal(ours, ref))})
+                    continue
+                ref64 = ref.astype(np.float64)
+                norm = float(np.linalg.norm(ref64)) or 1.0
+                rel = float(np.linalg.norm(ours.astype(np.float64) - ref64)) / norm
+                if not rel < ZOO_MAX_REL_L2:
+                    log(f"ACCURACY: {label} output {name}: relative L2 {rel:.2e} vs ONNX Runtime")
+                outputs.append({"name": name, "rel_l2": rel})
+        rows.append({"label": label, "outputs": outputs})
+    return rows
+
+
+def safe_file_name(name):
+    """The file name `samebits run` gives output `name` (crates/samebits-cli run.rs)."""
+    return "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in name)
 
 
 def onnx_speed_cpu(cases, args, inputs_dir):
@@ -423,6 +493,7 @@ def cpu_main(args):
     speed += onnx_speed_cpu(cases, args, inputs_dir)
     with open(os.path.join(OUT, "speed.json"), "w") as f:
         json.dump(speed, f, indent=1)  # kept should a probe below fail
+    accuracy = zoo_accuracy(cases, inputs_dir)
     log("reproducibility probes")
     board = scoreboard_cpu(bin_dir, sdist, cases, args, inputs_dir)
     gpu = None
@@ -444,7 +515,8 @@ def cpu_main(args):
     }
     meta["minutes"] = round((time.time() - started) / 60, 1)
     kind = cpu_kind()
-    results = {"meta": meta, "speed": speed, "scoreboard": board, "gpu": gpu, "other_cpus": other_cpu_runs(kind)}
+    results = {"meta": meta, "speed": speed, "scoreboard": board, "gpu": gpu, "other_cpus": other_cpu_runs(kind),
+               "zoo_accuracy": accuracy}
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     markdown = report.markdown(results)
@@ -652,6 +724,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="one round, short prompts: checks the harness")
     ap.add_argument("--skip-llm", action="store_true")
     ap.add_argument("--skip-node", action="store_true")
+    ap.add_argument("--skip-zoo", action="store_true", help="leave out the model zoo (zoo/models.json)")
     ap.add_argument("--no-build", action="store_true", help="use the samebits binaries already built")
     ap.add_argument("--no-readme", action="store_true", help="leave README.md and docs/bench/ alone")
     ap.add_argument("--gpu", action="store_true", help="the GPU machine's part (see above)")

@@ -1,5 +1,6 @@
 //! Compiles csrc/sb_math.c (which includes the shared csrc/sb_math.h) with IEEE-strict flags, and
-//! on x86-64 also csrc/sb_math_avx2.c, the vectorised slice loops (AVX2, chosen at run time).
+//! on x86-64 also csrc/sb_math_avx2.c and csrc/sb_math_avx512.c, the vectorised slice loops
+//! (AVX2 or AVX-512F, chosen at run time).
 
 /// The flags every object of the library is compiled with: no contraction (no fma), no
 /// fast-math, binary32/64 expressions evaluated in their own type.
@@ -21,6 +22,7 @@ fn main() {
         "sb_math.c",
         "sb_math_slice.h",
         "sb_math_avx2.c",
+        "sb_math_avx512.c",
     ] {
         println!("cargo:rerun-if-changed=csrc/{file}");
     }
@@ -44,5 +46,15 @@ fn main() {
             .flag_if_supported("-fno-tree-pre")
             .flag_if_supported("-mtune=skylake")
             .compile("sb_math_avx2");
+        // The same loops 512 bits wide (GCC's tunings otherwise prefer 256-bit vectors).
+        strict(&mut cc::Build::new())
+            .file("csrc/sb_math_avx512.c")
+            .opt_level(3)
+            .flag("-mavx512f")
+            .flag("-fno-trapping-math")
+            .flag_if_supported("-fno-tree-pre")
+            .flag_if_supported("-mtune=skylake-avx512")
+            .flag_if_supported("-mprefer-vector-width=512")
+            .compile("sb_math_avx512");
     }
 }

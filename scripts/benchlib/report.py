@@ -140,8 +140,10 @@ def markdown(results):
             f"`{kept['meta']['command']}` run, {kept['meta']['date']}, in docs/bench/cpu/; one table per CPU kind"
             + (f"; {kept['meta']['source']}" if kept["meta"].get("source") else "") + "):",
             speed_table(kept["speed"]))],
-        f"**PP-OCR and ONNX node-test models, CPU, {meta['threads_onnx']} threads** (latency per run):",
-        speed_table([r for r in speed if r["group"] in ("ocr", "node")]),
+        f"**PP-OCR, the model zoo (zoo/models.json) and ONNX node-test models, CPU, {meta['threads_onnx']} "
+        "threads** (latency per run):",
+        speed_table([r for r in speed if r["group"] in ("ocr", "zoo", "node")]),
+        *zoo_accuracy_parts(results.get("zoo_accuracy")),
     ]
     if gpu:
         parts += [f"**GPU: {gpu['device']}** (from `scripts/bench.py --gpu`, {gpu['date']}):",
@@ -153,6 +155,20 @@ def markdown(results):
     parts += ["**Reproducibility scoreboard** (measured: does each engine's output change, bit for bit?):",
               scoreboard_table(results)]
     return "\n\n".join(parts) + "\n"
+
+
+def zoo_accuracy_parts(rows):
+    """The zoo's closeness to ONNX Runtime: each output's relative L2 distance (target < 1e-5)."""
+    if not rows:
+        return []
+    lines = ["| zoo model | outputs: relative L2 distance from ONNX Runtime (reproducible set) | < 1e-5 |",
+             "|---|---|---|"]
+    for row in rows:
+        cells = [f"{o['name']}: " + (f"{o['rel_l2']:.1e}" if "rel_l2" in o else ("equal" if o["equal"] else "**differ**"))
+                 for o in row["outputs"]]
+        ok = all(o.get("rel_l2", 0.0) < 1e-5 and o.get("equal", True) for o in row["outputs"])
+        lines.append(f"| {row['label']} | {'; '.join(cells)} | {'met' if ok else '**not met**'} |")
+    return ["**Model zoo vs ONNX Runtime** (same inputs, 2 threads):", "\n".join(lines)]
 
 
 def chart(results):

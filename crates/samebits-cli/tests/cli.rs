@@ -2,7 +2,7 @@
 //! `verify`, bad input handled with one-line errors, and bit equality across thread counts and
 //! ISA paths on a real model. Reference outputs are ONNX's own test data (onnx 1.22.0 wheel).
 
-use samebits_testdata::{ONNX_NODE_TESTS, PP_OCR_MODELS, SMOLLM2_GGUF, cached};
+use samebits_testdata::{ONNX_NODE_TESTS, PP_OCR_MODELS, Rng, SMOLLM2_GGUF, cached};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -307,6 +307,115 @@ fn real_models_give_the_pinned_bits_for_every_thread_count_and_isa() {
             let name = isa.name();
             let bits = ocr_run(case, &[("SAMEBITS_ISA", name)], "2", &dir(name)).unwrap();
             assert_eq!(reference, bits, "{}: ISA {name} differs", case.file);
+        }
+    }
+}
+
+/// The model zoo's entries (zoo/models.json, the one list bench.py and the GPU check read too).
+fn zoo_models() -> Vec<serde_json::Value> {
+    let doc: serde_json::Value =
+        serde_json::from_str(include_str!("../../../zoo/models.json")).expect("zoo/models.json");
+    doc["models"].as_array().expect("a models array").clone()
+}
+
+/// Writes `model`'s inputs, drawn as its entry says from a seeded generator, as .npy files in
+/// `dir`, and returns them as `NAME=PATH` arguments.
+fn zoo_inputs(model: &serde_json::Value, dir: &Path) -> Vec<String> {
+    let mut rng = Rng(0x200);
+    let mut args = Vec::new();
+    for (i, input) in model["inputs"].as_array().unwrap().iter().enumerate() {
+        let shape: Vec<usize> = serde_json::from_value(input["shape"].clone()).unwrap();
+        let numel = shape.iter().product::<usize>();
+        let (low, high) = (input["low"].as_f64(), input["high"].as_f64());
+        let tensor = match input["dtype"].as_str().unwrap() {
+            "f32" => {
+                let value = |rng: &mut Rng| match input["fill"].as_f64() {
+                    Some(fill) => fill as f32,
+                    None => {
+                        let (low, high) = (low.unwrap() as f32, high.unwrap() as f32);
+                        low + (high - low) * (rng.unit() + 1.0) / 2.0
+                    }
+                };
+                let values = (0..numel).map(|_| value(&mut rng)).collect::<Vec<f32>>();
+                samebits_ir::Tensor::from_vec(shape, values)
+            }
+            "i64" => {
+                let value = |rng: &mut Rng| match input["fill"].as_i64() {
+                    Some(fill) => fill,
+                    None => {
+                        let (low, high) = (low.unwrap() as i64, high.unwrap() as i64);
+                        low + rng.below((high - low) as usize) as i64
+                    }
+                };
+                let values = (0..numel).map(|_| value(&mut rng)).collect::<Vec<i64>>();
+                samebits_ir::Tensor::from_vec(shape, values)
+            }
+            other => panic!("zoo/models.json: input dtype {other}"),
+        };
+        let path = dir.join(format!("input{i}.npy"));
+        samebits_runtime::tensor_file::write_npy(&path, &tensor.unwrap()).unwrap();
+        args.push(format!(
+            "{}={}",
+            input["name"].as_str().unwrap(),
+            path.display()
+        ));
+    }
+    args
+}
+
+/// Every output file of `samebits run` of `model` on `inputs`, by name, with `env` and `threads`.
+fn zoo_run(
+    model: &Path,
+    inputs: &[String],
+    env: &[(&str, &str)],
+    threads: &str,
+    out: &Path,
+) -> Vec<(String, Vec<u8>)> {
+    let mut cmd = bin();
+    cmd.envs(env.iter().copied())
+        .args(["--threads", threads, "run"])
+        .arg(model)
+        .arg("--out")
+        .arg(out);
+    for input in inputs {
+        cmd.arg("--input").arg(input);
+    }
+    run_ok(&mut cmd);
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&path).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The zoo's models (a YOLO detector, a ResNet-50-family classifier, a BERT-family encoder, a
+/// vision transformer, two speech networks) give the same bits at 1 and 2 threads and on every
+/// ISA path. Their closeness to ONNX Runtime (relative L2 < 1e-5 per output) is checked by
+/// scripts/bench.py, which has ONNX Runtime at hand.
+#[test]
+fn zoo_models_give_the_same_bits_on_every_thread_count_and_isa() {
+    let tmp = tempfile::tempdir().unwrap();
+    for model in zoo_models() {
+        let id = model["id"].as_str().unwrap();
+        let Some(path) = cached(model["path"].as_str().unwrap()) else {
+            continue;
+        };
+        let dir = |what: &str| tmp.path().join(format!("{id}-{what}"));
+        std::fs::create_dir_all(dir("inputs")).unwrap();
+        let inputs = zoo_inputs(&model, &dir("inputs"));
+        let reference = zoo_run(&path, &inputs, &[], "1", &dir("t1"));
+        assert!(!reference.is_empty(), "{id}: no outputs");
+        let two = zoo_run(&path, &inputs, &[], "2", &dir("t2"));
+        assert!(reference == two, "{id}: 1 vs 2 threads differ");
+        for isa in samebits_kernels::Isa::available() {
+            let name = isa.name();
+            let bits = zoo_run(&path, &inputs, &[("SAMEBITS_ISA", name)], "2", &dir(name));
+            assert!(reference == bits, "{id}: ISA {name} differs");
         }
     }
 }

@@ -4,10 +4,12 @@
 //! Implements contract sections `conv` and `conv-transpose` (docs/contract.md). Tensors are
 //! dense NC(D)(H)W row-major; weights are `[M, C/g, k...]` (conv) or `[C, M/g, k...]`
 //! (transposed conv). Convolutions take the direct kernel, which reads every term from a
-//! zero-padded copy of the input (transposed: of the zero-upsampled input), except 1x1
-//! convolutions with unit stride, no padding and more than `direct::MAX_GROUP_CHANNELS` input
-//! channels per group: the GEMM reads their input planes in place, in column blocks, against
-//! weights packed once per call. Transposed convolutions whose leading padding exceeds the
+//! zero-padded copy of the input (transposed: of the zero-upsampled input), except those with
+//! more than `direct::MAX_GROUP_CHANNELS` input channels per group that are 1x1 with unit
+//! stride and no padding (the GEMM reads their input planes in place, in column blocks, against
+//! weights packed once per call) or whose output lines are too short for the direct kernel's
+//! column blocks (the GEMM reduces im2col columns, rows ordered (input channel in group, kernel
+//! taps row-major), `0.0` for taps in the padding). Transposed convolutions whose leading padding exceeds the
 //! kernel extent write each block's taps as columns of a gather matrix, rows ordered (input
 //! channel in group, kernel taps row-major), with `0.0` for taps no input reaches, which the
 //! GEMM reduces in the canonical order. Images are independent, so an image's bits do not
@@ -177,7 +179,7 @@ pub struct PackedConvWeights {
     shape: (usize, usize, usize),
     /// The direct kernel's register-tile layout, when groups have enough output channels.
     tiled: Option<Vec<f32>>,
-    /// The GEMM's panels, for 1x1 convolutions read in place.
+    /// The GEMM's panels, for the convolutions the GEMM computes ([`gemm_columns`]).
     gemm: Option<PackedA>,
 }
 
@@ -208,13 +210,17 @@ impl PackedConvWeights {
             "PackedConvWeights: length"
         );
         let isa = Isa::active();
-        let gemm = (terms == cg && cg > direct::MAX_GROUP_CHANNELS).then(|| {
+        let gemm = gemm_columns(geometry, &geometry.taps()).map(|_| {
             PackedA::for_active_isa(groups, mg, terms, &MatRef::row_major(weight, mg, terms))
         });
+        let tiled = match gemm {
+            Some(_) => None,
+            None => direct::pack_tiled(isa, weight, groups, mg, terms),
+        };
         PackedConvWeights {
             isa,
             shape: (geometry.out_channels, groups, terms),
-            tiled: direct::pack_tiled(isa, weight, groups, mg, terms),
+            tiled,
             gemm,
         }
     }
@@ -251,17 +257,13 @@ pub fn conv_f32_mapped(
         geometry.in_channels / groups,
         geometry.out_channels / groups,
     );
-    let pointwise = taps.kernel_len() == 1
-        && taps.strides == [1; 3]
-        && taps.pads_begin == [0; 3]
-        && geometry.pads_end.iter().all(|&p| p == 0);
     let packed = packed.and_then(|p| {
         p.usable(
             Isa::active(),
             (geometry.out_channels, groups, cg * taps.kernel_len()),
         )
     });
-    if !pointwise || cg <= direct::MAX_GROUP_CHANNELS {
+    let Some(columns) = gemm_columns(geometry, &taps) else {
         let prepacked = packed.and_then(|p| Some((p.isa, p.tiled.as_deref()?)));
         let conv = DirectConv {
             taps,
@@ -278,7 +280,7 @@ pub fn conv_f32_mapped(
         };
         direct::conv_direct(&conv, prepacked, geometry.batch, out);
         return;
-    }
+    };
     let (in_len, out_len) = (taps.input_len(), taps.output_len());
     let reduction = cg * taps.kernel_len();
     let weights = MatRef::row_major(weight, mg, reduction);
@@ -297,7 +299,7 @@ pub fn conv_f32_mapped(
     gemm_over_column_blocks(
         images,
         &taps,
-        Columns::InPlace,
+        columns,
         packed,
         &epilogue,
         map,
@@ -309,10 +311,87 @@ pub fn conv_f32_mapped(
 #[derive(Clone, Copy)]
 enum Columns {
     /// Written into thread-local scratch: `build(taps, planes, col0, cols, scratch)` (the
-    /// gather matrix of transposed convolution).
+    /// im2col matrix of convolution, the gather matrix of transposed convolution).
     Built(fn(&Taps, &[f32], usize, usize, &mut [f32])),
     /// The input planes themselves (1x1 convolution, unit stride, no padding).
     InPlace,
+}
+
+/// The columns through which the GEMM computes a convolution, or `None` for the direct kernel.
+/// Groups need more than `direct::MAX_GROUP_CHANNELS` input channels; then a 1x1 convolution
+/// with unit stride and no padding reads its input in place, and one whose output lines the
+/// direct kernel would mostly pad ([`direct::pads_lines_heavily`]: the 7- and 14-wide maps of
+/// a ResNet's late stages) goes through im2col. Tiling only: every path computes each output
+/// as contract section `conv` orders it.
+fn gemm_columns(geometry: &ConvGeometry, taps: &Taps) -> Option<Columns> {
+    if geometry.in_channels / geometry.groups <= direct::MAX_GROUP_CHANNELS {
+        return None;
+    }
+    let pointwise = taps.kernel_len() == 1
+        && taps.strides == [1; 3]
+        && taps.pads_begin == [0; 3]
+        && geometry.pads_end.iter().all(|&p| p == 0);
+    if pointwise {
+        Some(Columns::InPlace)
+    } else if direct::pads_lines_heavily(taps) {
+        Some(Columns::Built(im2col_columns))
+    } else {
+        None
+    }
+}
+
+/// Writes columns `col0 .. col0 + cols` of the im2col matrix of convolution into `columns`
+/// (`[rows, cols]` row-major): row `c * kernel_len + t` (input channel in group, kernel taps
+/// row-major), column = output position (row-major), value `x[c, o * s + t * d - pad]` on every
+/// axis, or `0.0` where that lies in the padding.
+fn im2col_columns(taps: &Taps, planes: &[f32], col0: usize, cols: usize, columns: &mut [f32]) {
+    let (kernel_len, in_len) = (taps.kernel_len(), taps.input_len());
+    let [_, in_h, in_w] = taps.input;
+    let [_, out_h, out_w] = taps.output;
+    let (stride_w, pad_w) = (taps.strides[2], taps.pads_begin[2]);
+    for (row, column_row) in columns.chunks_exact_mut(cols).enumerate() {
+        let (c, t) = (row / kernel_len, row % kernel_len);
+        let plane = &planes[c * in_len..(c + 1) * in_len];
+        let tap = taps.tap(t);
+        let inner = taps.inner_outputs(tap[2]);
+        let shift = tap[2] * taps.dilations[2];
+        let mut pos = col0;
+        let mut dst = column_row;
+        while !dst.is_empty() {
+            let (line, ow0) = (pos / out_w, pos % out_w);
+            let seg = (out_w - ow0).min(dst.len());
+            let (now, rest) = std::mem::take(&mut dst).split_at_mut(seg);
+            let rows = (
+                taps.input_index(0, line / out_h, tap[0]),
+                taps.input_index(1, line % out_h, tap[1]),
+            );
+            // Outputs `lo .. hi` of this segment read inside the input row; the rest pad.
+            let lo = inner.start.clamp(ow0, ow0 + seg);
+            let hi = inner.end.clamp(lo, ow0 + seg);
+            match rows {
+                (Some(d), Some(h)) if lo < hi => {
+                    let src = &plane[(d * in_h + h) * in_w..][..in_w];
+                    now[..lo - ow0].fill(0.0);
+                    now[hi - ow0..].fill(0.0);
+                    let first = lo * stride_w + shift - pad_w;
+                    let inside = &mut now[lo - ow0..hi - ow0];
+                    let reach = &src[first..=first + (inside.len() - 1) * stride_w];
+                    match stride_w {
+                        1 => inside.copy_from_slice(reach),
+                        2 => direct::every_nth::<2>(reach, inside),
+                        _ => {
+                            for (v, &x) in inside.iter_mut().zip(reach.iter().step_by(stride_w)) {
+                                *v = x;
+                            }
+                        }
+                    }
+                }
+                _ => now.fill(0.0),
+            }
+            pos += seg;
+            dst = rest;
+        }
+    }
 }
 
 /// One column-block GEMM pass, shared by convolution and transposed convolution: for each
@@ -333,60 +412,71 @@ fn gemm_over_column_blocks<'a>(
     let rows = groups * reduction;
     let block = im2col_block_columns(rows, out_len);
     let image_len = groups * mg * out_len;
+    // Fewer column blocks than threads (small output maps): the output channels are split too,
+    // in whole microkernel panels (each part builds its block's columns itself).
+    let col_blocks = out_len.div_ceil(block);
+    let parts = rayon::current_num_threads()
+        .div_ceil(col_blocks)
+        .min(mg.div_ceil(packed.mr()));
+    let part_rows = mg.div_ceil(parts).next_multiple_of(packed.mr());
+    let parts = mg.div_ceil(part_rows);
     for (image, (out_image, planes)) in images.enumerate() {
         let layout = OutLayout {
             ptr: out_image.as_mut_ptr(),
             batch_stride: mg * out_len,
             row_stride: out_len,
         };
-        (0..out_len.div_ceil(block))
-            .into_par_iter()
-            .for_each(|task| {
-                let col0 = task * block;
-                let cols = block.min(out_len - col0);
-                let out_block = layout.shifted_to_column(col0);
-                match columns {
-                    Columns::Built(build) => {
-                        let mut scratch = COLUMNS.take();
-                        scratch.resize(rows * cols, 0.0);
-                        build(taps, planes, col0, cols, &mut scratch);
-                        let col_view = MatRef {
-                            data: &scratch[..],
-                            offset: 0,
-                            batch_stride: reduction * cols,
-                            row_stride: cols,
-                            col_stride: 1,
-                        };
-                        // SAFETY: task `task` is the only writer of output columns `col0 ..
-                        // col0 + cols` of every (group, channel) row of this image, which
-                        // `out_block` addresses inside `out_image`. The bias epilogue
-                        // broadcasts over columns (column stride 0), so the local column index
-                        // it gets is immaterial.
-                        unsafe { gemm_serial(packed, cols, &col_view, epilogue, out_block) };
-                        COLUMNS.set(scratch);
-                    }
-                    Columns::InPlace => {
-                        let col_view = MatRef {
-                            data: planes,
-                            offset: col0,
-                            batch_stride: reduction * out_len,
-                            row_stride: out_len,
-                            col_stride: 1,
-                        };
-                        // SAFETY: as above.
-                        unsafe { gemm_serial(packed, cols, &col_view, epilogue, out_block) };
-                    }
-                }
-                let Some(map) = map else { return };
-                for m in 0..groups * mg {
-                    // SAFETY: as above: columns `col0 .. col0 + cols` of row `m` belong to this
-                    // task alone, and `gemm_serial` has returned.
-                    let values = unsafe {
-                        std::slice::from_raw_parts_mut(out_block.ptr.add(m * out_len), cols)
+        (0..col_blocks * parts).into_par_iter().for_each(|task| {
+            let col0 = task / parts * block;
+            let cols = block.min(out_len - col0);
+            let row0 = task % parts * part_rows;
+            let part = row0..(row0 + part_rows).min(mg);
+            let out_block = layout.shifted_to_column(col0);
+            match columns {
+                Columns::Built(build) => {
+                    let mut scratch = COLUMNS.take();
+                    scratch.resize(rows * cols, 0.0);
+                    build(taps, planes, col0, cols, &mut scratch);
+                    let col_view = MatRef {
+                        data: &scratch[..],
+                        offset: 0,
+                        batch_stride: reduction * cols,
+                        row_stride: cols,
+                        col_stride: 1,
                     };
-                    map.apply(m, image * image_len + m * out_len + col0, values);
+                    // SAFETY: task `task` is the only writer of output columns `col0 ..
+                    // col0 + cols` of rows `part` of every group of this image, which
+                    // `out_block` addresses inside `out_image`. The bias epilogue
+                    // broadcasts over columns (column stride 0), so the local column index
+                    // it gets is immaterial.
+                    unsafe {
+                        gemm_serial(packed, part.clone(), cols, &col_view, epilogue, out_block)
+                    };
+                    COLUMNS.set(scratch);
                 }
-            });
+                Columns::InPlace => {
+                    let col_view = MatRef {
+                        data: planes,
+                        offset: col0,
+                        batch_stride: reduction * out_len,
+                        row_stride: out_len,
+                        col_stride: 1,
+                    };
+                    // SAFETY: as above.
+                    unsafe {
+                        gemm_serial(packed, part.clone(), cols, &col_view, epilogue, out_block)
+                    };
+                }
+            }
+            let Some(map) = map else { return };
+            for m in (0..groups).flat_map(|g| part.clone().map(move |r| g * mg + r)) {
+                // SAFETY: as above: columns `col0 .. col0 + cols` of row `m` belong to this
+                // task alone, and `gemm_serial` has returned.
+                let values =
+                    unsafe { std::slice::from_raw_parts_mut(out_block.ptr.add(m * out_len), cols) };
+                map.apply(m, image * image_len + m * out_len + col0, values);
+            }
+        });
     }
 }
 

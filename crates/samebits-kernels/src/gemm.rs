@@ -434,6 +434,11 @@ impl PackedA {
         PackedA::new(Microkernel::for_isa(Isa::active()), batch, m, k, a)
     }
 
+    /// Rows per microkernel panel: a caller splitting the rows starts each part at a multiple.
+    pub(crate) fn mr(&self) -> usize {
+        self.kernel.mr
+    }
+
     /// The panels of rows `row0 .. row0 + rows` (`row0` a multiple of `mr`) of one k-block.
     fn panels(&self, batch: usize, k0: usize, kc: usize, row0: usize, rows: usize) -> &[f32] {
         let mr = self.kernel.mr;
@@ -554,15 +559,17 @@ enum BSource<'s, 'a, T> {
     Packed(&'s PackedB),
 }
 
-/// `out[b, i, j] = packed[b, i, :] . b[b, :, j]` then the epilogue, for `j < n`, on the calling
-/// thread: the building block of callers that run their own parallel tasks (conv). The epilogue
-/// is indexed with the local column `j`.
+/// `out[b, i, j] = packed[b, i, :] . b[b, :, j]` then the epilogue, for `i` in `rows` and
+/// `j < n`, on the calling thread: the building block of callers that run their own parallel
+/// tasks (conv). The epilogue is indexed with the local column `j`. `rows.start` is a multiple
+/// of [`PackedA::mr`].
 ///
 /// # Safety
-/// `out` is valid for writes of elements `(b, i, j)`, `b < packed.batch`, `i < packed.m`,
+/// `out` is valid for writes of elements `(b, i, j)`, `b < packed.batch`, `i` in `rows`,
 /// `j < n`, and nothing else accesses them during the call.
 pub(crate) unsafe fn gemm_serial(
     packed: &PackedA,
+    rows: std::ops::Range<usize>,
     n: usize,
     b: &MatRef<'_, f32>,
     epilogue: &Epilogue<'_>,
@@ -570,14 +577,20 @@ pub(crate) unsafe fn gemm_serial(
 ) {
     b.check_bounds(packed.batch, packed.k, n, "gemm operand B");
     epilogue.check_bounds(packed.batch, packed.m, n);
+    assert!(
+        rows.start.is_multiple_of(packed.kernel.mr) && rows.end <= packed.m,
+        "gemm_serial: rows {rows:?} of {} in panels of {}",
+        packed.m,
+        packed.kernel.mr
+    );
     let source = ASource::<f32>::Packed(packed);
     let b = BSource::Strided(b);
     for bi in 0..packed.batch {
         for col0 in (0..n).step_by(NC_MAX) {
             let block = OutBlock {
                 batch: bi,
-                row0: 0,
-                rows: packed.m,
+                row0: rows.start,
+                rows: rows.len(),
                 col0,
                 cols: NC_MAX.min(n - col0),
             };

@@ -1,8 +1,9 @@
 /* sb_math.c: the CPU build of sb_math.h. Exports each function as a scalar C symbol samebits_<f>f,
  * a slice loop samebits_<f>f_slice and (for tools/gen_exceptions.py) its hard-case query;
- * src/lib.rs binds to these. On x86-64 with AVX2 (build.rs defines SB_HAVE_AVX2_SLICES) the
- * slice functions of SB_VECTOR_SLICE_FUNCTIONS call the vectorised loops of sb_math_avx2.c,
- * which return the same bits as the scalar loop. */
+ * src/lib.rs binds to these. On x86-64 (build.rs defines SB_HAVE_AVX2_SLICES) the slice functions
+ * of SB_VECTOR_SLICE_FUNCTIONS and the sigmoid slice call the vectorised loops of
+ * sb_math_avx512.c or sb_math_avx2.c when the CPU has AVX-512F or AVX2; they return the same
+ * bits as the scalar loop. */
 #include <stddef.h>
 
 #include "sb_math.h"
@@ -25,14 +26,23 @@
   }
 
 #ifdef SB_HAVE_AVX2_SLICES
-#define SB_DECLARE_AVX2_SLICE(name) void samebits_avx2_##name##f_slice(const float *, float *, size_t);
-SB_VECTOR_SLICE_FUNCTIONS(SB_DECLARE_AVX2_SLICE)
+#define SB_DECLARE_X86_SLICES(name)                                                                \
+  void samebits_avx2_##name##f_slice(const float *, float *, size_t);                              \
+  void samebits_avx512_##name##f_slice(const float *, float *, size_t);
+SB_VECTOR_SLICE_FUNCTIONS(SB_DECLARE_X86_SLICES)
+SB_DECLARE_X86_SLICES(sigmoid)
+/* The widest vectorised loop this CPU runs; all give the scalar loop's bits. */
+#define SB_DISPATCH_SLICE(name, src, dst, n, scalar)                                               \
+  do {                                                                                             \
+    if (__builtin_cpu_supports("avx512f")) samebits_avx512_##name##f_slice(src, dst, n);           \
+    else if (__builtin_cpu_supports("avx2")) samebits_avx2_##name##f_slice(src, dst, n);           \
+    else scalar(src, dst, n);                                                                      \
+  } while (0)
 #define SB_EXPORT_VECTORISED(name)                                                                 \
   SB_EXPORT_SCALAR(name)                                                                           \
   void samebits_##name##f_slice(const float *src, float *dst, size_t n)                           \
   {                                                                                                \
-    if (__builtin_cpu_supports("avx2")) samebits_avx2_##name##f_slice(src, dst, n);                \
-    else sb_scalar_##name##f_slice(src, dst, n);                                                   \
+    SB_DISPATCH_SLICE(name, src, dst, n, sb_scalar_##name##f_slice);                               \
   }
 #else
 #define SB_EXPORT_VECTORISED(name) SB_EXPORT_CORRECTLY_ROUNDED(name)
@@ -72,16 +82,15 @@ void samebits_powf_slice(const float *x, const float *y, float *dst, size_t n)
   float samebits_##name##f params { return sb_##name##f args; }
 
 SB_EXPORT_ACTIVATION(sigmoid, (float x), (x))
-/* dst[i] = sb_sigmoidf(src[i]), its exp(-|x|) from the (vectorised) exp slice. */
+/* dst[i] = sb_sigmoidf(src[i]): the vectorised loops of sb_math_slice.h, else this build's. */
+SB_DEFINE_SIGMOID_SLICE(sb_generic_sigmoidf_slice, samebits_expf_slice)
 void samebits_sigmoidf_slice(const float *src, float *dst, size_t n)
 {
-  float neg[SB_SLICE_BLOCK], e[SB_SLICE_BLOCK];
-  for (size_t i = 0; i < n; i += SB_SLICE_BLOCK) {
-    size_t m = n - i < SB_SLICE_BLOCK ? n - i : SB_SLICE_BLOCK;
-    for (size_t j = 0; j < m; j++) neg[j] = sb_copysignf(src[i + j], -1.0f);
-    samebits_expf_slice(neg, e, m);
-    for (size_t j = 0; j < m; j++) dst[i + j] = sb_sigmoid_of_expf(src[i + j], e[j]);
-  }
+#ifdef SB_HAVE_AVX2_SLICES
+  SB_DISPATCH_SLICE(sigmoid, src, dst, n, sb_generic_sigmoidf_slice);
+#else
+  sb_generic_sigmoidf_slice(src, dst, n);
+#endif
 }
 SB_EXPORT_ACTIVATION(softplus, (float x), (x))
 SB_EXPORT_ACTIVATION(gelu_erf, (float x), (x))

@@ -46,6 +46,22 @@
     }                                                                                              \
   }
 
+/* Defines `void fn(const float *src, float *dst, size_t n)`: dst[i] = sb_sigmoidf(src[i]), its
+ * exp(-|x|) from the slice function `exp_slice` and the formula sb_sigmoid_of_expf applied in a
+ * loop the compiler vectorises (both branches of the formula divide by 1 + e). */
+#define SB_DEFINE_SIGMOID_SLICE(fn, exp_slice)                                                     \
+  void fn(const float *src, float *dst, size_t n)                                                  \
+  {                                                                                                \
+    float neg[SB_SLICE_BLOCK], e[SB_SLICE_BLOCK];                                                  \
+    size_t i, j;                                                                                   \
+    for (i = 0; i < n; i += SB_SLICE_BLOCK) {                                                      \
+      size_t m = n - i < SB_SLICE_BLOCK ? n - i : SB_SLICE_BLOCK;                                  \
+      for (j = 0; j < m; j++) neg[j] = sb_copysignf(src[i + j], -1.0f);                            \
+      exp_slice(neg, e, m);                                                                        \
+      for (j = 0; j < m; j++) dst[i + j] = sb_sigmoid_of_expf(src[i + j], e[j]);                   \
+    }                                                                                              \
+  }
+
 /* The functions with a lane definition in sb_math.h, as X(name). */
 #define SB_VECTOR_SLICE_FUNCTIONS(X)                                                               \
   X(exp) X(exp2) X(log) X(log2) X(sin) X(cos) X(asin) X(acos) X(atan) X(cbrt)

@@ -1,8 +1,9 @@
-//! Pass 5: elementwise fusion. A run of consecutive elementwise nodes of f32 (or not yet known)
-//! dtype (Add, Sub, Mul, Div, Relu, Clip, Sigmoid, HardSigmoid, HardSwish, inference
-//! BatchNormalization), each after the first reading a value of the run, whose intermediate
-//! values nobody outside the run reads, becomes one `samebits::ElementwiseChain` node carrying
-//! the original nodes as its `body` graph. A run may also start with a Conv or ConvTranspose
+//! Pass 5: elementwise fusion. A run of elementwise nodes of f32 (or not yet known) dtype (Add,
+//! Sub, Mul, Div, Relu, Clip, Sigmoid, HardSigmoid, HardSwish, inference BatchNormalization),
+//! each after the first reading a value of the run and lying at most `MAX_GAP` nodes past the
+//! previous one (nodes of other branches may sit between them), whose intermediate values
+//! nobody outside the run reads, becomes one `samebits::ElementwiseChain` node, placed where
+//! its last node was and carrying the original nodes as its `body` graph. A run may also start with a Conv or ConvTranspose
 //! (then one elementwise node suffices): it becomes one `samebits::ConvChain` node, the
 //! convolution in its `conv` graph, the elementwise nodes in its `body`. The fused ops compute
 //! each output element by the same IEEE operations in the same order as the original nodes
@@ -13,6 +14,10 @@ use samebits_ir::{Attribute, DType, Graph, Model, Node, ValueInfo};
 use samebits_ops::fused::{CONV_CHAIN, DOMAIN, MAX_CHAIN, OP_TYPE, is_conv_head, is_fusable};
 use samebits_ops::registry;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// Most nodes between consecutive members of a chain (other branches' nodes an exporter placed
+/// between them).
+const MAX_GAP: usize = 8;
 
 /// What the pass did.
 pub struct FusionReport {
@@ -56,40 +61,50 @@ pub fn run(model: &mut Model) -> FusionReport {
             .or_default()
             .push(usize::MAX);
     }
-    // A run `s .. end` is a chain when only its last node's output is read outside it.
-    let is_chain = |s: usize, end: usize| {
-        graph.nodes[s..end - 1].iter().all(|node| {
+    // Members `m` (node indices, in order) form a chain when only the last one's output is read
+    // by nodes outside it.
+    let is_chain = |m: &[usize]| {
+        m[..m.len() - 1].iter().all(|&i| {
             readers
-                .get(&node.outputs[0])
-                .is_none_or(|r| r.iter().all(|&i| (s..end).contains(&i)))
+                .get(&graph.nodes[i].outputs[0])
+                .is_none_or(|r| r.iter().all(|i| m.contains(i)))
         })
     };
-    let mut chains = Vec::new();
-    let mut s = 0;
-    while s < graph.nodes.len() {
-        if !fusable[s] && !head[s] {
-            s += 1;
+    let mut taken = vec![false; graph.nodes.len()];
+    let mut chains: Vec<Vec<usize>> = Vec::new();
+    for s in 0..graph.nodes.len() {
+        if taken[s] || (!fusable[s] && !head[s]) {
             continue;
         }
+        // Members after the first need not be adjacent: an exporter may interleave branches
+        // (Conv, Conv, Sigmoid, Mul, ...). Each reads a value of the chain and lies at most
+        // `MAX_GAP` nodes past the previous member.
+        let mut members = vec![s];
         let mut produced: BTreeSet<&str> = BTreeSet::from([graph.nodes[s].outputs[0].as_str()]);
         let mut e = s + 1;
-        while e < graph.nodes.len()
-            && e - s < MAX_CHAIN
-            && fusable[e]
-            && graph.nodes[e]
-                .inputs
-                .iter()
-                .any(|i| produced.contains(i.as_str()))
-        {
-            produced.insert(graph.nodes[e].outputs[0].as_str());
+        while e < graph.nodes.len() && e - members[members.len() - 1] <= MAX_GAP {
+            if members.len() == MAX_CHAIN {
+                break;
+            }
+            let node = &graph.nodes[e];
+            if node.inputs.iter().any(|i| produced.contains(i.as_str())) {
+                if !fusable[e] || taken[e] {
+                    break;
+                }
+                produced.insert(node.outputs[0].as_str());
+                members.push(e);
+            }
             e += 1;
         }
-        match (s + 2..=e).rev().find(|&end| is_chain(s, end)) {
-            Some(end) => {
-                chains.push(s..end);
-                s = end;
+        if let Some(end) = (2..=members.len())
+            .rev()
+            .find(|&end| is_chain(&members[..end]))
+        {
+            members.truncate(end);
+            for &i in &members {
+                taken[i] = true;
             }
-            None => s += 1,
+            chains.push(members);
         }
     }
     let nodes_fused = chains.iter().map(|c| c.len()).sum();
@@ -98,27 +113,29 @@ pub fn run(model: &mut Model) -> FusionReport {
         chains: chains.len(),
         nodes_fused,
     };
-    let mut nodes = Vec::with_capacity(graph.nodes.len());
-    let mut old = std::mem::take(&mut graph.nodes).into_iter().enumerate();
-    let mut chains = chains.into_iter().peekable();
-    while let Some((i, node)) = old.next() {
-        match chains.peek() {
-            Some(chain) if chain.start == i => {
-                let len = chain.len();
-                chains.next();
-                let mut members = vec![node];
-                members.extend(old.by_ref().take(len - 1).map(|(_, n)| n));
-                nodes.push(if is_head(i) {
-                    let conv = members.remove(0);
-                    conv_chain_node(graph, conv, members)
-                } else {
-                    fused_node(graph, members)
-                });
-            }
-            _ => nodes.push(node),
-        }
+    // A fused node takes its last member's place: every operand of every member is computed
+    // by then, and the chain's result is read only after it.
+    let mut slots: Vec<Option<Node>> = std::mem::take(&mut graph.nodes)
+        .into_iter()
+        .map(Some)
+        .collect();
+    let mut fused_at: BTreeMap<usize, Node> = BTreeMap::new();
+    for chain in chains {
+        let last = chain[chain.len() - 1];
+        let mut members: Vec<Node> = chain.iter().map(|&i| slots[i].take().unwrap()).collect();
+        let node = if is_head(chain[0]) {
+            let conv = members.remove(0);
+            conv_chain_node(graph, conv, members)
+        } else {
+            fused_node(graph, members)
+        };
+        fused_at.insert(last, node);
     }
-    graph.nodes = nodes;
+    graph.nodes = slots
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, node)| fused_at.remove(&i).or(node))
+        .collect();
     report
 }
 

@@ -220,3 +220,46 @@ fn a_one_dimensional_operand_broadcasts_along_the_last_axis() {
     let b = Tensor::from_vec(vec![4], vec![100.0f32, -100.0, 0.5, -0.25]).unwrap();
     assert_eq!(run(&fused.graph, &x, &b), run(&model.graph, &x, &b));
 }
+
+/// Branches an exporter interleaves (YOLOv8's `Conv, Conv, Sigmoid, Mul, Sigmoid, Mul`) still
+/// fuse: each chain takes the nodes that read its values, skipping the other branch's, and the
+/// fused node sits where its last node was. The outputs keep the unfused graph's bits.
+#[test]
+fn interleaved_branches_fuse_each_into_its_own_chain() {
+    let shape = [1usize, CHANNELS, 7, 9];
+    let mut g = Graph::default();
+    g.inputs.push(f32_input("x", Some(&shape)));
+    g.inputs.push(f32_input("se", Some(&shape)));
+    for y in ["y1", "y2"] {
+        g.outputs.push(ValueInfo {
+            name: y.into(),
+            ty: None,
+        });
+    }
+    g.nodes.push(node("Relu", &["x"], "a"));
+    g.nodes.push(node("Add", &["x", "se"], "b"));
+    g.nodes.push(node("Sigmoid", &["a"], "sa"));
+    g.nodes.push(node("Sigmoid", &["b"], "sb"));
+    g.nodes.push(node("Mul", &["a", "sa"], "y1"));
+    g.nodes.push(node("Mul", &["b", "sb"], "y2"));
+    let model = Model {
+        graph: g,
+        ..Default::default()
+    };
+    let mut fused = model.clone();
+    Pipeline {
+        operation_set: OperationSet::Reproducible,
+        dump_dir: None,
+    }
+    .run(&mut fused)
+    .unwrap();
+    assert_eq!(chain_lengths(&fused.graph), [3, 3]);
+    assert_eq!(fused.graph.nodes.len(), 2, "two fused nodes left");
+    let x = Tensor::from_vec(shape.to_vec(), x_values()).unwrap();
+    let se = Tensor::from_vec(
+        shape.to_vec(),
+        (0..252).map(|i| i as f32 / 40.0 - 3.0).collect(),
+    )
+    .unwrap();
+    assert_eq!(run(&fused.graph, &x, &se), run(&model.graph, &x, &se));
+}

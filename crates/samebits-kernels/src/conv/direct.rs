@@ -301,16 +301,23 @@ impl DirectConv<'_> {
 }
 
 /// `dst[q] = src[q * S]` for every `q` of `dst` (`src` holds `(dst.len() - 1) * S + 1`
-/// floats): a box row's phase gathered with a stride known at compile time, which the compiler
-/// turns into vector shuffles.
+/// floats): a box row's phase (or an im2col row) gathered with a stride known at compile time,
+/// which the compiler turns into vector shuffles.
 #[inline(always)]
-fn every_nth<const S: usize>(src: &[f32], dst: &mut [f32]) {
+pub(super) fn every_nth<const S: usize>(src: &[f32], dst: &mut [f32]) {
     let whole = dst.len() - 1;
     let (body, last) = dst.split_at_mut(whole);
     for (v, step) in body.iter_mut().zip(src.chunks_exact(S)) {
         *v = step[0];
     }
     last[0] = src[whole * S];
+}
+
+/// Whether most of the columns this kernel computes per output line would be padding: lines
+/// are computed in blocks of `TILE_COLUMNS`, so a 7-wide line is 22% useful work.
+pub(super) fn pads_lines_heavily(taps: &Taps) -> bool {
+    let width = taps.output[2];
+    4 * width < 3 * width.next_multiple_of(TILE_COLUMNS)
 }
 
 /// Register tile height (output channels) of each ISA's tiled path.
