@@ -85,13 +85,16 @@ def verify(args):
         print(f"{mid}: verify on {args.device}: {'ok' if done.returncode == 0 else 'FAILED'}: {' '.join(last)}",
               flush=True)
         failed += done.returncode != 0
-        cmd = [args.samebits, "--device", args.device, "bench",
-               os.path.join(mid, os.path.basename(model["path"])), "--runs", "3", "--warmup", "1"]
+        cmd = [args.samebits, "bench", os.path.join(mid, os.path.basename(model["path"])),
+               "--device", args.device, "--runs", "3", "--warmup", "1"]
         for k, i in enumerate(model["inputs"]):
             cmd += ["--input", f"{i['name']}={os.path.join(mid, f'input{k}.npy')}"]
         bench = subprocess.run(cmd, cwd=args.dir, capture_output=True, text=True)
-        lines = [l for l in (bench.stdout + bench.stderr).splitlines() if "steps on GPU" in l or "median" in l]
-        print(f"{mid}: " + " | ".join(lines), flush=True)
+        text = (bench.stdout + bench.stderr).splitlines()
+        lines = [l.strip() for l in text if "steps on GPU" in l or l.startswith("median")]
+        print(f"{mid}: bench on {args.device}: " + (" | ".join(lines) if bench.returncode == 0
+                                                      else "FAILED: " + " ".join(text[-2:])), flush=True)
+        failed += bench.returncode != 0
     return 1 if failed else 0
 
 

@@ -468,6 +468,16 @@ pub struct PackedB {
     n_pad: usize,
 }
 
+impl std::fmt::Debug for PackedB {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedB")
+            .field("isa", &self.isa)
+            .field("k", &self.k)
+            .field("n", &self.n)
+            .finish()
+    }
+}
+
 impl PackedB {
     /// Packs batch entry 0 of `b` (a `[k, n]` view, any strides) for the ISA active on this
     /// thread.

@@ -6,12 +6,13 @@
 //! counts as a mismatch when either differs from the oracle.
 //!
 //! `pow` is bivariate: `--pow-samples N` checks N deterministic pairs
-//! (`samebits_math::sampling::pow_sample_pairs`) plus the special-value grid.
+//! (`samebits_math::sampling::pow_sample_pairs`) plus the special-value grid, and
+//! `--pow-square` checks `pow(x, 2)` (computed as `x * x`) at all 2^32 `x`.
 //!
 //! Run: cargo run --release -p samebits-math --example exhaustive -- [FUNCS...] [--threads N]
-//!      [--pow-samples N]
+//!      [--pow-samples N] [--pow-square]
 //! Prints `exp: 0 mismatches of 4294967296` per function, a summary, and exits 1 on a mismatch.
-//! With only `--pow-samples`, no univariate function is run.
+//! With only `--pow-samples` or `--pow-square`, no univariate function is run.
 
 use rayon::prelude::*;
 use samebits_math::UnaryFn;
@@ -128,9 +129,45 @@ fn check_pow(samples: usize) -> (u64, usize, Vec<PowMismatch>) {
     (count, xs.len(), examples)
 }
 
+/// Mismatch count and up to 8 mismatches of `pow(x, 2)` (the `x * x` shortcut of `sb_powf`)
+/// against `core_math::powf` over all 2^32 `x`.
+fn check_pow_square() -> (u64, Vec<PowMismatch>) {
+    (0u32..1 << 16)
+        .into_par_iter()
+        .map(|chunk| {
+            let x: Vec<f32> = (0..1u32 << 16)
+                .map(|low| f32::from_bits((chunk << 16) | low))
+                .collect();
+            let two = vec![2.0f32; x.len()];
+            let mut out = vec![0.0f32; x.len()];
+            samebits_math::pow_slice(&x, &two, &mut out);
+            let mut count = 0u64;
+            let mut examples = Vec::new();
+            for (&a, &r) in x.iter().zip(&out) {
+                let want = core_math::powf(a, 2.0);
+                if !same(r, want) || !same(samebits_math::pow(a, 2.0), want) {
+                    count += 1;
+                    if examples.len() < 8 {
+                        examples.push((a, 2.0, r.to_bits(), want.to_bits()));
+                    }
+                }
+            }
+            (count, examples)
+        })
+        .reduce(
+            || (0, Vec::new()),
+            |(ca, mut ea), (cb, eb)| {
+                ea.extend(eb);
+                ea.truncate(8);
+                (ca + cb, ea)
+            },
+        )
+}
+
 fn main() {
     let mut funcs = Vec::new();
     let mut pow_samples = None;
+    let mut pow_square = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         if arg == "--pow-samples" {
@@ -139,6 +176,8 @@ fn main() {
                     .and_then(|n| n.parse::<usize>().ok())
                     .expect("--pow-samples N"),
             );
+        } else if arg == "--pow-square" {
+            pow_square = true;
         } else if arg == "--threads" {
             let n = args
                 .next()
@@ -153,7 +192,7 @@ fn main() {
                 .push(UnaryFn::from_name(&arg).unwrap_or_else(|| panic!("unknown function {arg}")));
         }
     }
-    if funcs.is_empty() && pow_samples.is_none() {
+    if funcs.is_empty() && pow_samples.is_none() && !pow_square {
         funcs = UnaryFn::IMPLEMENTED.to_vec();
     }
     let mut failed = Vec::new();
@@ -192,7 +231,21 @@ fn main() {
             failed.push("pow");
         }
     }
-    let checked = funcs.len() + usize::from(pow_samples.is_some());
+    if pow_square {
+        let start = std::time::Instant::now();
+        let (count, examples) = check_pow_square();
+        println!(
+            "pow(x, 2): {count} mismatches of 4294967296 ({:.0} s)",
+            start.elapsed().as_secs_f64()
+        );
+        for (x, y, got, want) in examples {
+            println!("  pow({x:e}, {y:e}): got 0x{got:08x}, core-math 0x{want:08x}");
+        }
+        if count != 0 {
+            failed.push("pow(x, 2)");
+        }
+    }
+    let checked = funcs.len() + usize::from(pow_samples.is_some()) + usize::from(pow_square);
     if failed.is_empty() {
         println!("summary: all {checked} checked functions match core-math");
     } else {

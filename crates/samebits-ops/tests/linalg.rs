@@ -316,3 +316,55 @@ fn matrix_products_resolve_batch_strides() {
     );
     assert!(gemm_products(&[3, 2], &[4, 3], false, true).is_err());
 }
+
+/// A MatMul whose B is a constant of the plan packs B once and reuses the packing: its outputs
+/// have the bits of the same product with B fed at run time, for a 2-D and a batched 3-D A
+/// (one tall product), run twice (the second run reuses the packing), at 1 and 2 threads.
+#[test]
+fn matmul_with_a_constant_b_gives_the_bits_of_a_fed_b() {
+    use samebits_ir::{Graph, Value};
+    use samebits_ops::{OperationSet, Plan, RunOptions};
+    let (k, n) = (70, 45);
+    let b = f32s(
+        &[k, n],
+        &(0..k * n)
+            .map(|i| ((i * 37) % 101) as f32 / 17.0 - 3.0)
+            .collect::<Vec<_>>(),
+    );
+    let mut g = Graph::default();
+    g.inputs.push(value_info("a"));
+    g.outputs.push(value_info("y"));
+    g.initializers.insert("b".into(), b.clone());
+    g.nodes.push(node("MatMul", &["a", "b"], &["y"], &[]));
+    let plan = Plan::build(&g, &Default::default(), OperationSet::Reproducible, &[]).unwrap();
+    for a_shape in [vec![33, k], vec![3, 17, k]] {
+        let len: usize = a_shape.iter().product();
+        let a = f32s(
+            &a_shape,
+            &(0..len)
+                .map(|i| ((i * 53) % 97) as f32 / 13.0 - 3.5)
+                .collect::<Vec<_>>(),
+        );
+        let want = matmul(&a, &b);
+        for threads in [1, 2, 1] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let got = pool.install(|| {
+                plan.run(vec![Value::Tensor(a.clone())], RunOptions::default())
+                    .unwrap()
+            });
+            let got = got[0].as_tensor().unwrap();
+            assert_eq!(got.shape(), want.shape());
+            let bits = |t: &Tensor| -> Vec<u32> {
+                t.as_slice::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect()
+            };
+            assert_eq!(bits(got), bits(&want), "A {a_shape:?}, {threads} threads");
+        }
+    }
+}

@@ -18,10 +18,16 @@ use crate::{
 use half::{bf16, f16};
 use rayon::prelude::*;
 use samebits_ir::{DType, Element, Tensor, Value, ValueType};
-use samebits_kernels::{Epilogue, GemmInput, MatRef, canonical_fold, gemm};
+use samebits_kernels::{Epilogue, GemmInput, MatRef, PackedB, canonical_fold, gemm, gemm_packed_b};
+use std::sync::OnceLock;
 
 pub fn register(r: &mut Registry) {
-    r.register("", "MatMul", |_| Ok(Box::new(MatMul)));
+    r.register("", "MatMul", |ctx| {
+        let constant_b = ctx.constant_inputs.get(1).copied().unwrap_or(false);
+        Ok(Box::new(MatMul {
+            packed_b: constant_b.then(OnceLock::new),
+        }))
+    });
     r.register("", "Gemm", gemm_op);
     r.register("", "MatMulInteger", |_| Ok(Box::new(MatMulInteger)));
     r.register("", "Einsum", einsum_op);
@@ -318,9 +324,42 @@ pub fn matmul_products(a: &[usize], b: &[usize]) -> Result<(MatrixProducts, Vec<
     Ok((products, out_shape))
 }
 
-/// ONNX MatMul.
+/// ONNX MatMul; a constant f32 B of rank 2 (a layer's weight) is packed into the GEMM's panels
+/// at the first run and reused (packing only copies, contract section `gemm`).
 #[derive(Debug)]
-struct MatMul;
+struct MatMul {
+    packed_b: Option<OnceLock<PackedB>>,
+}
+
+impl MatMul {
+    /// `a @ b` through B's packing, when B is a constant f32 matrix shared by every product
+    /// and the A matrices follow each other row-major (one tall product, as `run_gemm` makes).
+    fn with_packed_b(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        p: &MatrixProducts,
+    ) -> Option<Result<Vec<f32>>> {
+        let packed_b = self.packed_b.as_ref()?;
+        let shared_b = b.shape().len() == 2 && b.dtype() == DType::F32 && a.dtype() == DType::F32;
+        let tall = p.a_strides == (p.k, 1)
+            && (p.count() == 1 || matches!(p.batch_strides(), Some((sa, 0)) if sa == p.m * p.k));
+        if !shared_b || !tall || p.output_len() == 0 {
+            return None;
+        }
+        let run = || -> Result<Vec<f32>> {
+            let b_values = b.as_slice::<f32>()?;
+            let packed = packed_b.get_or_init(|| {
+                PackedB::new(p.k, p.n, MatrixProducts::view(b_values, 0, p.b_strides))
+            });
+            let mut out = vec![0.0f32; p.output_len()];
+            let a_view = MatrixProducts::view(a.as_slice::<f32>()?, p.a_offsets[0], p.a_strides);
+            gemm_packed_b(1, p.count() * p.m, a_view, packed, Epilogue::None, &mut out);
+            Ok(out)
+        };
+        Some(run())
+    }
+}
 
 impl Op for MatMul {
     fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
@@ -339,7 +378,9 @@ impl Op for MatMul {
         let (a, b) = (inputs.tensor(0)?, inputs.tensor(1)?);
         let dtype = same_dtype("MatMul", a, b)?;
         let (products, shape) = matmul_products(a.shape(), b.shape())?;
-        let out = if is_f32_staged(dtype) {
+        let out = if let Some(values) = self.with_packed_b(a, b, &products) {
+            store_f32(dtype, shape, values?)?
+        } else if is_f32_staged(dtype) {
             store_f32(
                 dtype,
                 shape,
