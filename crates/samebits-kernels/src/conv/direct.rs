@@ -383,6 +383,10 @@ impl<'p> Job<'p> {
 /// The output slices of one band, one per output channel of the group.
 type Band<'o> = Vec<&'o mut [f32]>;
 
+/// One task of [`conv_direct`]: image, band, and the bands of a run of groups (group index and
+/// its channels' slices).
+type Task<'o> = (usize, usize, Vec<(usize, Band<'o>)>);
+
 /// One band ready to compute: its filled box and term offsets.
 struct BandJob<'a> {
     conv: &'a DirectConv<'a>,
@@ -639,7 +643,7 @@ pub(super) fn conv_direct(
     let bands = t.output[band_axis].div_ceil(band_lines);
     let run = conv.groups_per_task(batch * bands);
     // Task (image, band, run of groups) owns that band of each output plane of those groups.
-    let mut tasks: Vec<(usize, usize, Vec<(usize, Band<'_>)>)> = Vec::new();
+    let mut tasks: Vec<Task<'_>> = Vec::new();
     for (image, out_image) in out
         .chunks_exact_mut(conv.groups * conv.mg * out_len)
         .enumerate()
