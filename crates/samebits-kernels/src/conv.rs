@@ -9,10 +9,10 @@
 //! stride and no padding (the GEMM reads their input planes in place, in column blocks, against
 //! weights packed once per call) or whose output lines are too short for the direct kernel's
 //! column blocks (the GEMM reduces im2col columns, rows ordered (input channel in group, kernel
-//! taps row-major), `0.0` for taps in the padding). Transposed convolutions whose leading padding exceeds the
-//! kernel extent write each block's taps as columns of a gather matrix, rows ordered (input
-//! channel in group, kernel taps row-major), with `0.0` for taps no input reaches, which the
-//! GEMM reduces in the canonical order. Images are independent, so an image's bits do not
+//! taps row-major), `0.0` for taps in the padding). Transposed convolutions whose leading
+//! padding exceeds the kernel extent write each block's taps as columns of a gather matrix,
+//! rows ordered (input channel in group, kernel taps row-major), with `0.0` for taps no input
+//! reaches, which the GEMM reduces in the canonical order. Images are independent, so an image's bits do not
 //! depend on the batch size. An optional [`OutputMap`] transforms finished outputs (after the
 //! bias) block by block while they are still in cache: the hook through which an operator
 //! applies an elementwise epilogue without another pass over memory.
