@@ -420,6 +420,48 @@ fn zoo_models_give_the_same_bits_on_every_thread_count_and_isa() {
     }
 }
 
+/// The zoo's models with dynamic axes (YOLOv8n, MiniLM, ViT-S compute shapes with Shape /
+/// Gather / Concat nodes) run through a plan specialised to their input shapes from the second
+/// run on (samebits-runtime's `specialised.rs`), and that plan gives the compiled plan's bits.
+#[test]
+fn zoo_models_give_the_same_bits_through_plans_specialised_to_their_input_shapes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for model in zoo_models() {
+        let id = model["id"].as_str().unwrap();
+        let Some(path) = cached(model["path"].as_str().unwrap()) else {
+            continue;
+        };
+        let dir = tmp.path().join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let inputs: std::collections::BTreeMap<String, samebits_ir::Value> =
+            zoo_inputs(&model, &dir)
+                .iter()
+                .map(|arg| {
+                    let (name, file) = arg.split_once('=').unwrap();
+                    let tensor = samebits_runtime::tensor_file::read_npy(Path::new(file));
+                    (name.to_string(), tensor.unwrap().into())
+                })
+                .collect();
+        let options = samebits_runtime::CompileOptions::default();
+        let compiled = samebits_runtime::compile(path.as_path(), &options).unwrap();
+        let bits = |outputs: Vec<(String, samebits_ir::Value)>| -> Vec<(String, Vec<u8>)> {
+            let bytes = |v: samebits_ir::Value| v.into_tensor().unwrap().bytes().unwrap().to_vec();
+            outputs.into_iter().map(|(n, v)| (n, bytes(v))).collect()
+        };
+        let compiled_plan = bits(compiled.run(&inputs).unwrap());
+        let (steps, special) = compiled.step_counts(&inputs).unwrap();
+        let specialised = bits(compiled.run(&inputs).unwrap());
+        assert!(
+            compiled_plan == specialised,
+            "{id}: specialised plan differs"
+        );
+        if ["yolov8n", "minilm-l3", "vit-s-focus"].contains(&id) {
+            let special = special.unwrap_or_else(|| panic!("{id}: not specialised"));
+            assert!(special < steps, "{id}: {special} of {steps} steps");
+        }
+    }
+}
+
 fn smollm2() -> Option<PathBuf> {
     cached(SMOLLM2_GGUF)
 }

@@ -16,6 +16,15 @@ pub enum OpError {
         #[source]
         source: Box<OpError>,
     },
+    /// A plan specialised to its inputs' shapes met a value whose shape differs from the one
+    /// it was specialised for (the value's shape depends on data): the caller runs the
+    /// unspecialised plan instead.
+    #[error("value \"{value}\" has shape {got:?}; the plan was specialised for {expected:?}")]
+    ShapeGuard {
+        value: String,
+        expected: Vec<usize>,
+        got: Vec<usize>,
+    },
 }
 
 impl OpError {
@@ -35,7 +44,16 @@ impl OpError {
         match self {
             OpError::Unsupported(_) => true,
             OpError::AtNode { source, .. } => source.is_unsupported(),
-            OpError::Invalid(_) => false,
+            OpError::Invalid(_) | OpError::ShapeGuard { .. } => false,
+        }
+    }
+
+    /// True when the root cause is a failed shape guard of a specialised plan.
+    pub fn is_shape_guard(&self) -> bool {
+        match self {
+            OpError::ShapeGuard { .. } => true,
+            OpError::AtNode { source, .. } => source.is_shape_guard(),
+            OpError::Unsupported(_) | OpError::Invalid(_) => false,
         }
     }
 }

@@ -129,6 +129,13 @@ pub trait Op: Send + Sync + fmt::Debug {
         None
     }
 
+    /// For ops whose outputs are a function of their inputs' shapes alone (Shape, Size): the
+    /// outputs for inputs of `shapes`; `None` for every other op. Shape specialisation
+    /// (samebits-passes' `specialization.rs`) folds such nodes once the shapes are known.
+    fn outputs_from_shapes(&self, _shapes: &[&[usize]]) -> Option<Result<Vec<Value>>> {
+        None
+    }
+
     /// For ops whose device kernel is [`DeviceKernel::View`]: the output shape, from input 0's
     /// `shape` and the other inputs (shape and axes values, on the host).
     fn view_shape(&self, _shape: &[usize], _inputs: &Inputs) -> Result<Vec<usize>> {

@@ -12,9 +12,10 @@ use samebits_ir::{Attribute, Dim, Graph, Node, OpsetImports, Value, ValueType};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
 
-/// Called after each step with the node's description and its outputs (tracing, dumps); `Send`
-/// so that a run may move to a thread of the rayon pool.
-pub type StepObserver<'a> = &'a mut (dyn FnMut(&str, &[Value]) + Send);
+/// Called after each step with the step (its node's description, output names, ...) and its
+/// outputs (tracing, dumps, shape specialisation); `Send` so that a run may move to a thread of
+/// the rayon pool.
+pub type StepObserver<'a> = &'a mut (dyn FnMut(&PlanStep<'_>, &[Value]) + Send);
 
 /// Options for one [`Plan::run`].
 #[derive(Default)]
@@ -30,8 +31,13 @@ struct Step {
     domain: String,
     inputs: Vec<Option<usize>>,
     outputs: Vec<usize>,
+    /// The graph's names of the outputs.
+    output_names: Vec<String>,
     /// Slots whose last reader is this step.
     release: Vec<usize>,
+    /// Shape guards of a specialised plan ([`Plan::guard_shapes`]): an output index and the
+    /// shape that output must have.
+    guards: Vec<(usize, Vec<usize>)>,
 }
 
 /// One step of a [`Plan`] as other executors see it (the CUDA executor runs the same steps,
@@ -49,8 +55,13 @@ pub struct PlanStep<'a> {
     pub inputs: &'a [Option<usize>],
     /// Value slots written, in the op's output order.
     pub outputs: &'a [usize],
+    /// The graph's names of the outputs, in the same order.
+    pub output_names: &'a [String],
     /// Slots whose last reader is this step (free them after it).
     pub release: &'a [usize],
+    /// Shape guards ([`Plan::guard_shapes`]): an output index and the shape it must have;
+    /// executors check them with [`PlanStep::check_guards`].
+    pub guards: &'a [(usize, Vec<usize>)],
 }
 
 impl Step {
@@ -62,7 +73,9 @@ impl Step {
             op: self.op.as_ref(),
             inputs: &self.inputs,
             outputs: &self.outputs,
+            output_names: &self.output_names,
             release: &self.release,
+            guards: &self.guards,
         }
     }
 }
@@ -82,6 +95,26 @@ impl PlanStep<'_> {
         }
         Ok(outputs)
     }
+
+    /// Checks the step's shape guards, given the shape of an output slot's value (`None`:
+    /// not a tensor): an [`OpError::ShapeGuard`] naming the value when one differs.
+    pub fn check_guards(
+        &self,
+        mut shape_of: impl FnMut(usize) -> Option<Vec<usize>>,
+    ) -> Result<()> {
+        for (output, expected) in self.guards {
+            let got = shape_of(self.outputs[*output]).unwrap_or_default();
+            if got != *expected {
+                return Err(OpError::ShapeGuard {
+                    value: self.output_names[*output].clone(),
+                    expected: expected.clone(),
+                    got,
+                }
+                .at(self.node));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A graph ready to run on the CPU.
@@ -93,6 +126,8 @@ pub struct Plan {
     outputs: Vec<(String, usize)>,
     /// Initializer values by slot (`None` for the other slots); runs borrow them, never copy.
     constants: Vec<Option<Value>>,
+    /// The initializers' names and slots.
+    constant_names: Vec<(String, usize)>,
     /// The promise its ops were built for.
     operation_set: OperationSet,
     /// [`Plan::independent_runs`], once a body run asked for them.
@@ -238,9 +273,11 @@ impl Plan {
             })
         };
         let mut constants = Vec::new();
+        let mut constant_names = Vec::new();
         for (name, t) in &graph.initializers {
             let s = slot_of(name, &mut slots);
             constants.push((s, Value::Tensor(t.clone())));
+            constant_names.push((name.clone(), s));
         }
         let mut constant_slots: Vec<Option<Value>> = Vec::new();
         let mut inputs = Vec::new();
@@ -297,7 +334,9 @@ impl Plan {
                 domain: node.domain.clone(),
                 inputs: step_inputs,
                 outputs,
+                output_names: node.outputs.clone(),
                 release: Vec::new(),
+                guards: Vec::new(),
             });
         }
         let mut outputs = Vec::new();
@@ -333,9 +372,36 @@ impl Plan {
             inputs,
             outputs,
             constants: constant_slots,
+            constant_names,
             operation_set,
             independent_runs: OnceLock::new(),
         })
+    }
+
+    /// The initializers' names and value slots.
+    pub fn constant_slots(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.constant_names.iter().map(|(n, s)| (n.as_str(), *s))
+    }
+
+    /// Makes the plan a specialisation: each named value must have the given shape when its
+    /// step produces it, or the run stops with [`OpError::ShapeGuard`] (shape specialisation,
+    /// samebits-passes' `specialization.rs`, folds values computed from shapes; a guard stands
+    /// for a shape it assumed). An error when no step produces a named value.
+    pub fn guard_shapes(&mut self, guards: &[(String, Vec<usize>)]) -> Result<()> {
+        for (name, shape) in guards {
+            let (step, output) = self
+                .steps
+                .iter_mut()
+                .find_map(|step| {
+                    let i = step.output_names.iter().position(|o| o == name)?;
+                    Some((step, i))
+                })
+                .ok_or_else(|| {
+                    OpError::Invalid(format!("no step of the plan produces \"{name}\""))
+                })?;
+            step.guards.push((output, shape.clone()));
+        }
+        Ok(())
     }
 
     /// The operation set the plan's ops were built for (other backends pick their kernels by
@@ -429,8 +495,12 @@ impl Plan {
         let mut slots = self.fed_slots(inputs);
         for step in &self.steps {
             let outputs = self.eval_step(step, &slots)?;
+            step.view().check_guards(|slot| {
+                let i = step.outputs.iter().position(|&s| s == slot)?;
+                Some(outputs.get(i)?.as_tensor().ok()?.shape().to_vec())
+            })?;
             if let Some(observer) = options.observer.as_mut() {
-                observer(&step.node, &outputs);
+                observer(&step.view(), &outputs);
             }
             for (slot, value) in step.outputs.iter().zip(outputs) {
                 slots[*slot] = Some(value);

@@ -10,6 +10,10 @@
 //! 6. [`fusion`]: runs of elementwise f32 nodes become one `samebits::ElementwiseChain` node
 //!    that computes the same per-element operations in one pass (the same bits).
 //!
+//! [`specialization`] is not part of the pipeline either: samebits-runtime runs it once per
+//! set of input shapes, folding the shape arithmetic of dynamic-axis exports into constants
+//! for those shapes (guarded where a shape was read from an intermediate value).
+//!
 //! [`decoder_fusion`] is not part of the pipeline: an LLM decoder's builder (samebits-llm) runs
 //! it on its graph, rewriting its Sigmoid/Mul/Mul SiLU gates and product + residual Adds into
 //! the fused `samebits::` ops a device runs as one launch (the same bits).
@@ -23,6 +27,7 @@ pub mod folding;
 pub mod fusion;
 pub mod inference;
 mod pipeline;
+pub mod specialization;
 pub mod topological;
 
 pub use pipeline::{PassReport, Pipeline};

@@ -10,6 +10,7 @@
 
 use crate::device::{Device, Executor};
 use crate::hashing::sha256_file;
+use crate::specialised::Specialisations;
 use crate::{Result, RuntimeError};
 use samebits_ir::{Model, Value};
 use samebits_ops::RunStats;
@@ -117,6 +118,8 @@ pub struct CompiledModel {
     pub passes: Vec<PassReport>,
     pub artifacts: Artifacts,
     executor: Executor,
+    /// Plans specialised to the input shapes runs have used (`specialised.rs`).
+    specialisations: Specialisations,
 }
 
 /// Imports (when given a path), optimises, plans and writes artifacts.
@@ -169,6 +172,7 @@ pub fn compile(source: impl Into<ModelSource>, options: &CompileOptions) -> Resu
     .run(&mut model)?;
     let plan = Plan::build(&model.graph, &model.opset_imports, operation_set, &[])?;
     let executor = Executor::new(Arc::new(plan), options.device)?;
+    let specialisations = Specialisations::new(&model);
     let compiled = CompiledModel {
         model,
         operation_set,
@@ -177,6 +181,7 @@ pub fn compile(source: impl Into<ModelSource>, options: &CompileOptions) -> Resu
         passes,
         artifacts,
         executor,
+        specialisations,
     };
     compiled.write_plan()?;
     Ok(compiled)
@@ -255,6 +260,19 @@ impl CompiledModel {
         inputs: &BTreeMap<String, Value>,
         options: RunOptions,
     ) -> Result<(Vec<(String, Value)>, Option<RunStats>)> {
+        let ordered = self.ordered_inputs(inputs)?;
+        let (outputs, stats) =
+            self.specialisations
+                .run(&self.model, &self.executor, ordered, options)?;
+        Ok((
+            self.output_names().into_iter().zip(outputs).collect(),
+            stats,
+        ))
+    }
+
+    /// The values of `inputs` in the order of the plan's inputs; an error for an unknown or a
+    /// missing name.
+    fn ordered_inputs(&self, inputs: &BTreeMap<String, Value>) -> Result<Vec<Value>> {
         for name in inputs.keys() {
             if !self.executor.plan().inputs().any(|(n, _)| n == name) {
                 return Err(RuntimeError::Usage(format!(
@@ -263,8 +281,7 @@ impl CompiledModel {
                 )));
             }
         }
-        let ordered = self
-            .executor
+        self.executor
             .plan()
             .inputs()
             .map(|(name, _)| {
@@ -273,17 +290,20 @@ impl CompiledModel {
                     .cloned()
                     .ok_or_else(|| RuntimeError::Usage(format!("missing input \"{name}\"")))
             })
-            .collect::<Result<Vec<_>>>()?;
-        let (outputs, stats) = self.executor.run_counted(ordered, options)?;
-        Ok((
-            self.output_names().into_iter().zip(outputs).collect(),
-            stats,
-        ))
+            .collect()
     }
 
     /// Where the model runs, as receipts record it (`cpu`, `cuda:0 (<GPU name>)`).
     pub fn device_description(&self) -> String {
         self.executor.description()
+    }
+
+    /// The step count of the compiled plan, and of the plan specialised to the shapes of
+    /// `inputs` (`specialised.rs`) when runs with such inputs made one.
+    pub fn step_counts(&self, inputs: &BTreeMap<String, Value>) -> Result<(usize, Option<usize>)> {
+        let ordered = self.ordered_inputs(inputs)?;
+        let steps = self.executor.plan().steps().len();
+        Ok((steps, self.specialisations.steps_for(&ordered)))
     }
 
     /// The same compiled plan bound to another device (no recompilation).

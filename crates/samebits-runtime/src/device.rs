@@ -93,6 +93,21 @@ impl Executor {
         Ok(Executor { plan, device, cuda })
     }
 
+    /// An executor of `plan`, a specialisation of this executor's plan (samebits-passes'
+    /// `specialization.rs`), on the same device; on a GPU it shares this executor's device
+    /// copies of the initializers the plans share.
+    pub fn specialised(&self, plan: Arc<Plan>) -> Executor {
+        let cuda = self
+            .cuda
+            .as_ref()
+            .map(|cuda| cuda.sharing_constants(Arc::clone(&plan)));
+        Executor {
+            plan,
+            device: self.device,
+            cuda,
+        }
+    }
+
     pub fn plan(&self) -> &Arc<Plan> {
         &self.plan
     }

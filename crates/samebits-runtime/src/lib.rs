@@ -10,6 +10,8 @@
 //! - [`tensor_file`]: reading and writing `.npy` and ONNX `TensorProto` (`.pb`) tensor files.
 //! - [`conformance`]: the ONNX backend-test runner (reference outputs compared with tolerance).
 //! - [`memory`]: keeping the buffers a run frees for the next run (the allocator's settings).
+//! - Runs of a compiled model go through plans specialised to their input shapes
+//!   (`specialised.rs`: the shape arithmetic of dynamic axes folded, the same bits).
 //! - [`receipt`]: the record of a run (hashes of model, inputs, options, outputs) and
 //!   [`receipt::verify`], which re-runs it and compares bit for bit.
 
@@ -28,6 +30,7 @@ pub mod hashing;
 pub mod memory;
 pub mod pool;
 pub mod receipt;
+mod specialised;
 pub mod tensor_file;
 
 pub use compile::{Artifacts, CompileOptions, CompiledModel, ModelSource, compile};

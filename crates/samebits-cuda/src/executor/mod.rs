@@ -216,6 +216,24 @@ impl CudaExecutor {
         }
     }
 
+    /// An executor of `plan` (a specialisation of this executor's plan, sharing its
+    /// initializers by name) on the same device, starting with this executor's device copies
+    /// of the initializers the two plans share, so the weights are not uploaded twice.
+    pub fn sharing_constants(&self, plan: Arc<Plan>) -> Self {
+        let executor = CudaExecutor::new(Arc::clone(&self.backend), plan);
+        {
+            let ours = self.resident.lock().expect("resident lock");
+            let mut theirs = executor.resident.lock().expect("resident lock");
+            let slots: HashMap<&str, usize> = self.plan.constant_slots().collect();
+            for (name, slot) in executor.plan.constant_slots() {
+                if let Some(device) = slots.get(name).and_then(|s| ours.get(s)) {
+                    theirs.insert(slot, Arc::clone(device));
+                }
+            }
+        }
+        executor
+    }
+
     /// The plan this executor runs.
     pub fn plan(&self) -> &Arc<Plan> {
         &self.plan
@@ -443,13 +461,14 @@ impl CudaExecutor {
                         .or_default() += 1;
                 }
             }
+            step.check_guards(|slot| Some(arg_info(&slots[slot])?.shape.to_vec()))?;
             if let Some(observer) = options.observer.as_mut() {
                 let mut values = Vec::with_capacity(step.outputs.len());
                 for slot in step.outputs {
                     self.on_host(&mut slots[*slot], stats).map_err(&at)?;
                     values.extend(slots[*slot].host.clone());
                 }
-                observer(step.node, &values);
+                observer(&step, &values);
             }
             for slot in step.release {
                 slots[*slot] = Slot::default();

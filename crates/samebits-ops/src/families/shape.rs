@@ -192,7 +192,17 @@ impl Op for ShapeOp {
     }
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
-        let dims = inputs.tensor(0)?.shape();
+        self.of_shape(inputs.tensor(0)?.shape())
+    }
+
+    fn outputs_from_shapes(&self, shapes: &[&[usize]]) -> Option<Result<Vec<Value>>> {
+        Some(self.of_shape(shapes.first()?))
+    }
+}
+
+impl ShapeOp {
+    /// The output for an input of shape `dims`: the dims from `start` to `end`.
+    fn of_shape(&self, dims: &[usize]) -> Result<Vec<Value>> {
         let rank = dims.len() as i64;
         let clamp = |i: i64| (if i < 0 { i + rank } else { i }).clamp(0, rank) as usize;
         let (start, end) = (clamp(self.start), clamp(self.end.unwrap_or(rank)));
@@ -213,10 +223,17 @@ impl Op for Size {
     }
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
-        Ok(vec![
-            Tensor::scalar(inputs.tensor(0)?.numel() as i64).into(),
-        ])
+        size_of_shape(inputs.tensor(0)?.shape())
     }
+
+    fn outputs_from_shapes(&self, shapes: &[&[usize]]) -> Option<Result<Vec<Value>>> {
+        Some(size_of_shape(shapes.first()?))
+    }
+}
+
+/// Size's output for an input of shape `dims`: its element count.
+fn size_of_shape(dims: &[usize]) -> Result<Vec<Value>> {
+    Ok(vec![Tensor::scalar(checked_numel(dims)? as i64).into()])
 }
 
 /// Squeeze: axes from the attribute (before opset 13) or input 1; none removes every unit dim.

@@ -112,6 +112,13 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     if let Some(pipeline) = pipeline.as_mut() {
         return pipelined_throughput(pipeline, &compiled, &inputs, runs, args);
     }
+    match compiled.step_counts(&inputs)? {
+        (steps, Some(special)) => println!(
+            "plan steps {steps}; specialised to these input shapes {special} \
+             (shape arithmetic folded)"
+        ),
+        (steps, None) => println!("plan steps {steps}"),
+    }
     if let (_, Some(stats)) = compiled.run_counted(&inputs, Default::default())? {
         println!("{}", device_summary(&stats));
     }
@@ -180,7 +187,8 @@ fn print_profile(
     let mut per_op: BTreeMap<String, (f64, usize)> = BTreeMap::new();
     let mut steps: Vec<(f64, String, String)> = Vec::new();
     let mut last = Instant::now();
-    let mut observer = |node: &str, outputs: &[Value]| {
+    let mut observer = |step: &samebits_ops::PlanStep<'_>, outputs: &[Value]| {
+        let node = step.node;
         let now = Instant::now();
         let ms = (now - last).as_secs_f64() * 1e3;
         let op = node.split_whitespace().next().unwrap_or(node).to_string();
