@@ -64,7 +64,7 @@ pub fn specialize(
     let mut shapes = shapes.clone();
     loop {
         match attempt(model, operation_set, &shapes)? {
-            Attempt::Done(special) => return Ok(special),
+            Attempt::Done(special) => return Ok(special.map(|s| *s)),
             Attempt::Unchecked(probes) => {
                 for probe in probes {
                     shapes.remove(&probe);
@@ -75,7 +75,7 @@ pub fn specialize(
 }
 
 enum Attempt {
-    Done(Option<Specialization>),
+    Done(Option<Box<Specialization>>),
     /// These probes' shapes were used but nothing computes them any more.
     Unchecked(Vec<String>),
 }
@@ -157,10 +157,10 @@ fn attempt(
             (p, shape)
         })
         .collect();
-    Ok(Attempt::Done(Some(Specialization {
+    Ok(Attempt::Done(Some(Box::new(Specialization {
         model: special,
         guards,
         replaced,
         folded,
-    })))
+    }))))
 }
