@@ -7,8 +7,8 @@ a GPU (or any other machine), with the GPU's fallback steps counted.
         inputs (seeded, as zoo/models.json says) and runs it with a receipt, into DIR with the
         model files beside them, so that DIR can be copied anywhere whole.
     scripts/zoo_gpu_check.py verify DIR [--samebits BIN] [--device cuda]
-        Where DIR was copied: `samebits verify` of every receipt on DEVICE (exit 0 only when all
-        outputs are bit-identical), then one `samebits bench` run per model on DEVICE, whose
+        Where DIR was copied: `samebits verify --runs RUNS` of every receipt on DEVICE (exit 0
+        only when all outputs of every run are bit-identical), then one `samebits bench` run per model on DEVICE, whose
         summary line counts the steps that ran on GPU kernels and those that fell back to the CPU.
 
 Standard library only (no numpy): the GPU machines reach no package index.
@@ -79,7 +79,8 @@ def verify(args):
         if not os.path.exists(os.path.join(args.dir, receipt)):
             print(f"SKIPPED {mid}: no receipt in {args.dir}", file=sys.stderr)
             continue
-        done = subprocess.run([args.samebits, "verify", receipt, "--device", args.device], cwd=args.dir,
+        done = subprocess.run([args.samebits, "verify", receipt, "--device", args.device,
+                               "--runs", str(args.runs)], cwd=args.dir,
                               capture_output=True, text=True)
         last = (done.stdout + done.stderr).strip().splitlines()[-1:]
         print(f"{mid}: verify on {args.device}: {'ok' if done.returncode == 0 else 'FAILED'}: {' '.join(last)}",
@@ -91,7 +92,8 @@ def verify(args):
             cmd += ["--input", f"{i['name']}={os.path.join(mid, f'input{k}.npy')}"]
         bench = subprocess.run(cmd, cwd=args.dir, capture_output=True, text=True)
         text = (bench.stdout + bench.stderr).splitlines()
-        lines = [l.strip() for l in text if "steps on GPU" in l or l.startswith("median")]
+        lines = [l.strip() for l in text
+                 if "steps on GPU" in l or l.startswith("median") or l.startswith("plan steps")]
         print(f"{mid}: bench on {args.device}: " + (" | ".join(lines) if bench.returncode == 0
                                                       else "FAILED: " + " ".join(text[-2:])), flush=True)
         failed += bench.returncode != 0
@@ -104,6 +106,9 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--samebits", default=os.path.join(ROOT, "target", "release", "samebits"))
     ap.add_argument("--device", default="cuda", help="(verify) where to re-run: cuda, cuda:N or cpu")
+    ap.add_argument("--runs", type=int, default=2,
+                    help="(verify) runs per receipt in one process (the second and later go through "
+                         "the plan specialised to the input shapes)")
     args = ap.parse_args()
     args.dir = os.path.abspath(args.dir)
     args.samebits = os.path.abspath(args.samebits)

@@ -118,6 +118,22 @@ fn verify_accepts_a_true_receipt_and_rejects_an_altered_one() {
         "{}",
         String::from_utf8_lossy(&ok.stdout)
     );
+    // Three runs in one process, each compared with the receipt.
+    let runs = bin()
+        .args(["verify", "--runs", "3"])
+        .arg(&receipt)
+        .output()
+        .unwrap();
+    assert_eq!(runs.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&runs.stdout).contains("in each of 3 runs"));
+    // --runs re-runs one process's model, not a pipeline of stages.
+    let staged = bin()
+        .args(["verify", "--runs", "2", "--n-partitions", "2"])
+        .arg(&receipt)
+        .output()
+        .unwrap();
+    assert_eq!(staged.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&staged.stderr).contains("--runs"));
 
     let text = std::fs::read_to_string(&receipt).unwrap();
     let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -1,8 +1,9 @@
 // `samebits::ElementwiseChain` and inference BatchNormalization (contract sections
 // `elementwise-fusion` and `normalization`): for each output element the chain's steps run in
 // order, each the single IEEE operation of its op (no contraction, --fmad=false), results
-// kept in registers. Operands are chain inputs (the whole output shape, one element, or one
-// value per channel = axis 1) or earlier steps' results.
+// kept in registers. Operands are chain inputs (the whole output shape, one element, one value
+// per channel = axis 1, per row of the last axis or per position along it) or earlier steps'
+// results.
 
 // SbChain, its limits and its codes are in the device ABI (src/chain.rs, src/device_abi.rs).
 // Step codes: below SB_CHAIN_RELU the binary operations of sb_binary_op (elementwise.cu),
@@ -15,7 +16,13 @@ __device__ __forceinline__ float sb_chain_operand(const SbChain& c, const float*
 {
   if (a < 0) return t[-1 - a];
   const float* p = c.inputs[a];
-  return c.layout[a] == SB_CHAIN_FULL ? p[i] : (c.layout[a] == SB_CHAIN_SCALAR ? p[0] : p[ch]);
+  switch (c.layout[a]) {
+    case SB_CHAIN_FULL: return p[i];
+    case SB_CHAIN_SCALAR: return p[0];
+    case SB_CHAIN_CHANNEL: return p[ch];
+    case SB_CHAIN_ROW: return p[i / c.last];
+    default: return p[i % c.last];
+  }
 }
 
 extern "C" __global__ void sb_chain(float* __restrict__ y, long long n, SbChain c)

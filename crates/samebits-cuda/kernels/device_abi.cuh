@@ -17,6 +17,8 @@
 #define SB_BINARY_MAX 4
 // binary operation code of BinaryKernel::Min (contract: reduce-extrema)
 #define SB_BINARY_MIN 5
+// binary operation code of BinaryKernel::Pow (sb_powf, contract: activation)
+#define SB_BINARY_POW 6
 // most steps of a device chain
 #define SB_CHAIN_STEPS 16
 // most inputs of a device chain
@@ -31,12 +33,16 @@
 #define SB_CHAIN_SCALAR 1
 // chain input layout: one value per channel
 #define SB_CHAIN_CHANNEL 2
+// chain input layout: one value per row of the last axis
+#define SB_CHAIN_ROW 3
+// chain input layout: one value per position along the last axis
+#define SB_CHAIN_LAST 4
 // chain step code of Relu; codes below it are the binary operations of sb_binary_op
-#define SB_CHAIN_RELU 6
+#define SB_CHAIN_RELU 7
 // chain step code of Clip (operands x, lo, hi)
-#define SB_CHAIN_CLIP 7
+#define SB_CHAIN_CLIP 8
 // chain step code of BatchNormalization (operands x, scale, bias, mean, var)
-#define SB_CHAIN_BATCH_NORM 8
+#define SB_CHAIN_BATCH_NORM 9
 // chain step code of activation 0 of sb_activation; activation a is this + a
 #define SB_CHAIN_ACTIVATION 16
 // reduction code of ReduceKind::Sum
@@ -326,7 +332,7 @@ static_assert(sizeof(SbCopy::dst_offset) == 8, "SbCopy::dst_offset: Rust size");
 // One chain (kernels/chain.cu): its inputs, then its steps in order.
 struct SbChain {
   const float* inputs[32];
-  // SB_CHAIN_FULL, SB_CHAIN_SCALAR or SB_CHAIN_CHANNEL
+  // SB_CHAIN_FULL, SB_CHAIN_SCALAR, SB_CHAIN_CHANNEL, SB_CHAIN_ROW or SB_CHAIN_LAST
   int layout[32];
   // step codes: the binary operations of sb_binary_op, SB_CHAIN_RELU, ...
   int op[16];
@@ -340,8 +346,10 @@ struct SbChain {
   int channels;
   // elements per (image, channel) row
   long long inner;
+  // the length of the output's last axis
+  long long last;
 };
-static_assert(sizeof(SbChain) == 912, "SbChain: Rust size");
+static_assert(sizeof(SbChain) == 920, "SbChain: Rust size");
 static_assert(alignof(SbChain) == 8, "SbChain: Rust alignment");
 static_assert(sizeof(SbChain::inputs) == 256, "SbChain::inputs: Rust size");
 static_assert(sizeof(SbChain::layout) == 128, "SbChain::layout: Rust size");
@@ -352,6 +360,7 @@ static_assert(sizeof(SbChain::p1) == 64, "SbChain::p1: Rust size");
 static_assert(sizeof(SbChain::steps) == 4, "SbChain::steps: Rust size");
 static_assert(sizeof(SbChain::channels) == 4, "SbChain::channels: Rust size");
 static_assert(sizeof(SbChain::inner) == 8, "SbChain::inner: Rust size");
+static_assert(sizeof(SbChain::last) == 8, "SbChain::last: Rust size");
 
 // The argument of an op's own kernel (samebits-ops `SourceKernel`): its float32 input
 // buffers then its tables, the output, the output's element count and the parameters.

@@ -25,7 +25,8 @@ __device__ __forceinline__ float sb_binary_op(int op, float a, float b)
     case SB_BINARY_MUL: return a * b;
     case SB_BINARY_DIV: return a / b;
     case SB_BINARY_MAX: return sb_canonical_max(a, b);
-    default: return sb_canonical_min(a, b);
+    case SB_BINARY_MIN: return sb_canonical_min(a, b);
+    default: return sb_powf(a, b);
   }
 }
 

@@ -58,11 +58,3 @@ extern "C" __global__ void sb_pool(const float* __restrict__ x, float* __restric
     }
   }
 }
-
-// GlobalAveragePool's division of each plane's canonical sum by the plane size.
-extern "C" __global__ void sb_divide_by(float* y, long long n, float d)
-{
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x)
-    y[i] = y[i] / d;
-}

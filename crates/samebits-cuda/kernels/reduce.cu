@@ -8,6 +8,16 @@
 
 // Reduction codes SB_REDUCE_*: `kind_code` of src/reduce.rs, in the device ABI.
 
+// y[i] = y[i] / d, IEEE division: ReduceMean's and GlobalAveragePool's count (contract
+// `reduce-mean`, `pool`).
+extern "C" __global__ void sb_divide_by(float* y, long long n, float d)
+{
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    y[i] = y[i] / d;
+  }
+}
+
 // One thread per output (o, i) of x viewed as [outer, len, inner]: the whole canonical order in
 // one thread; adjacent threads read adjacent i (coalesced when inner > 1).
 extern "C" __global__ void sb_reduce_axis_per_thread(const float* x, float* y, long long outer,

@@ -18,10 +18,13 @@ pub(crate) const INPUTS: usize = 32;
 pub(crate) const OPERANDS: usize = 5;
 /// `SB_CHAIN_ABSENT`: a missing operand.
 pub(crate) const ABSENT: i32 = -1000;
-/// Input layouts (`SbChain::layout`): the whole output shape, one element, one value per channel.
+/// Input layouts (`SbChain::layout`): the whole output shape, one element, one value per
+/// channel, one value per row of the last axis, one value per position along the last axis.
 pub(crate) const FULL: i32 = 0;
 pub(crate) const SCALAR: i32 = 1;
 pub(crate) const CHANNEL: i32 = 2;
+pub(crate) const ROW: i32 = 3;
+pub(crate) const LAST: i32 = 4;
 /// Step codes (`SbChain::op`) after those of the binary operations (`sb_binary_op`, below
 /// `RELU`): Relu, Clip (operands x, lo, hi), BatchNormalization (operands x, scale, bias, mean,
 /// var), and activation `a` of `sb_activation` as `ACTIVATION + a`.
@@ -34,7 +37,7 @@ device_struct! {
     /// One chain (kernels/chain.cu): its inputs, then its steps in order.
     pub(crate) struct SbChain {
         inputs: [u64; INPUTS] as "const float*",
-        /// SB_CHAIN_FULL, SB_CHAIN_SCALAR or SB_CHAIN_CHANNEL
+        /// SB_CHAIN_FULL, SB_CHAIN_SCALAR, SB_CHAIN_CHANNEL, SB_CHAIN_ROW or SB_CHAIN_LAST
         layout: [i32; INPUTS],
         /// step codes: the binary operations of sb_binary_op, SB_CHAIN_RELU, ...
         op: [i32; STEPS],
@@ -48,6 +51,8 @@ device_struct! {
         channels: i32,
         /// elements per (image, channel) row
         inner: i64,
+        /// the length of the output's last axis
+        last: i64,
     }
 }
 
@@ -78,6 +83,7 @@ impl CudaBackend {
             0 | 1 => (1, 1),
             _ => (chain.shape[1], chain.shape[2..].iter().product::<usize>()),
         };
+        let last = chain.shape.last().copied().unwrap_or(1).max(1);
         let mut y = self.alloc(numel)?;
         if numel == 0 {
             return Ok(y);
@@ -92,6 +98,7 @@ impl CudaBackend {
             steps: chain.steps.len() as i32,
             channels: channels as i32,
             inner: inner as i64,
+            last: last as i64,
         };
         let stream = self.stream();
         let mut syncs = Vec::with_capacity(inputs.len());
@@ -100,6 +107,8 @@ impl CudaBackend {
                 ChainLayout::Full => (FULL, numel),
                 ChainLayout::Scalar => (SCALAR, 1),
                 ChainLayout::Channel => (CHANNEL, channels),
+                ChainLayout::Row => (ROW, numel / last),
+                ChainLayout::Last => (LAST, last),
             };
             if buffer.len() < needed {
                 return Err(CudaError::Invalid(format!(

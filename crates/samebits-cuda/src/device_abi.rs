@@ -169,6 +169,11 @@ fn constants() -> Vec<(&'static str, &'static str, i64)> {
             BinaryKernel::Min as i64,
         ),
         (
+            "SB_BINARY_POW",
+            "binary operation code of BinaryKernel::Pow (sb_powf, contract: activation)",
+            BinaryKernel::Pow as i64,
+        ),
+        (
             "SB_CHAIN_STEPS",
             "most steps of a device chain",
             chain::STEPS as i64,
@@ -202,6 +207,16 @@ fn constants() -> Vec<(&'static str, &'static str, i64)> {
             "SB_CHAIN_CHANNEL",
             "chain input layout: one value per channel",
             chain::CHANNEL.into(),
+        ),
+        (
+            "SB_CHAIN_ROW",
+            "chain input layout: one value per row of the last axis",
+            chain::ROW.into(),
+        ),
+        (
+            "SB_CHAIN_LAST",
+            "chain input layout: one value per position along the last axis",
+            chain::LAST.into(),
         ),
         (
             "SB_CHAIN_RELU",

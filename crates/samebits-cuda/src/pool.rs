@@ -90,13 +90,8 @@ impl CudaBackend {
             PoolKind::Average { .. } => ReduceKind::Sum,
         };
         let mut y = self.reduce(reduce, x, planes, len, 1)?;
-        if matches!(kind, PoolKind::Average { .. }) && !y.is_empty() {
-            let f = self.function("sb_divide_by")?;
-            let (n, d) = (y.len() as i64, len as f32);
-            let mut launch = self.stream().launch_builder(&f);
-            launch.arg(y.slice_mut()).arg(&n).arg(&d);
-            // SAFETY: y holds n elements.
-            unsafe { launch.launch(launch_1d(blocks_for(planes), 0))? };
+        if matches!(kind, PoolKind::Average { .. }) {
+            self.divide_by(&mut y, len as f32)?;
         }
         Ok(y)
     }

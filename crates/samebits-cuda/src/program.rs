@@ -32,7 +32,9 @@ fn activation_expression(a: Activation) -> String {
         Activation::HardSigmoid { .. } | Activation::Selu { .. } => {
             format!("sb_{name}f(v, p0, p1)")
         }
-        Activation::Elu { .. } | Activation::Celu { .. } => format!("sb_{name}f(v, p0)"),
+        Activation::Elu { .. } | Activation::Celu { .. } | Activation::LeakyRelu { .. } => {
+            format!("sb_{name}f(v, p0)")
+        }
         _ => format!("sb_{name}f(v)"),
     }
 }
@@ -54,7 +56,9 @@ pub(crate) fn activation_params(a: Activation) -> (f32, f32) {
     match a {
         Activation::HardSigmoid { alpha, beta } => (alpha, beta),
         Activation::Selu { alpha, gamma } => (alpha, gamma),
-        Activation::Elu { alpha } | Activation::Celu { alpha } => (alpha, 0.0),
+        Activation::Elu { alpha }
+        | Activation::Celu { alpha }
+        | Activation::LeakyRelu { alpha } => (alpha, 0.0),
         _ => (0.0, 0.0),
     }
 }

@@ -6,7 +6,7 @@
 use cudarc::driver::PushKernelArg;
 use samebits_kernels::{REDUCTION_TILE, ReduceKind};
 
-use crate::backend::{BLOCK, CudaBackend, launch_1d};
+use crate::backend::{BLOCK, CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
 use crate::error::{CudaError, Result};
 
@@ -97,6 +97,21 @@ impl CudaBackend {
             }
         }
         Ok(y)
+    }
+
+    /// Each element of `y` divided by `d` (IEEE division): ReduceMean's and GlobalAveragePool's
+    /// count.
+    pub fn divide_by(&self, y: &mut DeviceBuffer, d: f32) -> Result<()> {
+        if y.is_empty() {
+            return Ok(());
+        }
+        let f = self.function("sb_divide_by")?;
+        let (n, blocks) = (y.len() as i64, blocks_for(y.len()));
+        let mut launch = self.stream().launch_builder(&f);
+        launch.arg(y.slice_mut()).arg(&n).arg(&d);
+        // SAFETY: y holds n floats, each read and written by one thread.
+        unsafe { launch.launch(launch_1d(blocks, 0))? };
+        Ok(())
     }
 
     /// Softmax (or log-softmax) of each contiguous row of `len` elements.

@@ -770,6 +770,37 @@ fn batch_norm(device: &Device) {
 }
 test_device!(batch_norm, batch_norm_cpu, batch_norm_cuda);
 
+/// ReduceSum / Mean / Max / Min / Prod / SumSquare over adjacent axes (a transformer's
+/// per-token mean, a middle pair, every axis), the axes a constant input: the canonical order of
+/// `reduce-axes` and ReduceMean's division by the count.
+fn reductions(device: &Device) {
+    let mut rng = Rng::new(28);
+    let x_shape = [2usize, 3, 5, 300];
+    let cases: [(&str, &[i64], i64); 6] = [
+        ("ReduceMean", &[-1], 1),
+        ("ReduceSum", &[1, 2], 0),
+        ("ReduceMax", &[3], 1),
+        ("ReduceMin", &[0, 1], 1),
+        ("ReduceProd", &[2], 0),
+        ("ReduceSumSquare", &[0, 1, 2, 3], 0),
+    ];
+    for (op, axes, keepdims) in cases {
+        let case = Case::new(
+            format!("{op} axes {axes:?} keepdims {keepdims}"),
+            node(
+                op,
+                &["x", "axes"],
+                &["y"],
+                vec![("keepdims", Attribute::Int(keepdims))],
+            ),
+        )
+        .input("x", random(&mut rng, &x_shape, 2.0))
+        .constant("axes", i64s(axes));
+        check(device, &case);
+    }
+}
+test_device!(reductions, reductions_cpu, reductions_cuda);
+
 /// A `samebits::ElementwiseChain` node over `inputs` with `body` (the last node's output is
 /// the chain's output "y").
 fn chain_node(inputs: &[&str], body: Vec<Node>) -> Node {
@@ -878,6 +909,30 @@ fn elementwise_chain(device: &Device) {
     let case = Case::new("ElementwiseChain activations", act)
         .input("x", random(&mut rng, &x_shape, 8.0))
         .input("r", random(&mut rng, &x_shape, 4.0));
+    check(device, &case);
+    // A decomposed layer norm's tail: per-row mean and std ([B, T, 1]), per-feature gamma and
+    // beta ([D]).
+    let (b, t, d) = (2usize, 3, 300);
+    let ln = chain_node(
+        &["x", "mean", "std", "gamma", "beta"],
+        vec![
+            node("Sub", &["x", "mean"], &["t0"], vec![]),
+            node("Div", &["t0", "std"], &["t1"], vec![]),
+            node("Mul", &["t1", "gamma"], &["t2"], vec![]),
+            node("Add", &["t2", "beta"], &["y0"], vec![]),
+        ],
+    );
+    let std: Vec<f32> = rng
+        .values(b * t, 2.0)
+        .iter()
+        .map(|v| v.abs() + 0.5)
+        .collect();
+    let case = Case::new("ElementwiseChain per-row and per-feature operands", ln)
+        .input("x", random(&mut rng, &[b, t, d], 4.0))
+        .input("mean", random(&mut rng, &[b, t, 1], 1.0))
+        .constant("std", Tensor::from_vec(vec![b, t, 1], std).unwrap())
+        .constant("gamma", random(&mut rng, &[d], 2.0))
+        .constant("beta", random(&mut rng, &[d], 1.0));
     check(device, &case);
 }
 test_device!(

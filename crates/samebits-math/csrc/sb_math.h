@@ -1848,6 +1848,13 @@ SB_FN float sb_celuf(float x, float alpha)
   return x > 0.0f ? x : alpha * sb_expm1f(x / alpha);
 }
 
+/* leaky_relu x = alpha x for x < 0, x otherwise. */
+SB_FN float sb_leaky_reluf(float x, float alpha)
+{
+  if (x != x) return sb_nanf();
+  return x < 0.0f ? sb_canonical_nanf(alpha * x) : x;
+}
+
 /* rsqrt_formula x = 1 / sqrt(x) (two correctly rounded binary32 operations). */
 SB_FN float sb_rsqrt_formulaf(float x)
 {

@@ -58,6 +58,7 @@ SB_CHECK_ACTIVATION(mish, sb_mishf(x))
 SB_CHECK_ACTIVATION(elu, sb_eluf(x, p0))
 SB_CHECK_ACTIVATION(selu, sb_seluf(x, p0, p1))
 SB_CHECK_ACTIVATION(celu, sb_celuf(x, p0))
+SB_CHECK_ACTIVATION(leaky_relu, sb_leaky_reluf(x, p0))
 SB_CHECK_ACTIVATION(rsqrt_formula, sb_rsqrt_formulaf(x))
 
 /* pow on n given pairs (x[i], y[i]). */

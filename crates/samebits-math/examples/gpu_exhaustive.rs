@@ -49,9 +49,11 @@ impl Checked {
     fn params(self) -> (f32, f32) {
         match self {
             Checked::Activation(Activation::HardSigmoid { alpha, beta }) => (alpha, beta),
-            Checked::Activation(Activation::Elu { alpha } | Activation::Celu { alpha }) => {
-                (alpha, 0.0)
-            }
+            Checked::Activation(
+                Activation::Elu { alpha }
+                | Activation::Celu { alpha }
+                | Activation::LeakyRelu { alpha },
+            ) => (alpha, 0.0),
             Checked::Activation(Activation::Selu { alpha, gamma }) => (alpha, gamma),
             _ => (0.0, 0.0),
         }

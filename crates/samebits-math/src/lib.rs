@@ -199,6 +199,7 @@ unsafe extern "C" {
     fn samebits_eluf(x: c_float, alpha: c_float) -> c_float;
     fn samebits_seluf(x: c_float, alpha: c_float, gamma: c_float) -> c_float;
     fn samebits_celuf(x: c_float, alpha: c_float) -> c_float;
+    fn samebits_leaky_reluf(x: c_float, alpha: c_float) -> c_float;
     fn samebits_rsqrt_formulaf(x: c_float) -> c_float;
 }
 
@@ -217,6 +218,7 @@ pub enum Activation {
     Elu { alpha: f32 },
     Selu { alpha: f32, gamma: f32 },
     Celu { alpha: f32 },
+    LeakyRelu { alpha: f32 },
     RsqrtFormula,
 }
 
@@ -239,6 +241,7 @@ impl Activation {
             gamma: 1.050_701,
         },
         Activation::Celu { alpha: 1.0 },
+        Activation::LeakyRelu { alpha: 0.01 },
         Activation::RsqrtFormula,
     ];
 
@@ -256,6 +259,7 @@ impl Activation {
             Activation::Elu { .. } => "elu",
             Activation::Selu { .. } => "selu",
             Activation::Celu { .. } => "celu",
+            Activation::LeakyRelu { .. } => "leaky_relu",
             Activation::RsqrtFormula => "rsqrt_formula",
         }
     }
@@ -276,6 +280,7 @@ impl Activation {
                 Activation::Elu { alpha } => samebits_eluf(x, alpha),
                 Activation::Selu { alpha, gamma } => samebits_seluf(x, alpha, gamma),
                 Activation::Celu { alpha } => samebits_celuf(x, alpha),
+                Activation::LeakyRelu { alpha } => samebits_leaky_reluf(x, alpha),
                 Activation::RsqrtFormula => samebits_rsqrt_formulaf(x),
             }
         }

@@ -54,6 +54,14 @@ fn written_formula(a: Activation, x: f32) -> f32 {
                 alpha * expm1(x / alpha)
             }
         }
+        Activation::LeakyRelu { alpha } => {
+            let y = if x < 0.0 { alpha * x } else { x };
+            if y.is_nan() {
+                f32::from_bits(0x7fc0_0000)
+            } else {
+                y
+            }
+        }
         Activation::RsqrtFormula => 1.0 / x.sqrt(),
     }
 }
@@ -94,6 +102,13 @@ fn exact(a: Activation, x: f64) -> f64 {
                 x
             } else {
                 f64::from(alpha) * (x / f64::from(alpha)).exp_m1()
+            }
+        }
+        Activation::LeakyRelu { alpha } => {
+            if x < 0.0 {
+                f64::from(alpha) * x
+            } else {
+                x
             }
         }
         Activation::RsqrtFormula => 1.0 / x.sqrt(),

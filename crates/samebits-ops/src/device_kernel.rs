@@ -23,7 +23,7 @@
 //! only does the arithmetic, in the op's contract order.
 
 use samebits_ggml::GgmlType;
-use samebits_kernels::{ConvGeometry, ConvTransposeGeometry, PoolGeometry, PoolKind};
+use samebits_kernels::{ConvGeometry, ConvTransposeGeometry, PoolGeometry, PoolKind, ReduceKind};
 use samebits_math::{Activation, UnaryFn};
 
 /// A reproducible kernel an op's float32 evaluation equals, with the op's attributes.
@@ -201,6 +201,18 @@ pub enum ShapedKernel {
     },
     /// The op's own kernel from its registered source (module docs).
     Source(SourceKernel),
+    /// ReduceSum / Mean / Max / Min / Prod / SumSquare over adjacent axes (contract
+    /// `reduce-axes`, `reduce-mean`): input 0 viewed as `[outer, len, inner]` reduced over the
+    /// middle axis in the canonical order, each result then divided by `divisor` (ReduceMean's
+    /// count), into an output of `shape`.
+    Reduce {
+        kind: ReduceKind,
+        outer: usize,
+        len: usize,
+        inner: usize,
+        divisor: Option<f32>,
+        shape: Vec<usize>,
+    },
 }
 
 /// The most device buffers (inputs, then tables) a [`SourceKernel`] reads.
@@ -248,9 +260,10 @@ impl ShapedKernel {
     pub fn reads_on_device(&self, i: usize) -> bool {
         match self {
             ShapedKernel::Conv(_) | ShapedKernel::ConvTranspose(_) => i <= 2,
-            ShapedKernel::Pool(..) | ShapedKernel::GlobalPool { .. } | ShapedKernel::Resize(_) => {
-                i == 0
-            }
+            ShapedKernel::Pool(..)
+            | ShapedKernel::GlobalPool { .. }
+            | ShapedKernel::Resize(_)
+            | ShapedKernel::Reduce { .. } => i == 0,
             ShapedKernel::Copy { parts, .. } => parts.iter().any(|p| p.input == i),
             ShapedKernel::Source(kernel) => kernel.inputs.contains(&i),
             ShapedKernel::Chain(chain) => i < chain.layouts.len(),
@@ -275,7 +288,9 @@ impl ShapedKernel {
             ShapedKernel::Conv(g) => vec![nc(g.batch, g.out_channels, g.out_spatial())],
             ShapedKernel::ConvTranspose(g) => vec![nc(g.batch, g.out_channels, g.out_spatial())],
             ShapedKernel::Pool(g, _) => vec![nc(g.batch, g.channels, g.out_spatial())],
-            ShapedKernel::GlobalPool { shape, .. } => vec![shape.clone()],
+            ShapedKernel::GlobalPool { shape, .. } | ShapedKernel::Reduce { shape, .. } => {
+                vec![shape.clone()]
+            }
             ShapedKernel::Resize(taps) => vec![taps.out_shape.clone()],
             ShapedKernel::Copy { outputs, .. } => outputs.clone(),
             ShapedKernel::Source(kernel) => vec![kernel.output.clone()],
@@ -344,6 +359,12 @@ pub enum ChainLayout {
     Scalar,
     /// One element per channel (axis 1 of the output).
     Channel,
+    /// One element per row of the output's last axis: the output's shape with the last dim 1
+    /// (a per-token mean or norm, `[.., T, 1]`).
+    Row,
+    /// One element per position along the output's last axis: `[.., 1, D]` (a per-feature
+    /// scale or bias, `[D]`).
+    Last,
 }
 
 /// One step of a [`ChainKernel`].
@@ -444,16 +465,19 @@ pub enum BinaryKernel {
     Div,
     Max,
     Min,
+    /// samebits-math's correctly rounded `pow` (contract: activation, Pow).
+    Pow,
 }
 
 impl BinaryKernel {
     /// Every binary kernel.
-    pub const ALL: [BinaryKernel; 6] = [
+    pub const ALL: [BinaryKernel; 7] = [
         BinaryKernel::Add,
         BinaryKernel::Sub,
         BinaryKernel::Mul,
         BinaryKernel::Div,
         BinaryKernel::Max,
         BinaryKernel::Min,
+        BinaryKernel::Pow,
     ];
 }

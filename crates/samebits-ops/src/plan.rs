@@ -10,7 +10,7 @@ use crate::{BuildContext, Op, OpError, OperationSet, Result};
 use rayon::prelude::*;
 use samebits_ir::{Attribute, Dim, Graph, Node, OpsetImports, Value, ValueType};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Called after each step with the step (its node's description, output names, ...) and its
 /// outputs (tracing, dumps, shape specialisation); `Send` so that a run may move to a thread of
@@ -25,7 +25,11 @@ pub struct RunOptions<'a> {
 
 #[derive(Debug)]
 struct Step {
-    op: Box<dyn Op>,
+    /// Shared with the plans that [`Plan::build_sharing`] built from this one.
+    op: Arc<dyn Op>,
+    /// What the op was built from besides the node: its inputs' names, whether each is a
+    /// constant, and their types.
+    built_from: BuiltFrom,
     node: String,
     op_type: String,
     domain: String,
@@ -38,6 +42,15 @@ struct Step {
     /// Shape guards of a specialised plan ([`Plan::guard_shapes`]): an output index and the
     /// shape that output must have.
     guards: Vec<(usize, Vec<usize>)>,
+}
+
+/// The inputs a step's op was built for: two steps of one node built for the same inputs hold
+/// the same op.
+#[derive(Debug, PartialEq)]
+struct BuiltFrom {
+    inputs: Vec<String>,
+    constant: Vec<bool>,
+    types: Vec<Option<ValueType>>,
 }
 
 /// One step of a [`Plan`] as other executors see it (the CUDA executor runs the same steps,
@@ -264,6 +277,29 @@ impl Plan {
         operation_set: OperationSet,
         outer: &[String],
     ) -> Result<Plan> {
+        Plan::build_sharing(graph, opsets, operation_set, outer, None)
+    }
+
+    /// [`Plan::build`], taking from `donor` (a plan of a graph this one derives from, in the
+    /// same operation set: a shape specialisation) the op of each step whose node, by its
+    /// first output, was built there for the same inputs, so that what an op prepares once
+    /// (a packed constant matrix) is not prepared and held twice.
+    pub fn build_sharing(
+        graph: &Graph,
+        opsets: &OpsetImports,
+        operation_set: OperationSet,
+        outer: &[String],
+        donor: Option<&Plan>,
+    ) -> Result<Plan> {
+        let donated: HashMap<&str, &Step> = donor
+            .filter(|d| d.operation_set == operation_set)
+            .map(|d| {
+                d.steps
+                    .iter()
+                    .filter_map(|s| Some((s.output_names.first()?.as_str(), s)))
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut slots: HashMap<String, usize> = HashMap::new();
         let mut next_slot = 0usize;
         let mut slot_of = |name: &str, slots: &mut HashMap<String, usize>| -> usize {
@@ -315,7 +351,21 @@ impl Plan {
                 constant_inputs: &constant_inputs,
                 captures: &captures,
             };
-            let op = registry::global().build(&ctx).map_err(|e| e.at(&desc))?;
+            let built_from = BuiltFrom {
+                inputs: node.inputs.clone(),
+                constant: constant_inputs.clone(),
+                types: input_types.clone(),
+            };
+            let same = |s: &&&Step| {
+                s.op_type == node.op_type
+                    && s.domain == node.domain
+                    && s.output_names == node.outputs
+                    && s.built_from == built_from
+            };
+            let op = match node.outputs.first().and_then(|o| donated.get(o.as_str())) {
+                Some(step) if same(&step) && captures.is_empty() => Arc::clone(&step.op),
+                _ => Arc::from(registry::global().build(&ctx).map_err(|e| e.at(&desc))?),
+            };
             let mut step_inputs: Vec<Option<usize>> = node
                 .inputs
                 .iter()
@@ -329,6 +379,7 @@ impl Plan {
                 .collect();
             steps.push(Step {
                 op,
+                built_from,
                 node: desc,
                 op_type: node.op_type.clone(),
                 domain: node.domain.clone(),

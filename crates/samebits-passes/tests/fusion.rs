@@ -129,8 +129,9 @@ fn run(graph: &Graph, x: &Tensor, se: &Tensor) -> Vec<Vec<u32>> {
         .collect()
 }
 
-fn fused(side_output: bool) -> Model {
-    let mut m = model(side_output);
+/// `model` after the pass pipeline (fusion included).
+fn compiled(model: &Model) -> Model {
+    let mut m = model.clone();
     Pipeline {
         operation_set: OperationSet::Reproducible,
         dump_dir: None,
@@ -138,6 +139,10 @@ fn fused(side_output: bool) -> Model {
     .run(&mut m)
     .unwrap();
     m
+}
+
+fn fused(side_output: bool) -> Model {
+    compiled(&model(side_output))
 }
 
 fn chain_lengths(graph: &Graph) -> Vec<usize> {
@@ -208,13 +213,7 @@ fn a_one_dimensional_operand_broadcasts_along_the_last_axis() {
         graph: g,
         ..Default::default()
     };
-    let mut fused = model.clone();
-    Pipeline {
-        operation_set: OperationSet::Reproducible,
-        dump_dir: None,
-    }
-    .run(&mut fused)
-    .unwrap();
+    let fused = compiled(&model);
     assert_eq!(chain_lengths(&fused.graph), [2]);
     let x = Tensor::from_vec(shape.to_vec(), (0..80).map(|i| i as f32 - 40.0).collect()).unwrap();
     let b = Tensor::from_vec(vec![4], vec![100.0f32, -100.0, 0.5, -0.25]).unwrap();
@@ -246,13 +245,7 @@ fn interleaved_branches_fuse_each_into_its_own_chain() {
         graph: g,
         ..Default::default()
     };
-    let mut fused = model.clone();
-    Pipeline {
-        operation_set: OperationSet::Reproducible,
-        dump_dir: None,
-    }
-    .run(&mut fused)
-    .unwrap();
+    let fused = compiled(&model);
     assert_eq!(chain_lengths(&fused.graph), [3, 3]);
     assert_eq!(fused.graph.nodes.len(), 2, "two fused nodes left");
     let x = Tensor::from_vec(shape.to_vec(), x_values()).unwrap();
@@ -262,4 +255,52 @@ fn interleaved_branches_fuse_each_into_its_own_chain() {
     )
     .unwrap();
     assert_eq!(run(&fused.graph, &x, &se), run(&model.graph, &x, &se));
+}
+
+/// A transformer's decomposed layer norm tail, `(x - mean) / std * gamma + beta`, with the mean
+/// and std one value per row of the last axis (`[B, T, 1]`) and gamma, beta one per feature
+/// (`[D]`): the fused chain takes these layouts on its fast path and keeps the unfused bits,
+/// special values included.
+#[test]
+fn per_row_and_per_feature_operands_keep_the_unfused_bits() {
+    // Rows longer than a block of lanes, so that a block starts inside a row.
+    let (b, t, d) = (2usize, 3, 300);
+    let mut g = Graph::default();
+    g.inputs.push(f32_input("x", Some(&[b, t, d])));
+    g.inputs.push(f32_input("mean", Some(&[b, t, 1])));
+    g.outputs.push(ValueInfo {
+        name: "y".into(),
+        ty: None,
+    });
+    let std: Vec<f32> = (0..b * t).map(|i| 0.25 + i as f32 * 0.375).collect();
+    g.initializers
+        .insert("std".into(), Tensor::from_vec(vec![b, t, 1], std).unwrap());
+    let feature = |special: &[f32], k: f32| -> Vec<f32> {
+        let ordinary = (special.len()..d).map(|i| (i as f32 * k).sin() * 3.0);
+        special.iter().copied().chain(ordinary).collect()
+    };
+    let gamma = feature(&[1.5, -0.75, 1e-3, 3.0, f32::NAN, 0.0, -2.0], 0.7);
+    let beta = feature(&[0.1, -0.2, 0.0, 7.5, 1.0, f32::INFINITY, -0.0], 1.3);
+    g.initializers
+        .insert("gamma".into(), Tensor::from_vec(vec![d], gamma).unwrap());
+    g.initializers
+        .insert("beta".into(), Tensor::from_vec(vec![d], beta).unwrap());
+    g.nodes.push(node("Sub", &["x", "mean"], "centred"));
+    g.nodes.push(node("Div", &["centred", "std"], "normed"));
+    g.nodes.push(node("Mul", &["normed", "gamma"], "scaled"));
+    g.nodes.push(node("Add", &["scaled", "beta"], "y"));
+    let model = Model {
+        graph: g,
+        ..Default::default()
+    };
+    let fused = compiled(&model);
+    assert_eq!(chain_lengths(&fused.graph), [4]);
+    let values: Vec<f32> = x_values().into_iter().cycle().take(b * t * d).collect();
+    let x = Tensor::from_vec(vec![b, t, d], values).unwrap();
+    let mean = Tensor::from_vec(
+        vec![b, t, 1],
+        (0..b * t).map(|i| i as f32 * 0.5 - 2.0).collect(),
+    )
+    .unwrap();
+    assert_eq!(run(&fused.graph, &x, &mean), run(&model.graph, &x, &mean));
 }

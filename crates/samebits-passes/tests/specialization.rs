@@ -174,3 +174,30 @@ fn a_probe_the_specialised_graph_would_no_longer_compute_keeps_its_shape_node() 
     let expected = run(&model, &input).unwrap();
     assert_eq!(bits(&run(&special.model, &input).unwrap()), bits(&expected));
 }
+
+/// A plan of the specialised graph built from the compiled plan takes over the op of each node
+/// built for the same inputs (Relu), and builds the others anew (Reshape, whose target is now
+/// a constant).
+#[test]
+fn a_specialised_plan_shares_the_ops_of_nodes_built_for_the_same_inputs() {
+    let model = flattening_model(false);
+    let build = |m: &Model, donor: Option<&Plan>| {
+        let set = OperationSet::Reproducible;
+        Plan::build_sharing(&m.graph, &m.opset_imports, set, &[], donor).unwrap()
+    };
+    let compiled = build(&model, None);
+    let shapes = HashMap::from([("r".to_string(), vec![2, 3, 4])]);
+    let special = specialize(&model, OperationSet::Reproducible, &shapes)
+        .unwrap()
+        .expect("specialised");
+    let plan = build(&special.model, Some(&compiled));
+    let op_of = |plan: &Plan, op_type: &str| {
+        let step = plan.steps().find(|s| s.op_type == op_type).unwrap();
+        step.op as *const dyn samebits_ops::Op as *const ()
+    };
+    assert_eq!(op_of(&plan, "Relu"), op_of(&compiled, "Relu"));
+    assert_ne!(op_of(&plan, "Reshape"), op_of(&compiled, "Reshape"));
+    let input = x(&[2, 3, 4]);
+    let got = plan.run(vec![input.clone().into()], RunOptions::default());
+    assert_eq!(bits(&got.unwrap()), bits(&run(&model, &input).unwrap()));
+}

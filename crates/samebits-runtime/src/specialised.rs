@@ -5,8 +5,9 @@
 //! The first run with a new set of input shapes runs the compiled plan, recording the shapes
 //! of the values Shape / Size nodes read; the model is then specialised to them (those nodes
 //! and the arithmetic after them become constants) and later runs with the same input shapes
-//! use the specialised plan, bound to the same device (on a GPU it shares the uploaded
-//! weights). A run whose guarded value comes out with another shape (a shape that depends on
+//! use the specialised plan, bound to the same device. It shares the compiled plan's op of
+//! every node built for the same inputs (what an op prepares once, a packed weight matrix, is
+//! not prepared again) and, on a GPU, its uploaded weights. A run whose guarded value comes out with another shape (a shape that depends on
 //! data) is rerun with the compiled plan, and that set of shapes is not specialised again.
 //! Specialised plans evaluate every data value with the same ops in the same order, so the
 //! outputs have the same bits whichever plan ran (tested in samebits-passes and the CLI's
@@ -151,7 +152,9 @@ fn specialised_executor(
         return Ok(None);
     };
     let graph = &special.model.graph;
-    let mut plan = Plan::build(graph, &special.model.opset_imports, operation_set, &[])?;
+    let opsets = &special.model.opset_imports;
+    let donor = Some(compiled.plan().as_ref());
+    let mut plan = Plan::build_sharing(graph, opsets, operation_set, &[], donor)?;
     plan.guard_shapes(&special.guards)?;
     Ok(Some(compiled.specialised(Arc::new(plan))))
 }

@@ -40,6 +40,11 @@ pub struct Args {
     /// (run and generation receipts).
     #[command(flatten)]
     partitions: PartitionOptions,
+    /// (Run receipts) Run the model N times in this process and compare every run with the
+    /// receipt: runs after the first go through the plan specialised to the input shapes
+    /// (shape arithmetic folded), so this checks that plan too.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    runs: u16,
 }
 
 pub fn main(args: Args) -> Result<ExitCode> {
@@ -54,6 +59,15 @@ pub fn main(args: Args) -> Result<ExitCode> {
     let pipeline = args
         .partitions
         .pipeline(args.device.device, Default::default());
+    let run_receipt = !generation_receipt::is_generation_receipt(&text)
+        && !embedding_receipt::is_embedding_receipt(&text);
+    if args.runs > 1 && (!run_receipt || pipeline.is_some()) {
+        eprintln!(
+            "error: --runs applies to run receipts (`samebits run`) re-run whole on one device, \
+             without --n-partitions"
+        );
+        return Ok(ExitCode::from(2));
+    }
     if generation_receipt::is_generation_receipt(&text) {
         verify_generation(
             &args.receipt,
@@ -70,13 +84,23 @@ pub fn main(args: Args) -> Result<ExitCode> {
     } else if embedding_receipt::is_embedding_receipt(&text) {
         verify_embedding(&args.receipt)
     } else {
-        verify_run(&args.receipt, args.device.device, pipeline)
+        verify_run(
+            &args.receipt,
+            args.device.device,
+            pipeline,
+            args.runs.into(),
+        )
     }
 }
 
-fn verify_run(path: &Path, device: Device, pipeline: Option<PipelineOptions>) -> Result<ExitCode> {
+fn verify_run(
+    path: &Path,
+    device: Device,
+    pipeline: Option<PipelineOptions>,
+    runs: usize,
+) -> Result<ExitCode> {
     let verified = match pipeline {
-        None => receipt::verify_on(path, device),
+        None => receipt::verify_runs_on(path, device, runs),
         Some(mut options) => receipt::verify_with(path, &mut |model, operation_set, inputs| {
             options.operation_set = operation_set;
             let spec = ModelSpec::Onnx(model.to_path_buf());
@@ -108,7 +132,14 @@ fn verify_run(path: &Path, device: Device, pipeline: Option<PipelineOptions>) ->
         }
     }
     if v.all_match() {
-        println!("verified: all {} outputs are bit-identical", v.checks.len());
+        let runs = match runs {
+            1 => String::new(),
+            n => format!(" in each of {n} runs"),
+        };
+        println!(
+            "verified: all {} outputs are bit-identical{runs}",
+            v.checks.len()
+        );
         Ok(ExitCode::SUCCESS)
     } else {
         println!("NOT verified: outputs differ from the receipt");

@@ -105,6 +105,20 @@ impl CudaExecutor {
                 kind, planes, len, ..
             } => vec![backend.global_pool(*kind, input(0)?, *planes, *len)?],
             ShapedKernel::Resize(taps) => vec![backend.resize(taps, input(0)?)?],
+            ShapedKernel::Reduce {
+                kind,
+                outer,
+                len,
+                inner,
+                divisor,
+                ..
+            } => {
+                let mut y = backend.reduce(*kind, input(0)?, *outer, *len, *inner)?;
+                if let Some(d) = divisor {
+                    backend.divide_by(&mut y, *d)?;
+                }
+                vec![y]
+            }
             ShapedKernel::Copy { outputs, parts } => {
                 backend.copy_parts(&buffers, outputs, parts)?
             }

@@ -12,8 +12,8 @@ use super::numeric::Real;
 use crate::broadcast::{LegacyBroadcast, LegacyBroadcastOp, map2};
 use crate::registry::Registry;
 use crate::{
-    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, UnaryKernel, bail,
-    unsupported,
+    BinaryKernel, BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, UnaryKernel,
+    bail, unsupported,
 };
 use rayon::prelude::*;
 use samebits_ir::{DType, Tensor, Value, ValueType};
@@ -76,7 +76,7 @@ pub fn register(r: &mut Registry) {
     });
     r.register("", "LeakyRelu", |ctx| {
         let alpha = NodeArgs::new(ctx.node).float_or("alpha", 0.01)?;
-        unary(Elementwise::LeakyRelu { alpha })
+        unary(Elementwise::Composite(Activation::LeakyRelu { alpha }))
     });
     r.register("", "ThresholdedRelu", |ctx| {
         let alpha = NodeArgs::new(ctx.node).float_or("alpha", 1.0)?;
@@ -127,8 +127,6 @@ pub(super) enum Elementwise {
     Composite(Activation),
     /// `x / (1 + |x|)`.
     Softsign,
-    /// `x < 0 ? alpha * x : x`.
-    LeakyRelu { alpha: f32 },
     /// `x > alpha ? x : 0`.
     ThresholdedRelu { alpha: f32 },
     /// `x < -lambd ? x + bias : x > lambd ? x - bias : 0`.
@@ -142,13 +140,6 @@ impl Elementwise {
     fn piecewise<R: Real>(self, x: R) -> Option<R> {
         Some(match self {
             Elementwise::Softsign => x / (R::ONE + x.abs()),
-            Elementwise::LeakyRelu { alpha } => {
-                if x < R::ZERO {
-                    R::from_f32(alpha) * x
-                } else {
-                    x
-                }
-            }
             Elementwise::ThresholdedRelu { alpha } => {
                 if x > R::from_f32(alpha) {
                     x
@@ -229,6 +220,8 @@ impl Elementwise {
                 Activation::Selu { gamma, .. } => gamma as f64 * x,
                 Activation::Celu { alpha } if x <= 0.0 => alpha as f64 * expm1(x / alpha as f64),
                 Activation::Elu { .. } | Activation::Celu { .. } => x,
+                Activation::LeakyRelu { alpha } if x < 0.0 => alpha as f64 * x,
+                Activation::LeakyRelu { .. } => x,
                 Activation::GeluErf | Activation::RsqrtFormula => return None,
             },
             Elementwise::Swish { alpha } => x * sigmoid(alpha as f64 * x),
@@ -428,5 +421,13 @@ impl Op for Binary {
             Binary::PRelu => Binary::prelu(a, b)?,
         };
         Ok(vec![y.into()])
+    }
+
+    /// Pow of f32 tensors is samebits-math's `pow` of each broadcast pair ([`pow_f32`]).
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        match self {
+            Binary::Pow => Some(DeviceKernel::Binary(BinaryKernel::Pow)),
+            Binary::PRelu => None,
+        }
     }
 }

@@ -227,7 +227,7 @@ impl ElementwiseChain {
             .map(|s| Layout::of(s, &shape, channels))
             .collect::<Option<_>>()?;
         let full = |o: &Operand| match o {
-            Operand::Input(i) => per_element || layouts[*i] == Layout::Full,
+            Operand::Input(i) => per_element || matches!(layouts[*i], Layout::Full | Layout::Last),
             Operand::Temp(_) => true,
             Operand::Absent => false,
         };
@@ -289,11 +289,17 @@ impl Layout {
             return Some(Layout::Channel);
         }
         let pad = out.len().checked_sub(shape.len())?;
-        let aligned = (0..out.len()).all(|d| {
-            let dim = if d < pad { 1 } else { shape[d - pad] };
-            dim == if d == 1 { c } else { 1 }
-        });
-        aligned.then_some(Layout::Channel)
+        let dim = |d: usize| if d < pad { 1 } else { shape[d - pad] };
+        let last = out.len() - 1;
+        if (0..out.len()).all(|d| dim(d) == if d == 1 { c } else { 1 }) {
+            return Some(Layout::Channel);
+        }
+        if (0..out.len()).all(|d| dim(d) == if d == last { 1 } else { out[d] }) {
+            return Some(Layout::Row);
+        }
+        (0..out.len())
+            .all(|d| dim(d) == if d == last { out[d] } else { 1 })
+            .then_some(Layout::Last)
     }
 }
 
@@ -347,10 +353,11 @@ impl Pass {
     }
 }
 
-/// Whether operand `o` is one value for a whole block: a scalar or per-channel input other than
-/// the mapped one.
+/// Whether operand `o` is one value for a whole block: a scalar, per-channel or per-row input
+/// other than the mapped one.
 fn is_splat_operand(o: &Operand, layouts: &[Layout], mapped: Option<usize>) -> bool {
-    matches!(*o, Operand::Input(i) if Some(i) != mapped && layouts[i] != Layout::Full)
+    matches!(*o, Operand::Input(i)
+        if Some(i) != mapped && matches!(layouts[i], Layout::Scalar | Layout::Channel | Layout::Row))
 }
 
 /// Groups `instrs` into passes: at each instruction, the longest [`Pass`] form that matches
@@ -476,6 +483,8 @@ pub(super) struct Prepared<'a> {
     passes: Vec<Pass>,
     /// The ISA of the thread that prepared the chain (worker threads run the same code path).
     isa: Isa,
+    /// The length of the output's last axis (at least 1).
+    last: usize,
 }
 
 impl ElementwiseChain {
@@ -500,7 +509,12 @@ impl ElementwiseChain {
             }
         }
         let (shape, layouts) = self.fast_layout(&shapes, false)?;
-        if mapped.is_some_and(|i| layouts[i] != Layout::Full) {
+        // A mapped input comes in ranges of one channel row, which per-row and per-feature
+        // operands do not follow.
+        let by_last_axis = layouts
+            .iter()
+            .any(|l| matches!(l, Layout::Row | Layout::Last));
+        if mapped.is_some_and(|i| layouts[i] != Layout::Full || by_last_axis) {
             return None;
         }
         let rstd = self
@@ -514,6 +528,7 @@ impl ElementwiseChain {
             })
             .collect();
         let passes = plan_passes(&self.instrs, &layouts, mapped);
+        let last = shape.last().copied().unwrap_or(1).max(1);
         Some(Prepared {
             chain: self,
             shape,
@@ -523,6 +538,7 @@ impl ElementwiseChain {
             rstd,
             passes,
             isa: Isa::active(),
+            last,
         })
     }
 
@@ -542,6 +558,16 @@ impl Prepared<'_> {
                 .instrs
                 .iter()
                 .any(|i| matches!(i.kind, Kind::BatchNorm { .. }))
+    }
+
+    /// The length of the output's last axis when some operand takes one value per row or per
+    /// position of it, so that a range of outputs must lie within one row of that axis.
+    fn per_last_axis(&self) -> Option<usize> {
+        let by_last_axis = self
+            .layouts
+            .iter()
+            .any(|l| matches!(l, Layout::Row | Layout::Last));
+        by_last_axis.then_some(self.last)
     }
 
     /// Evaluates outputs `start .. start + values.len()` (flat indices) into `values`, reading
@@ -593,6 +619,12 @@ impl Prepared<'_> {
                 Layout::Full => Lanes::Each(&self.data[i][at..at + n]),
                 Layout::Scalar => Lanes::Splat(self.data[i][0]),
                 Layout::Channel => Lanes::Splat(self.data[i][channel]),
+                // The range lies within one row of the last axis (`Prepared::eval`).
+                Layout::Row => Lanes::Splat(self.data[i][at / self.last]),
+                Layout::Last => {
+                    let from = at % self.last;
+                    Lanes::Each(&self.data[i][from..from + n])
+                }
             },
             Operand::Temp(t) => Lanes::Each(&temps[t][..n]),
             Operand::Absent => unreachable!("checked by fast_layout"),
@@ -731,16 +763,25 @@ impl Prepared<'_> {
     fn eval(&self) -> Result<Tensor> {
         let shape = &self.shape;
         let numel: usize = shape.iter().product();
-        // With channel operands, work goes by rows of one channel; otherwise by flat blocks.
+        // With channel operands, work goes by rows of one channel, with per-row or per-feature
+        // operands by rows of the last axis (within a channel row: that row's length divides
+        // the last axis's, or is 1); otherwise by flat blocks.
         let per_channel = self.per_channel();
-        let (row, channels) = if per_channel {
-            (shape[2..].iter().product::<usize>().max(1), shape[1])
+        let inner = if per_channel {
+            shape[2..].iter().product::<usize>().max(1)
         } else {
-            (TASK_ELEMENTS, 1)
+            1
         };
+        let channels = if per_channel { shape[1] } else { 1 };
+        let row = match (per_channel, self.per_last_axis()) {
+            (_, Some(last)) => last.min(if per_channel { inner } else { last }),
+            (true, None) => inner,
+            (false, None) => TASK_ELEMENTS,
+        };
+        let segmented = per_channel || self.per_last_axis().is_some();
         // Every element is written by its block's pass over the chain.
         let mut out = RecycledF32::take(numel);
-        let block = if per_channel {
+        let block = if segmented {
             row * TASK_ELEMENTS.div_ceil(row)
         } else {
             TASK_ELEMENTS
@@ -749,7 +790,11 @@ impl Prepared<'_> {
             let start = b * block;
             for (r, piece) in chunk.chunks_mut(row).enumerate() {
                 let at = start + r * row;
-                let channel = if per_channel { at / row % channels } else { 0 };
+                let channel = if per_channel {
+                    at / inner % channels
+                } else {
+                    0
+                };
                 self.run(at, channel, piece);
             }
         };

@@ -55,9 +55,9 @@ impl Function {
                 alpha: alpha.unwrap_or(0.2),
                 beta: beta.unwrap_or(0.5),
             })),
-            "leakyrelu" => e(Elementwise::LeakyRelu {
+            "leakyrelu" => e(Elementwise::Composite(Activation::LeakyRelu {
                 alpha: alpha.unwrap_or(0.01),
-            }),
+            })),
             "thresholdedrelu" => e(Elementwise::ThresholdedRelu {
                 alpha: alpha.unwrap_or(1.0),
             }),

@@ -12,10 +12,11 @@
 use super::numeric::{
     Dims, Layout, Num, Real, fold_axis, normalize_axes, with_num_type, with_real_type,
 };
+use crate::device_kernel::input_shape;
 use crate::registry::Registry;
 use crate::{
-    BuildContext, Inputs, InputsExt, NodeArgs, Op, OpError, Result, bail, normalize_axis,
-    unsupported,
+    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result, ShapedKernel,
+    bail, normalize_axis, unsupported,
 };
 use samebits_ir::{DType, Shape, Tensor, Value, ValueType};
 use samebits_kernels::{ArgKind, ReduceKind, argreduce_f32, reduce_f32};
@@ -236,6 +237,20 @@ impl Reduce {
         Ok(self.attr_axes.clone().unwrap_or_default())
     }
 
+    /// The reduced axes of an input of rank `rank` (every axis when none are requested), or
+    /// `None` for the identity (`noop_with_empty_axes`).
+    fn axes_of(&self, inputs: &Inputs, rank: usize) -> Result<Option<Vec<usize>>> {
+        let requested = self.axes(inputs)?;
+        if requested.is_empty() && self.noop_with_empty_axes {
+            return Ok(None);
+        }
+        Ok(Some(if requested.is_empty() {
+            (0..rank).collect()
+        } else {
+            normalize_axes(&requested, rank)?
+        }))
+    }
+
     /// Reduces `data` (already in `layout` order) over the middle axis of `layout.dims`.
     fn reduce<T: AxisReduce>(&self, data: Vec<T>, dims: Dims) -> Result<Vec<T>> {
         let len = dims.1;
@@ -322,16 +337,48 @@ impl Op for Reduce {
         })])
     }
 
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    /// The f32 reductions over adjacent axes (the axes input read on the host); ReduceMean
+    /// divides by the count [`Num::from_count`] gives the CPU.
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], inputs: &Inputs) -> Result<ShapedKernel> {
+        let shape = input_shape(shapes, 0)?;
+        let kind = match self.reduction {
+            Reduction::Sum | Reduction::Mean => ReduceKind::Sum,
+            Reduction::Max => ReduceKind::Max,
+            Reduction::Min => ReduceKind::Min,
+            Reduction::Prod => ReduceKind::Prod,
+            Reduction::SumSquare => ReduceKind::SumSquares,
+            other => bail!("no device kernel for {other:?}"),
+        };
+        let axes_given = shapes.get(1).copied().flatten().is_some();
+        if self.axes_input && axes_given && inputs.get(1).copied().flatten().is_none() {
+            bail!("the axes are not on the host");
+        }
+        let Some(axes) = self.axes_of(inputs, shape.len())? else {
+            bail!("the identity runs on the CPU");
+        };
+        let layout = Layout::new(shape, &axes);
+        if layout.perm.is_some() {
+            bail!("axes {axes:?} are not adjacent");
+        }
+        let (outer, len, inner) = layout.dims;
+        Ok(ShapedKernel::Reduce {
+            kind,
+            outer,
+            len,
+            inner,
+            divisor: (self.reduction == Reduction::Mean).then(|| f32::from_count(len)),
+            shape: reduced_shape(shape, &axes, self.keepdims),
+        })
+    }
+
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
-        let requested = self.axes(inputs)?;
-        if requested.is_empty() && self.noop_with_empty_axes {
+        let Some(axes) = self.axes_of(inputs, x.rank())? else {
             return Ok(vec![x.clone().into()]);
-        }
-        let axes = if requested.is_empty() {
-            (0..x.rank()).collect()
-        } else {
-            normalize_axes(&requested, x.rank())?
         };
         let layout = Layout::new(x.shape(), &axes);
         let out_shape = reduced_shape(x.shape(), &axes, self.keepdims);
