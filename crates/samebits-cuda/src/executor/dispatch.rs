@@ -9,7 +9,7 @@ use samebits_ggml::GgmlType;
 use samebits_ir::{DType, Tensor};
 use samebits_kernels::REDUCTION_TILE;
 use samebits_ops::{
-    AttentionHeads, BinaryKernel, DeviceKernel, MatrixProducts, RotaryShape, UnaryKernel,
+    AttentionHeads, BinaryKernel, CopyPart, DeviceKernel, MatrixProducts, RotaryShape, UnaryKernel,
     gemm_c_strides, gemm_products, matmul_products, normalize_axis,
 };
 
@@ -82,8 +82,10 @@ pub(crate) enum Launch {
         alpha_beta: Option<(f32, f32, Option<MatLayout>)>,
         out_shape: Vec<usize>,
     },
+    /// Rows of `len` elements `inner` apart (1: contiguous rows).
     Softmax {
         len: usize,
+        inner: usize,
         log: bool,
     },
     LayerNorm {
@@ -302,17 +304,16 @@ fn softmax(args: &[Option<ArgInfo<'_>>], axis: i64, log: bool, coerce_2d: bool) 
     }
     let shape = f32_arg(args, 0)?.shape;
     let axis = normalize_axis(axis, shape.len()).ok()?;
-    let len: usize = if coerce_2d {
-        shape[axis..].iter().product()
+    let (len, inner): (usize, usize) = if coerce_2d {
+        (shape[axis..].iter().product(), 1)
     } else {
-        // Rows must be contiguous: nothing but unit axes after `axis`.
-        if shape[axis + 1..].iter().product::<usize>() != 1 {
-            return None;
-        }
-        shape[axis]
+        (shape[axis], shape[axis + 1..].iter().product())
     };
-    (row_len_supported(len) && shape.iter().product::<usize>() > 0)
-        .then_some(Launch::Softmax { len, log })
+    (row_len_supported(len) && shape.iter().product::<usize>() > 0).then_some(Launch::Softmax {
+        len,
+        inner,
+        log,
+    })
 }
 
 /// LayerNormalization (output 0) with a per-row scale and optional bias.
@@ -705,9 +706,36 @@ pub(crate) fn run_launch(
             )?;
             (out, out_shape.clone())
         }
-        Launch::Softmax { len, log } => {
+        Launch::Softmax { len, inner: 1, log } => {
             let (x, shape) = f32_input(inputs, 0)?;
             (backend.softmax(x, *len, *log)?, shape.to_vec())
+        }
+        // Each strided row gathered into a contiguous one, as the CPU op does, normalised by
+        // the row kernel, and put back: `[outer, len, inner]` -> `[outer, inner, len]` -> back.
+        Launch::Softmax { len, inner, log } => {
+            let (x, shape) = f32_input(inputs, 0)?;
+            let outer = x.len() / (len * inner);
+            let swap = |strides: [isize; 3]| CopyPart {
+                input: 0,
+                output: 0,
+                shape: vec![outer, *inner, *len],
+                src_offset: 0,
+                src_strides: strides.to_vec(),
+                dst_offset: 0,
+                dst_strides: vec![(inner * len) as isize, *len as isize, 1],
+            };
+            let gathered = [vec![outer, *inner, *len]];
+            let rows_at = [(len * inner) as isize, 1, *inner as isize];
+            let rows = backend.copy_parts(&[Some(x)], &gathered, &[swap(rows_at)])?;
+            let y = backend.softmax(&rows[0], *len, *log)?;
+            let back = CopyPart {
+                shape: vec![outer, *len, *inner],
+                src_strides: vec![(inner * len) as isize, 1, *len as isize],
+                dst_strides: vec![(len * inner) as isize, *inner as isize, 1],
+                ..swap(rows_at)
+            };
+            let out = backend.copy_parts(&[Some(&y)], &[vec![outer, *len, *inner]], &[back])?;
+            (out.into_iter().next().expect("one output"), shape.to_vec())
         }
         Launch::LayerNorm { epsilon } => {
             let (x, shape) = f32_input(inputs, 0)?;
@@ -1056,7 +1084,7 @@ mod tests {
     }
 
     #[test]
-    fn softmax_needs_contiguous_rows() {
+    fn softmax_rows_along_any_axis() {
         let softmax = |axis, coerce_2d| DeviceKernel::Softmax {
             axis,
             log: false,
@@ -1068,7 +1096,7 @@ mod tests {
             _ => None,
         };
         assert_eq!(len(softmax(-1, false)), Some(4));
-        assert_eq!(len(softmax(1, false)), None);
+        assert_eq!(len(softmax(1, false)), Some(3));
         assert_eq!(len(softmax(1, true)), Some(12));
     }
 
