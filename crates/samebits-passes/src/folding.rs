@@ -3,9 +3,9 @@
 //! never changes output bits. Random ops, nodes with subgraphs, and folds that would create a
 //! constant much larger than their inputs (say, ConstantOfShape of a large shape) are left alone.
 
-use crate::{PassError, Result};
+use crate::{PassError, Result, build_op};
 use samebits_ir::{Attribute, Model, Value};
-use samebits_ops::{BuildContext, OperationSet, registry};
+use samebits_ops::{OperationSet, registry};
 
 /// Ops whose output is not a function of their inputs.
 const NONDETERMINISTIC: [&str; 6] = [
@@ -41,21 +41,11 @@ pub fn run(model: &mut Model, operation_set: OperationSet) -> Result<usize> {
             kept.push(node);
             continue;
         }
-        let input_types: Vec<_> = node.inputs.iter().map(|n| graph.value_type(n)).collect();
-        let ctx = BuildContext {
-            node: &node,
-            opset: registry::opset_of(&opsets, &node.domain),
-            operation_set,
-            opsets: &opsets,
-            input_types: &input_types,
-            constant_inputs: &[],
-            captures: &[],
-        };
         let err = |source: samebits_ops::OpError| PassError::Op {
             pass: "constant folding",
             source: source.at(&node.describe()),
         };
-        let op = registry::global().build(&ctx).map_err(err)?;
+        let op = build_op(&node, graph, &opsets, operation_set, "constant folding")?;
         let inputs: Vec<Option<Value>> = node
             .inputs
             .iter()

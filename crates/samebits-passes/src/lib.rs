@@ -50,3 +50,31 @@ pub enum PassError {
 }
 
 pub type Result<T, E = PassError> = std::result::Result<T, E>;
+
+/// The op of `node` as a run would build it (no constant inputs marked, no captures), the
+/// error naming `pass` and the node: what folding and specialisation evaluate.
+pub(crate) fn build_op(
+    node: &samebits_ir::Node,
+    graph: &samebits_ir::Graph,
+    opsets: &samebits_ir::OpsetImports,
+    operation_set: samebits_ops::OperationSet,
+    pass: &'static str,
+) -> Result<Box<dyn samebits_ops::Op>> {
+    use samebits_ops::{BuildContext, registry};
+    let input_types: Vec<_> = node.inputs.iter().map(|n| graph.value_type(n)).collect();
+    let ctx = BuildContext {
+        node,
+        opset: registry::opset_of(opsets, &node.domain),
+        operation_set,
+        opsets,
+        input_types: &input_types,
+        constant_inputs: &[],
+        captures: &[],
+    };
+    registry::global()
+        .build(&ctx)
+        .map_err(|source| PassError::Op {
+            pass,
+            source: source.at(&node.describe()),
+        })
+}

@@ -16,9 +16,9 @@
 //! graph would no longer compute could not be checked, so the Shape / Size nodes reading it
 //! stay.
 
-use crate::{PassError, Result, dead_nodes, folding};
+use crate::{PassError, Result, build_op, dead_nodes, folding};
 use samebits_ir::{Model, Value};
-use samebits_ops::{BuildContext, OperationSet, registry};
+use samebits_ops::OperationSet;
 use std::collections::{BTreeSet, HashMap};
 
 /// A graph specialised to the shapes of one run.
@@ -97,21 +97,12 @@ fn attempt(
             kept.push(node);
             continue;
         };
-        let input_types: Vec<_> = node.inputs.iter().map(|n| graph.value_type(n)).collect();
-        let ctx = BuildContext {
-            node: &node,
-            opset: registry::opset_of(&opsets, &node.domain),
-            operation_set,
-            opsets: &opsets,
-            input_types: &input_types,
-            constant_inputs: &[],
-            captures: &[],
-        };
+        const PASS: &str = "shape specialisation";
         let err = |source: samebits_ops::OpError| PassError::Op {
-            pass: "shape specialisation",
+            pass: PASS,
             source: source.at(&node.describe()),
         };
-        let op = registry::global().build(&ctx).map_err(err)?;
+        let op = build_op(&node, graph, &opsets, operation_set, PASS)?;
         let Some(outputs) = op.outputs_from_shapes(&[shape]) else {
             kept.push(node);
             continue;

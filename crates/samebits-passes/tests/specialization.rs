@@ -59,6 +59,16 @@ fn flattening_model(unchecked_probe: bool) -> Model {
     }
 }
 
+/// The op types of `model`'s nodes, in order.
+fn op_types(model: &Model) -> Vec<&str> {
+    model
+        .graph
+        .nodes
+        .iter()
+        .map(|n| n.op_type.as_str())
+        .collect()
+}
+
 fn run(model: &Model, x: &Tensor) -> Result<Vec<Value>, samebits_ops::OpError> {
     let plan = Plan::build(
         &model.graph,
@@ -97,13 +107,7 @@ fn shape_arithmetic_folds_and_the_specialised_plan_gives_the_same_bits() {
     let special = specialize(&model, OperationSet::Reproducible, &shapes)
         .unwrap()
         .expect("specialised");
-    let ops: Vec<&str> = special
-        .model
-        .graph
-        .nodes
-        .iter()
-        .map(|n| n.op_type.as_str())
-        .collect();
+    let ops = op_types(&special.model);
     assert_eq!(ops, ["Relu", "Reshape"]);
     assert_eq!((special.replaced, special.folded), (1, 3));
     assert_eq!(special.guards, [("r".to_string(), vec![2, 3, 4])]);
@@ -161,13 +165,7 @@ fn a_probe_the_specialised_graph_would_no_longer_compute_keeps_its_shape_node() 
     let special = specialize(&model, OperationSet::Reproducible, &shapes)
         .unwrap()
         .expect("specialised");
-    let ops: Vec<&str> = special
-        .model
-        .graph
-        .nodes
-        .iter()
-        .map(|n| n.op_type.as_str())
-        .collect();
+    let ops = op_types(&special.model);
     assert_eq!(ops, ["Relu", "Reshape", "Neg", "Shape", "Reshape"]);
     assert_eq!(special.guards, [("r".to_string(), vec![2, 3, 4])]);
     let input = x(&[2, 3, 4]);
