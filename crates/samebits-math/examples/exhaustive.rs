@@ -131,6 +131,27 @@ fn check_pow(samples: usize) -> (u64, usize, Vec<PowMismatch>) {
 
 /// Mismatch count and up to 8 mismatches of `pow(x, 2)` (the `x * x` shortcut of `sb_powf`)
 /// against `core_math::powf` over all 2^32 `x`.
+/// Prints a pow check's result line and its mismatches; a check with mismatches joins `failed`.
+fn report_pow(
+    name: &'static str,
+    checked: &str,
+    start: std::time::Instant,
+    count: u64,
+    examples: &[PowMismatch],
+    failed: &mut Vec<&'static str>,
+) {
+    println!(
+        "{name}: {count} mismatches of {checked} ({:.0} s)",
+        start.elapsed().as_secs_f64()
+    );
+    for (x, y, got, want) in examples {
+        println!("  pow({x:e}, {y:e}): got 0x{got:08x}, core-math 0x{want:08x}");
+    }
+    if count != 0 {
+        failed.push(name);
+    }
+}
+
 fn check_pow_square() -> (u64, Vec<PowMismatch>) {
     (0u32..1 << 16)
         .into_par_iter()
@@ -220,30 +241,20 @@ fn main() {
     if let Some(samples) = pow_samples {
         let start = std::time::Instant::now();
         let (count, total, examples) = check_pow(samples);
-        println!(
-            "pow: {count} mismatches of {total} sampled pairs ({:.0} s)",
-            start.elapsed().as_secs_f64()
-        );
-        for (x, y, got, want) in examples {
-            println!("  pow({x:e}, {y:e}): got 0x{got:08x}, core-math 0x{want:08x}");
-        }
-        if count != 0 {
-            failed.push("pow");
-        }
+        let checked = format!("{total} sampled pairs");
+        report_pow("pow", &checked, start, count, &examples, &mut failed);
     }
     if pow_square {
         let start = std::time::Instant::now();
         let (count, examples) = check_pow_square();
-        println!(
-            "pow(x, 2): {count} mismatches of 4294967296 ({:.0} s)",
-            start.elapsed().as_secs_f64()
+        report_pow(
+            "pow(x, 2)",
+            "4294967296",
+            start,
+            count,
+            &examples,
+            &mut failed,
         );
-        for (x, y, got, want) in examples {
-            println!("  pow({x:e}, {y:e}): got 0x{got:08x}, core-math 0x{want:08x}");
-        }
-        if count != 0 {
-            failed.push("pow(x, 2)");
-        }
     }
     let checked = funcs.len() + usize::from(pow_samples.is_some()) + usize::from(pow_square);
     if failed.is_empty() {

@@ -21,6 +21,7 @@ mod error;
 mod families;
 pub use families::{decoder_fused, fused};
 mod layout;
+pub use layout::StridedView;
 mod op;
 mod plan;
 pub mod registry;

@@ -109,14 +109,14 @@ impl PlanStep<'_> {
         Ok(outputs)
     }
 
-    /// Checks the step's shape guards, given the shape of an output slot's value (`None`:
+    /// Checks the step's shape guards, given the shape of the value of output `i` (`None`:
     /// not a tensor): an [`OpError::ShapeGuard`] naming the value when one differs.
     pub fn check_guards(
         &self,
         mut shape_of: impl FnMut(usize) -> Option<Vec<usize>>,
     ) -> Result<()> {
         for (output, expected) in self.guards {
-            let got = shape_of(self.outputs[*output]).unwrap_or_default();
+            let got = shape_of(*output).unwrap_or_default();
             if got != *expected {
                 return Err(OpError::ShapeGuard {
                     value: self.output_names[*output].clone(),
@@ -546,10 +546,8 @@ impl Plan {
         let mut slots = self.fed_slots(inputs);
         for step in &self.steps {
             let outputs = self.eval_step(step, &slots)?;
-            step.view().check_guards(|slot| {
-                let i = step.outputs.iter().position(|&s| s == slot)?;
-                Some(outputs.get(i)?.as_tensor().ok()?.shape().to_vec())
-            })?;
+            step.view()
+                .check_guards(|i| Some(outputs.get(i)?.as_tensor().ok()?.shape().to_vec()))?;
             if let Some(observer) = options.observer.as_mut() {
                 observer(&step.view(), &outputs);
             }

@@ -7,8 +7,9 @@
 //! and the arithmetic after them become constants) and later runs with the same input shapes
 //! use the specialised plan, bound to the same device. It shares the compiled plan's op of
 //! every node built for the same inputs (what an op prepares once, a packed weight matrix, is
-//! not prepared again) and, on a GPU, its uploaded weights. A run whose guarded value comes out with another shape (a shape that depends on
-//! data) is rerun with the compiled plan, and that set of shapes is not specialised again.
+//! not prepared again) and, on a GPU, its uploaded weights. A run whose guarded value comes out
+//! with another shape (a shape that depends on data) is rerun with the compiled plan, and that
+//! set of shapes is not specialised again.
 //! Specialised plans evaluate every data value with the same ops in the same order, so the
 //! outputs have the same bits whichever plan ran (tested in samebits-passes and the CLI's
 //! zoo test). Up to [`KEPT`] sets of shapes are kept per model, the least recently used
@@ -47,10 +48,7 @@ impl Specialisations {
 
     /// The step count of the plan specialised to inputs of these shapes, if runs made one.
     pub(crate) fn steps_for(&self, inputs: &[Value]) -> Option<usize> {
-        let signature: Signature = inputs
-            .iter()
-            .map(|v| Some(v.as_tensor().ok()?.shape().to_vec()))
-            .collect::<Option<_>>()?;
+        let signature = signature_of(inputs)?;
         let plans = self.plans.lock().expect("specialisations lock");
         let (_, executor) = plans.iter().find(|(s, _)| *s == signature)?;
         Some(executor.as_ref()?.plan().steps().len())
@@ -65,11 +63,8 @@ impl Specialisations {
         inputs: Vec<Value>,
         mut options: RunOptions,
     ) -> Result<(Vec<Value>, Option<RunStats>)> {
-        let signature: Option<Signature> = inputs
-            .iter()
-            .map(|v| Some(v.as_tensor().ok()?.shape().to_vec()))
-            .collect();
-        let Some(signature) = signature.filter(|_| !self.probes.is_empty()) else {
+        let signature = signature_of(&inputs).filter(|_| !self.probes.is_empty());
+        let Some(signature) = signature else {
             return compiled.run_counted(inputs, options);
         };
         match self.lookup(&signature) {
@@ -138,6 +133,14 @@ impl Specialisations {
         }
         plans.push((signature, executor));
     }
+}
+
+/// The shapes of `inputs`; `None` when one is not a tensor (a sequence input).
+fn signature_of(inputs: &[Value]) -> Option<Signature> {
+    inputs
+        .iter()
+        .map(|v| Some(v.as_tensor().ok()?.shape().to_vec()))
+        .collect()
 }
 
 /// The compiled model specialised to `shapes`, bound to the compiled plan's device, with its

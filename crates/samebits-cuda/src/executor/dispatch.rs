@@ -9,8 +9,8 @@ use samebits_ggml::GgmlType;
 use samebits_ir::{DType, Tensor};
 use samebits_kernels::REDUCTION_TILE;
 use samebits_ops::{
-    AttentionHeads, BinaryKernel, CopyPart, DeviceKernel, MatrixProducts, RotaryShape, UnaryKernel,
-    gemm_c_strides, gemm_products, matmul_products, normalize_axis,
+    AttentionHeads, BinaryKernel, DeviceKernel, MatrixProducts, RotaryShape, StridedView,
+    UnaryKernel, gemm_c_strides, gemm_products, matmul_products, normalize_axis,
 };
 
 use std::sync::Arc;
@@ -715,26 +715,16 @@ pub(crate) fn run_launch(
         Launch::Softmax { len, inner, log } => {
             let (x, shape) = f32_input(inputs, 0)?;
             let outer = x.len() / (len * inner);
-            let swap = |strides: [isize; 3]| CopyPart {
-                input: 0,
-                output: 0,
-                shape: vec![outer, *inner, *len],
-                src_offset: 0,
-                src_strides: strides.to_vec(),
-                dst_offset: 0,
-                dst_strides: vec![(inner * len) as isize, *len as isize, 1],
+            // The dense `[a, b, c]` seen as `[a, c, b]` (Transpose's view), copied out.
+            let swapped = |[a, b, c]: [usize; 3]| {
+                let view = StridedView::dense(&[a, b, c]).permuted(&[0, 2, 1]);
+                (vec![view.shape.clone()], [view.copy_part(0, 0)])
             };
-            let gathered = [vec![outer, *inner, *len]];
-            let rows_at = [(len * inner) as isize, 1, *inner as isize];
-            let rows = backend.copy_parts(&[Some(x)], &gathered, &[swap(rows_at)])?;
+            let (rows_shape, gather) = swapped([outer, *len, *inner]);
+            let rows = backend.copy_parts(&[Some(x)], &rows_shape, &gather)?;
             let y = backend.softmax(&rows[0], *len, *log)?;
-            let back = CopyPart {
-                shape: vec![outer, *len, *inner],
-                src_strides: vec![(inner * len) as isize, 1, *len as isize],
-                dst_strides: vec![(len * inner) as isize, *inner as isize, 1],
-                ..swap(rows_at)
-            };
-            let out = backend.copy_parts(&[Some(&y)], &[vec![outer, *len, *inner]], &[back])?;
+            let (out_shape, scatter) = swapped([outer, *inner, *len]);
+            let out = backend.copy_parts(&[Some(&y)], &out_shape, &scatter)?;
             (out.into_iter().next().expect("one output"), shape.to_vec())
         }
         Launch::LayerNorm { epsilon } => {

@@ -461,7 +461,7 @@ impl CudaExecutor {
                         .or_default() += 1;
                 }
             }
-            step.check_guards(|slot| Some(arg_info(&slots[slot])?.shape.to_vec()))?;
+            step.check_guards(|i| Some(arg_info(&slots[step.outputs[i]])?.shape.to_vec()))?;
             if let Some(observer) = options.observer.as_mut() {
                 let mut values = Vec::with_capacity(step.outputs.len());
                 for slot in step.outputs {

@@ -353,6 +353,13 @@ impl Pass {
     }
 }
 
+/// Whether some operand takes one value per row of the last axis or per position along it.
+fn by_last_axis(layouts: &[Layout]) -> bool {
+    layouts
+        .iter()
+        .any(|l| matches!(l, Layout::Row | Layout::Last))
+}
+
 /// Whether operand `o` is one value for a whole block: a scalar, per-channel or per-row input
 /// other than the mapped one.
 fn is_splat_operand(o: &Operand, layouts: &[Layout], mapped: Option<usize>) -> bool {
@@ -511,10 +518,7 @@ impl ElementwiseChain {
         let (shape, layouts) = self.fast_layout(&shapes, false)?;
         // A mapped input comes in ranges of one channel row, which per-row and per-feature
         // operands do not follow.
-        let by_last_axis = layouts
-            .iter()
-            .any(|l| matches!(l, Layout::Row | Layout::Last));
-        if mapped.is_some_and(|i| layouts[i] != Layout::Full || by_last_axis) {
+        if mapped.is_some_and(|i| layouts[i] != Layout::Full || by_last_axis(&layouts)) {
             return None;
         }
         let rstd = self
@@ -563,11 +567,7 @@ impl Prepared<'_> {
     /// The length of the output's last axis when some operand takes one value per row or per
     /// position of it, so that a range of outputs must lie within one row of that axis.
     fn per_last_axis(&self) -> Option<usize> {
-        let by_last_axis = self
-            .layouts
-            .iter()
-            .any(|l| matches!(l, Layout::Row | Layout::Last));
-        by_last_axis.then_some(self.last)
+        by_last_axis(&self.layouts).then_some(self.last)
     }
 
     /// Evaluates outputs `start .. start + values.len()` (flat indices) into `values`, reading
@@ -773,12 +773,14 @@ impl Prepared<'_> {
             1
         };
         let channels = if per_channel { shape[1] } else { 1 };
-        let row = match (per_channel, self.per_last_axis()) {
-            (_, Some(last)) => last.min(if per_channel { inner } else { last }),
-            (true, None) => inner,
-            (false, None) => TASK_ELEMENTS,
+        let last_axis = self.per_last_axis();
+        let row = match (last_axis, per_channel) {
+            (Some(last), true) => last.min(inner),
+            (Some(last), false) => last,
+            (None, true) => inner,
+            (None, false) => TASK_ELEMENTS,
         };
-        let segmented = per_channel || self.per_last_axis().is_some();
+        let segmented = per_channel || last_axis.is_some();
         // Every element is written by its block's pass over the chain.
         let mut out = RecycledF32::take(numel);
         let block = if segmented {
