@@ -1,6 +1,7 @@
 //! Compiles csrc/sb_math.c (which includes the shared csrc/sb_math.h) with IEEE-strict flags, and
 //! on x86-64 also csrc/sb_math_avx2.c and csrc/sb_math_avx512.c, the vectorised slice loops
-//! (AVX2 or AVX-512F, chosen at run time).
+//! (AVX2 or AVX-512F, chosen at run time), and csrc/sb_math_activations.c, the closed-form
+//! activations' slice loops (vectorised for the target's baseline).
 
 /// The flags every object of the library is compiled with: no contraction (no fma), no
 /// fast-math, binary32/64 expressions evaluated in their own type.
@@ -23,6 +24,7 @@ fn main() {
         "sb_math_slice.h",
         "sb_math_avx2.c",
         "sb_math_avx512.c",
+        "sb_math_activations.c",
     ] {
         println!("cargo:rerun-if-changed=csrc/{file}");
     }
@@ -34,6 +36,12 @@ fn main() {
     }
     // sb_math first: it calls into sb_math_avx2, and static libraries resolve left to right
     build.compile("sb_math");
+    // -O3 and -fno-trapping-math: the selects of the activations if-convert, the loops vectorise.
+    strict(&mut cc::Build::new())
+        .file("csrc/sb_math_activations.c")
+        .opt_level(3)
+        .flag("-fno-trapping-math")
+        .compile("sb_math_activations");
     if x86_64 {
         // -O3 and -fno-trapping-math let the loop vectoriser if-convert the lane code (values are
         // unchanged: no reassociation, no contraction); -fno-tree-pre keeps table reads

@@ -4,10 +4,11 @@
 // x = 0.0 for a tap in the padding (executed, never skipped), partials folded left to right,
 // then `+ bias[m]` when there is a bias.
 // - sb_conv_direct / sb_conv_transpose_direct: one thread per output runs its whole chain
-//   (groups with few input channels: depthwise above all; transposed convolution).
-// - sb_im2col: the im2col matrix of one image, `[groups][cg * klen][out_len]`, padded taps
-//   written as 0.0; the reproducible GEMM (gemm.cu) then reduces each column against its filter
-//   row in the same order, so both paths give the same bits.
+//   (groups with few input channels: depthwise above all).
+// - sb_im2col / sb_im2col_transpose: the column matrix of one image, `[groups][cg * klen]
+//   [out_len]`, padded (unreached) taps written as 0.0; the reproducible GEMM (gemm.cu) then
+//   reduces each column against its filter row in the same order, so both paths give the
+//   same bits (a transposed convolution's filters rearranged by sb_conv_transpose_filters).
 // Spatial sizes are widened to 3 axes (leading unit axes, zero padding).
 
 // Output position `o` (row-major in the output plane) as per-axis coordinates.
@@ -143,5 +144,55 @@ extern "C" __global__ void sb_conv_transpose_direct(const float* __restrict__ x,
     }
     if (terms > 0) s = sb_fold_sum(s, p, first);
     y[e] = has_bias ? s + bias[m] : s;
+  }
+}
+
+// The transposed convolution's column matrix of the image at `x + x_offset`, in the gather
+// form's term order: cols[grp][c * klen + tap][o] = x[n, grp * cg + c, i] with
+// o + pad_begin = i * s + tap * d on every axis, else 0.0 (the GEMM then reduces each column
+// against the filter row exactly as sb_conv_transpose_direct does).
+extern "C" __global__ void sb_im2col_transpose(const float* __restrict__ x, long long x_offset,
+                                               float* __restrict__ cols, long long total, SbConv g)
+{
+  const long long out_len = (long long)g.output[0] * g.output[1] * g.output[2];
+  const long long in_len = (long long)g.input[0] * g.input[1] * g.input[2];
+  const int klen = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long o = e % out_len, row = e / out_len;  // row = grp * cg * klen + c * klen + tap
+    const int tap = (int)(row % klen);
+    const long long plane = row / klen;  // grp * cg + c
+    int op[3];
+    sb_conv_position(g, o, op);
+    const int t[3] = {tap / (g.kernel[2] * g.kernel[1]), (tap / g.kernel[2]) % g.kernel[1], tap % g.kernel[2]};
+    long long at = 0;
+    bool ok = true;
+#pragma unroll
+    for (int a = 0; a < 3; ++a) {
+      const int q = op[a] + g.pads[a] - t[a] * g.dilations[a];
+      ok = ok && q >= 0 && q % g.strides[a] == 0 && q / g.strides[a] < g.input[a];
+      at = at * g.input[a] + (ok ? q / g.strides[a] : 0);
+    }
+    cols[e] = ok ? x[x_offset + plane * in_len + at] : 0.0f;
+  }
+}
+
+// The transposed convolution's weight [groups * cg, mg, klen] rearranged as the GEMM's filters
+// [groups][mg][cg * klen] (an exact move).
+extern "C" __global__ void sb_conv_transpose_filters(const float* __restrict__ w,
+                                                     float* __restrict__ filters, long long total,
+                                                     SbConv g)
+{
+  const int klen = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    // e = ((grp * mg + mm) * cg + c) * klen + tap
+    const int tap = (int)(e % klen);
+    const long long rest = e / klen;
+    const int c = (int)(rest % g.cg);
+    const long long gm = rest / g.cg;
+    const int mm = (int)(gm % g.mg);
+    const long long grp = gm / g.mg;
+    filters[e] = w[((grp * g.cg + c) * g.mg + mm) * klen + tap];
   }
 }

@@ -46,3 +46,33 @@ extern "C" __global__ void sb_binary(const float* a, const float* b, float* y, l
     y[i] = sb_binary_op(op, a[ia], b[ib]);
   }
 }
+
+// Cast to float32 (contract `cast`): element i of an integer tensor of `width` bytes (signed
+// or not) converted with one round to nearest even, as the CPU's `as f32`; width 0 is bool
+// (one byte, nonzero -> 1).
+extern "C" __global__ void sb_cast_to_f32(const unsigned char* x, float* y, long long n,
+                                          int width, int is_signed)
+{
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    float v;
+    switch (width) {
+      case 0: v = x[i] != 0 ? 1.0f : 0.0f; break;
+      case 1:
+        v = is_signed ? __int2float_rn(((const signed char*)x)[i]) : __uint2float_rn(x[i]);
+        break;
+      case 2:
+        v = is_signed ? __int2float_rn(((const short*)x)[i])
+                      : __uint2float_rn(((const unsigned short*)x)[i]);
+        break;
+      case 4:
+        v = is_signed ? __int2float_rn(((const int*)x)[i])
+                      : __uint2float_rn(((const unsigned int*)x)[i]);
+        break;
+      default:
+        v = is_signed ? __ll2float_rn(((const long long*)x)[i])
+                      : __ull2float_rn(((const unsigned long long*)x)[i]);
+    }
+    y[i] = v;
+  }
+}

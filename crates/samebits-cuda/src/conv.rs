@@ -10,7 +10,11 @@
 //!   with the input planes, read in place;
 //! - otherwise: the im2col matrix of each image (`sb_im2col`, padded taps written as 0.0) and
 //!   the reproducible GEMM over it (K = the reduction length, never padded);
-//! - transposed convolution: `sb_conv_transpose_direct`, one thread per output (gather form).
+//! - transposed convolution: with at most 4 input channels per group
+//!   `sb_conv_transpose_direct`, one thread per output (gather form); otherwise the gather
+//!   form's column matrix (`sb_im2col_transpose`: each (channel, tap) row holds the input term
+//!   of every output, 0.0 where no input reaches it) and the same GEMM, against the filters
+//!   rearranged to `[groups][mg][cg * klen]` (`sb_conv_transpose_filters`).
 //!
 //! With [`Kernels::Fast`] (the default operation set) the GEMMs run on cuBLAS when it loads
 //! (`fast.rs`): no promise about bits.
@@ -104,6 +108,19 @@ impl SbConv {
     }
 }
 
+/// The sizes of a convolution's GEMM form: images, input and output plane lengths, groups,
+/// input and output channels per group, kernel taps.
+#[derive(Clone, Copy)]
+struct ConvGemm {
+    batch: usize,
+    in_len: usize,
+    out_len: usize,
+    groups: usize,
+    cg: usize,
+    mg: usize,
+    klen: usize,
+}
+
 /// Errors unless `buffer` holds `len` elements.
 fn check_len(buffer: &DeviceBuffer, len: usize, what: &str) -> Result<()> {
     if buffer.len() != len {
@@ -139,20 +156,14 @@ impl CudaBackend {
         );
         check_spatial_axes(geometry.in_spatial.len())?;
         let g = SbConv::new(geometry.taps(), groups, cg, mg)?;
-        let mut y = self.alloc(y_len)?;
-        if y_len == 0 {
+        if y_len == 0 || cg <= DIRECT_MAX_GROUP_CHANNELS {
+            let mut y = self.alloc(y_len)?;
+            if y_len > 0 {
+                self.conv_direct("sb_conv_direct", g, x, w, bias, &mut y)?;
+            }
             return Ok(y);
         }
-        if cg <= DIRECT_MAX_GROUP_CHANNELS {
-            self.conv_direct("sb_conv_direct", g, x, w, bias, &mut y)?;
-            return Ok(y);
-        }
-        let (in_len, out_len) = (
-            geometry.in_spatial.iter().product::<usize>(),
-            out_spatial.iter().product::<usize>(),
-        );
         let klen = geometry.kernel.iter().product::<usize>();
-        let reduction = cg * klen;
         let pointwise = klen == 1
             && geometry.strides.iter().all(|&s| s == 1)
             && geometry
@@ -160,8 +171,44 @@ impl CudaBackend {
                 .iter()
                 .chain(&geometry.pads_end)
                 .all(|&p| p == 0);
-        // Per image: batch = groups, A = the filters [g][mg, reduction], B = the input planes
-        // (pointwise) or the im2col matrix [g][reduction, out_len], C = the image's output.
+        let form = ConvGemm {
+            batch: geometry.batch,
+            in_len: geometry.in_spatial.iter().product(),
+            out_len: out_spatial.iter().product(),
+            groups,
+            cg,
+            mg,
+            klen,
+        };
+        let columns = (!pointwise).then_some("sb_im2col");
+        self.conv_by_gemm(form, g, columns, x, w, bias, kernels)
+    }
+
+    /// The GEMM form of a convolution (`columns` names the column kernel; `None`: a
+    /// pointwise convolution reading the input planes in place): per image, batch = groups,
+    /// A = `filters [groups][mg, cg * klen]`, B = the image's column matrix
+    /// `[groups][cg * klen, out_len]`, C = the image's output, plus the bias.
+    #[allow(clippy::too_many_arguments)]
+    fn conv_by_gemm(
+        &self,
+        form: ConvGemm,
+        g: SbConv,
+        columns: Option<&str>,
+        x: &DeviceBuffer,
+        filters: &DeviceBuffer,
+        bias: Option<&DeviceBuffer>,
+        kernels: Kernels,
+    ) -> Result<DeviceBuffer> {
+        let ConvGemm {
+            batch,
+            in_len,
+            out_len,
+            groups,
+            cg,
+            mg,
+            klen,
+        } = form;
+        let reduction = cg * klen;
         let shape = GemmShape {
             batch: groups,
             m: mg,
@@ -169,7 +216,7 @@ impl CudaBackend {
             k: reduction,
         };
         let filters = DeviceMat {
-            buffer: w,
+            buffer: filters,
             offset: 0,
             batch_stride: mg * reduction,
             row_stride: reduction,
@@ -185,47 +232,54 @@ impl CudaBackend {
             }),
             None => GemmEpilogue::None,
         };
-        let image_out = geometry.out_channels * out_len;
-        let mut columns = None;
-        for n in 0..geometry.batch {
-            let b = if pointwise {
-                DeviceMat {
+        let image_out = groups * mg * out_len;
+        // A single image's GEMM output is the output; several are copied into one.
+        let mut y = match batch {
+            1 => None,
+            _ => Some(self.alloc(batch * image_out)?),
+        };
+        let mut cols = None;
+        for n in 0..batch {
+            let x_offset = n * groups * cg * in_len;
+            let b = match columns {
+                None => DeviceMat {
                     buffer: x,
-                    offset: n * geometry.in_channels * in_len,
+                    offset: x_offset,
                     batch_stride: cg * in_len,
                     row_stride: in_len,
                     col_stride: 1,
+                },
+                Some(kernel) => {
+                    let cols = match &mut cols {
+                        Some(c) => c,
+                        None => cols.insert(self.alloc(groups * reduction * out_len)?),
+                    };
+                    let blocks = blocks_for(cols.len());
+                    let total = cols.len() as i64;
+                    let x_offset = x_offset as i64;
+                    let f = self.function(kernel)?;
+                    let mut launch = self.stream().launch_builder(&f);
+                    launch
+                        .arg(x.slice())
+                        .arg(&x_offset)
+                        .arg(cols.slice_mut())
+                        .arg(&total)
+                        .arg(&g);
+                    // SAFETY: the kernel reads image n of x (checked length) and writes
+                    // `total` elements of cols.
+                    unsafe { launch.launch(launch_1d(blocks, 0))? };
+                    DeviceMat::row_major(cols, reduction, out_len)
                 }
-            } else {
-                let cols = match &mut columns {
-                    Some(c) => c,
-                    None => columns.insert(self.alloc(groups * reduction * out_len)?),
-                };
-                let blocks = blocks_for(cols.len());
-                let total = cols.len() as i64;
-                let x_offset = (n * geometry.in_channels * in_len) as i64;
-                let f = self.function("sb_im2col")?;
-                let mut launch = self.stream().launch_builder(&f);
-                launch
-                    .arg(x.slice())
-                    .arg(&x_offset)
-                    .arg(cols.slice_mut())
-                    .arg(&total)
-                    .arg(&g);
-                // SAFETY: the kernel reads image n of x (checked length) and writes `total`
-                // elements of cols.
-                unsafe { launch.launch(launch_1d(blocks, 0))? };
-                DeviceMat::row_major(cols, reduction, out_len)
             };
             let image = self.gemm_with(shape, filters, b, epilogue, kernels)?;
-            if geometry.batch == 1 {
+            let Some(y) = y.as_mut() else {
                 return Ok(image);
-            }
+            };
             let mut dst = y.slice_mut().slice_mut(n * image_out..(n + 1) * image_out);
             self.stream()
                 .memcpy_dtod(&image.slice().slice(..image_out), &mut dst)?;
         }
-        Ok(y)
+        y.ok_or_else(|| CudaError::Invalid("a convolution of no image".into()))
     }
 
     /// Transposed convolution `[N, C, in...]`, weight `[C, M/g, k...]` (+ bias [M]) of
@@ -236,6 +290,7 @@ impl CudaBackend {
         x: &DeviceBuffer,
         w: &DeviceBuffer,
         bias: Option<&DeviceBuffer>,
+        kernels: Kernels,
     ) -> Result<DeviceBuffer> {
         let (x_len, w_len, y_len) = geometry.sizes();
         check_len(x, x_len, "conv_transpose input")?;
@@ -251,11 +306,42 @@ impl CudaBackend {
             geometry.in_channels / groups,
             geometry.out_channels / groups,
         )?;
-        let mut y = self.alloc(y_len)?;
-        if y_len > 0 {
-            self.conv_direct("sb_conv_transpose_direct", g, x, w, bias, &mut y)?;
+        let (cg, mg) = (
+            geometry.in_channels / groups,
+            geometry.out_channels / groups,
+        );
+        if y_len == 0 || cg <= DIRECT_MAX_GROUP_CHANNELS {
+            let mut y = self.alloc(y_len)?;
+            if y_len > 0 {
+                self.conv_direct("sb_conv_transpose_direct", g, x, w, bias, &mut y)?;
+            }
+            return Ok(y);
         }
-        Ok(y)
+        let klen = geometry.kernel.iter().product::<usize>();
+        // The filters as the GEMM's A, [groups][mg][cg * klen] (the weight is [groups * cg,
+        // mg, klen]), rearranged on the device.
+        let mut filters = self.alloc(w_len)?;
+        let f = self.function("sb_conv_transpose_filters")?;
+        let total = w_len as i64;
+        let mut launch = self.stream().launch_builder(&f);
+        launch
+            .arg(w.slice())
+            .arg(filters.slice_mut())
+            .arg(&total)
+            .arg(&g);
+        // SAFETY: reads and writes the weight's checked `w_len` elements.
+        unsafe { launch.launch(launch_1d(blocks_for(w_len), 0))? };
+        let form = ConvGemm {
+            batch: geometry.batch,
+            in_len: geometry.in_spatial.iter().product(),
+            out_len: geometry.out_spatial().iter().product(),
+            groups,
+            cg,
+            mg,
+            klen,
+        };
+        let columns = Some("sb_im2col_transpose");
+        self.conv_by_gemm(form, g, columns, x, &filters, bias, kernels)
     }
 
     /// One of the one-thread-per-output kernels over all of `y`.

@@ -1,12 +1,14 @@
 //! Elementwise operations: the correctly rounded functions and activations of samebits-math,
-//! and binary arithmetic with NumPy-style broadcasting (contract sections `arithmetic`,
-//! `activation`, `reduce-extrema` for max/min).
+//! binary arithmetic with NumPy-style broadcasting (contract sections `arithmetic`,
+//! `activation`, `reduce-extrema` for max/min), and casts of integer tensors to float32
+//! (`cast`).
 
 use cudarc::driver::PushKernelArg;
+use samebits_ir::DType;
 use samebits_ops::{BinaryKernel, UnaryKernel};
 
 use crate::backend::{CudaBackend, blocks_for, launch_1d};
-use crate::buffer::DeviceBuffer;
+use crate::buffer::{DeviceBuffer, DeviceBytes};
 use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
 
@@ -86,6 +88,51 @@ impl BroadcastLayout {
 
 impl CudaBackend {
     /// `y[i] = op(x[i])`.
+    /// `count` elements of dtype `from` (an integer or bool dtype, raw bytes) converted to
+    /// float32 by `sb_cast_to_f32`.
+    pub fn cast_to_f32(&self, x: &DeviceBytes, from: DType, count: usize) -> Result<DeviceBuffer> {
+        // The element width `sb_cast_to_f32` reads (bool: 0) and its signedness.
+        let (width, signed) = match from {
+            DType::Bool => (0, 0),
+            DType::I8 => (1, 1),
+            DType::U8 => (1, 0),
+            DType::I16 => (2, 1),
+            DType::U16 => (2, 0),
+            DType::I32 => (4, 1),
+            DType::U32 => (4, 0),
+            DType::I64 => (8, 1),
+            DType::U64 => (8, 0),
+            _ => {
+                return Err(CudaError::Invalid(format!(
+                    "no device cast from {from} to float32"
+                )));
+            }
+        };
+        if x.len() != count * from.size() {
+            return Err(CudaError::Invalid(format!(
+                "a cast of {count} {from} values from {} bytes",
+                x.len()
+            )));
+        }
+        let mut y = self.alloc(count)?;
+        if count == 0 {
+            return Ok(y);
+        }
+        let f = self.function("sb_cast_to_f32")?;
+        let n = count as i64;
+        let (width, signed): (i32, i32) = (width, signed);
+        let mut launch = self.stream().launch_builder(&f);
+        launch
+            .arg(x.slice())
+            .arg(y.slice_mut())
+            .arg(&n)
+            .arg(&width)
+            .arg(&signed);
+        // SAFETY: the kernel reads `count` elements of the checked byte length, writes `count`.
+        unsafe { launch.launch(launch_1d(blocks_for(count), 0))? };
+        Ok(y)
+    }
+
     pub fn unary(&self, op: UnaryKernel, x: &DeviceBuffer) -> Result<DeviceBuffer> {
         let mut y = self.alloc(x.len())?;
         if x.is_empty() {

@@ -724,7 +724,7 @@ fn node(op_type: &str, inputs: &[&str], output: &str, attrs: &[(&str, Attribute)
     }
 }
 
-/// x [4, 64] -> MatMul W [64, 96] -> Add b -> Expand (CPU) -> Expand again (CPU) -> Relu
+/// x [4, 64] -> MatMul W [64, 96] -> Add b -> Tile (CPU) -> Tile again (CPU) -> Relu
 /// -> RMSNormalization -> MatMulGguf (Q8_0 [40, 96]) -> Sigmoid * itself -> Softmax ->
 /// LayerNormalization -> Gemm (transB, alpha, beta, C row) -> y.
 fn mixed_plan(rng: &mut Rng) -> Plan {
@@ -758,16 +758,16 @@ fn mixed_plan(rng: &mut Rng) -> Plan {
         .initializers
         .insert("q".into(), Tensor::from_vec(vec![q8.len()], q8).unwrap());
     graph.initializers.insert(
-        "shape".into(),
-        Tensor::from_vec(vec![2], vec![4i64, 96]).unwrap(),
+        "repeats".into(),
+        Tensor::from_vec(vec![2], vec![1i64, 1]).unwrap(),
     );
     let int = Attribute::Int;
     graph.nodes = vec![
         node("MatMul", &["x", "w"], "xw", &[]),
         node("Add", &["xw", "b"], "xwb", &[]),
         // No device kernel: the CPU op on a downloaded value.
-        node("Expand", &["xwb", "shape"], "t", &[]),
-        node("Expand", &["t", "shape"], "tt", &[]),
+        node("Tile", &["xwb", "repeats"], "t", &[]),
+        node("Tile", &["t", "repeats"], "tt", &[]),
         node("Relu", &["tt"], "r", &[]),
         node(
             "RMSNormalization",
@@ -837,10 +837,70 @@ fn executor_matches_the_cpu_interpreter() {
             assert_eq!(a.to_bits(), b.to_bits(), "run {run}, element {i}");
         }
         assert_eq!(stats.device_steps, 12, "{stats:?}");
-        assert_eq!(stats.host_steps.get("Expand"), Some(&2), "{stats:?}");
-        // x up; xwb down for Expand; tt up; y down. Constants go up once per executor.
+        assert_eq!(stats.host_steps.get("Tile"), Some(&2), "{stats:?}");
+        // x up; xwb down for Tile; tt up; y down. Constants go up once per executor.
         assert_eq!(stats.downloads, 2, "{stats:?}");
         let constant_uploads = if run == 0 { 8 } else { 0 };
         assert_eq!(stats.uploads, 2 + constant_uploads, "{stats:?}");
     }
+}
+
+/// Shape and Size of a device value are read from the shape the device holds (no download),
+/// views of host-only values stay on the host, and an integer mask cast to float32 runs on
+/// the device: none of them is a CPU step. `y = Reshape(Relu(x), Shape(Relu(x)))` and
+/// `n = Size(Relu(x))`, `c = Cast(Unsqueeze(m))`, `i = Identity(m)` for an int64 input `m`.
+#[test]
+fn shape_reads_host_views_and_casts_are_no_cpu_steps() {
+    let Some(backend) = cuda("executor::shape_reads_host_views_and_casts_are_no_cpu_steps") else {
+        return;
+    };
+    let mut graph = Graph {
+        name: "shape_only".into(),
+        ..Graph::default()
+    };
+    for (name, dtype) in [("x", DType::F32), ("m", DType::I64)] {
+        graph.inputs.push(ValueInfo {
+            name: name.into(),
+            ty: Some(ValueType::tensor(dtype, None)),
+        });
+    }
+    for name in ["y", "n", "c", "i"] {
+        graph.outputs.push(ValueInfo {
+            name: name.into(),
+            ty: None,
+        });
+    }
+    graph.initializers.insert(
+        "axes".into(),
+        Tensor::from_vec(vec![1], vec![0i64]).unwrap(),
+    );
+    graph.nodes = vec![
+        node("Relu", &["x"], "r", &[]),
+        node("Shape", &["r"], "s", &[]),
+        node("Reshape", &["r", "s"], "y", &[]),
+        node("Size", &["r"], "n", &[]),
+        node("Unsqueeze", &["m", "axes"], "u", &[]),
+        node("Cast", &["u"], "c", &[("to", Attribute::Int(1))]),
+        node("Identity", &["m"], "i", &[]),
+    ];
+    let opsets = [("".to_string(), 21)].into();
+    let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+    let mut rng = Rng::new(41);
+    let x: Value = Tensor::from_vec(vec![3, 5], rng.values(15, 2.0))
+        .unwrap()
+        .into();
+    let m: Value = Tensor::from_vec(vec![4], vec![1i64, 0, -7, (1 << 30) + 1])
+        .unwrap()
+        .into();
+    let inputs = vec![x, m];
+    let want = plan.run(inputs.clone(), RunOptions::default()).unwrap();
+    let executor = CudaExecutor::new(backend, Arc::clone(&plan));
+    let (got, stats) = executor.run_with(inputs, RunOptions::default()).unwrap();
+    assert_eq!(got, want);
+    assert!(stats.host_steps.is_empty(), "{stats:?}");
+    // Shape, Size, Unsqueeze of the host input; Identity of it (uploaded as bytes for the
+    // cast, still held on the host).
+    assert_eq!(stats.shape_only_steps, 4, "{stats:?}");
+    // Only the outputs y and c come down.
+    assert_eq!(stats.downloads, 2, "{stats:?}");
 }

@@ -420,6 +420,25 @@ fn conv_transpose(device: &Device) {
             vec![("strides", ints(&[2, 1])), ("output_shape", ints(&[8, 4]))],
             true,
         ),
+        // The GEMM form with groups, two images, dilations and asymmetric pads.
+        (
+            &[2, 12, 4, 5],
+            &[12, 3, 3, 2],
+            vec![
+                ("strides", ints(&[2, 3])),
+                ("pads", ints(&[1, 0, 0, 1])),
+                ("dilations", ints(&[1, 2])),
+                ("group", Attribute::Int(2)),
+            ],
+            true,
+        ),
+        // A decoder's 2x upsampling (ViT-S's saliency head): reductions of several tiles.
+        (
+            &[1, 64, 8, 8],
+            &[64, 32, 2, 2],
+            vec![("strides", ints(&[2, 2]))],
+            true,
+        ),
     ];
     for (x, w, attrs, bias) in specs {
         let m = w[1]
@@ -657,6 +676,137 @@ fn affine_grid(device: &Device) {
     }
 }
 test_device!(affine_grid, affine_grid_cpu, affine_grid_cuda);
+
+fn pad(device: &Device) {
+    let mut rng = Rng::new(31);
+    // (mode, pads, axes, constant value): negative pads crop; axes limit the pads.
+    type Spec = (&'static str, &'static [i64], Option<&'static [i64]>, Option<f32>);
+    let specs: [Spec; 6] = [
+        ("constant", &[0, 0, 1, 2, 0, 0, 3, 1], None, Some(2.5)),
+        ("constant", &[0, 1, 0, -1, 0, 2, 0, 0], None, None),
+        ("reflect", &[2, 1, 3, 2], Some(&[2, 3]), None),
+        ("edge", &[0, 0, 4, 1, 0, 1, 0, 5], None, None),
+        ("wrap", &[1, 3, 2, 4], Some(&[-1, 1]), None),
+        ("constant", &[1, 1], Some(&[3]), Some(-0.0)),
+    ];
+    for (mode, pads, axes, value) in specs {
+        let mut inputs = vec!["x", "pads", "value", "axes"];
+        if axes.is_none() {
+            inputs.pop();
+        }
+        if value.is_none() {
+            inputs[2] = "";
+        }
+        let mut case = Case::new(
+            format!("Pad {mode} {pads:?} axes {axes:?} value {value:?}"),
+            node(
+                "Pad",
+                &inputs,
+                &["y"],
+                vec![("mode", Attribute::String(mode.into()))],
+            ),
+        )
+        .input("x", random(&mut rng, &[2, 3, 5, 6], 1.0))
+        .constant("pads", i64s(pads));
+        if let Some(v) = value {
+            case = case.constant("value", f32s(&[v]));
+        }
+        if let Some(a) = axes {
+            case = case.constant("axes", i64s(a));
+        }
+        check(device, &case);
+    }
+}
+test_device!(pad, pad_cpu, pad_cuda);
+
+/// Cast of host integer and bool tensors to float32 (values float32 rounds included), Cast
+/// float32 -> float32 (a view), Expand, and Gather with host indices (negative, scalar).
+fn casts_and_gathers(device: &Device) {
+    let mut rng = Rng::new(37);
+    let big = (1i64 << 40) + 3;
+    let ints: Vec<i64> = vec![0, 1, -1, 127, -128, 255, 70000, -(1 << 24) - 1, big, -big];
+    let shape = vec![2, 5];
+    let casts: Vec<(&str, Tensor)> = vec![
+        (
+            "int64",
+            Tensor::from_vec(shape.clone(), ints.clone()).unwrap(),
+        ),
+        (
+            "uint64",
+            Tensor::from_vec(shape.clone(), ints.iter().map(|&v| v as u64).collect()).unwrap(),
+        ),
+        (
+            "int32",
+            Tensor::from_vec(shape.clone(), ints.iter().map(|&v| v as i32).collect()).unwrap(),
+        ),
+        (
+            "uint32",
+            Tensor::from_vec(shape.clone(), ints.iter().map(|&v| v as u32).collect()).unwrap(),
+        ),
+        (
+            "int16",
+            Tensor::from_vec(shape.clone(), ints.iter().map(|&v| v as i16).collect()).unwrap(),
+        ),
+        (
+            "uint16",
+            Tensor::from_vec(shape.clone(), ints.iter().map(|&v| v as u16).collect()).unwrap(),
+        ),
+        (
+            "int8",
+            Tensor::from_vec(shape.clone(), ints.iter().map(|&v| v as i8).collect()).unwrap(),
+        ),
+        (
+            "uint8",
+            Tensor::from_vec(shape.clone(), ints.iter().map(|&v| v as u8).collect()).unwrap(),
+        ),
+        (
+            "bool",
+            Tensor::from_bools(shape.clone(), ints.iter().map(|&v| v % 3 == 0).collect()).unwrap(),
+        ),
+        ("float", random(&mut rng, &shape, 2.0)),
+    ];
+    for (what, x) in casts {
+        let cast = node("Cast", &["x"], &["y"], vec![("to", Attribute::Int(1))]);
+        check(
+            device,
+            &Case::new(format!("Cast {what} to float"), cast).input("x", x),
+        );
+    }
+    let case = Case::new("Expand", node("Expand", &["x", "shape"], &["y"], vec![]))
+        .input("x", random(&mut rng, &[3, 1, 5], 1.0))
+        .constant("shape", i64s(&[2, 1, 4, 1]));
+    check(device, &case);
+    // (data shape, axis, indices shape, indices)
+    type Spec = (&'static [usize], i64, &'static [usize], &'static [i64]);
+    let gathers: [Spec; 4] = [
+        (&[10, 6], 0, &[2, 3], &[0, 9, -1, 4, 4, -10]),
+        (&[3, 7, 4], 1, &[], &[-2]),
+        (&[2, 3, 5], -1, &[4], &[4, 0, -5, 2]),
+        (&[4, 3], 0, &[0], &[]),
+    ];
+    for (data, axis, shape, indices) in gathers {
+        let case = Case::new(
+            format!("Gather {data:?} axis {axis} indices {indices:?}"),
+            node(
+                "Gather",
+                &["data", "i"],
+                &["y"],
+                vec![("axis", Attribute::Int(axis))],
+            ),
+        )
+        .input(
+            "i",
+            Tensor::from_vec(shape.to_vec(), indices.to_vec()).unwrap(),
+        )
+        .constant("data", random(&mut rng, data, 1.0));
+        check(device, &case);
+    }
+}
+test_device!(
+    casts_and_gathers,
+    casts_and_gathers_cpu,
+    casts_and_gathers_cuda
+);
 
 fn data_movement(device: &Device) {
     let mut rng = Rng::new(25);
@@ -905,7 +1055,8 @@ fn elementwise_chain(device: &Device) {
         .constant("lo", scalar(0.25))
         .constant("k", random(&mut rng, &[1, c, 1, 1], 1.0));
     check(device, &case);
-    // The activations a chain takes: Sigmoid, HardSigmoid (non-default alpha, beta), HardSwish.
+    // The activations a chain takes: Sigmoid, HardSigmoid (non-default alpha, beta), HardSwish,
+    // LeakyRelu.
     let act = chain_node(
         &["x", "r"],
         vec![
@@ -920,7 +1071,13 @@ fn elementwise_chain(device: &Device) {
                     ("beta", Attribute::Float(0.25)),
                 ],
             ),
-            node("HardSwish", &["t2"], &["y0"], vec![]),
+            node("HardSwish", &["t2"], &["t3"], vec![]),
+            node(
+                "LeakyRelu",
+                &["t3"],
+                &["y0"],
+                vec![("alpha", Attribute::Float(0.3))],
+            ),
         ],
     );
     let case = Case::new("ElementwiseChain activations", act)

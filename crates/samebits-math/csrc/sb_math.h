@@ -81,9 +81,30 @@ SB_FN double sb_horner(const double *c, sb_i32 n, double u)
   return p;
 }
 
+/* sb_horner(tab + row n, n, u), the coefficients read by index from the table (with a varying
+ * row, a vectorising compiler gathers them; it does not gather through a row pointer). */
+SB_FN double sb_horner_row(const double *tab, sb_i32 row, sb_i32 n, double u)
+{
+  double p = tab[row * n + n - 1];
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+#pragma GCC unroll 16
+#endif
+  for (sb_i32 i = n - 2; i >= 0; i--) p = p * u + tab[row * n + i];
+  return p;
+}
+
 /* The input a vectorised lane evaluates: x, or `safe` (a value inside the kernel's domain) when
  * the lane is flagged for the scalar path. Written as a select so that loops stay branch-free. */
 SB_FN float sb_lane_input(float x, sb_i32 flagged, float safe) { return flagged ? safe : x; }
+
+/* c ? a : b (c is 0 or 1) by bit masks, for lanes that compute two kernels and keep one: with ?:
+ * GCC moves the unselected kernel into a branch, and cannot if-convert the truncation that a
+ * (double)(sb_i32) conversion becomes there, so the loop would not vectorise. */
+SB_FN double sb_lane_select(sb_i32 c, double a, double b)
+{
+  sb_u64 mask = (sb_u64)0 - (sb_u64)c;
+  return sb_f64_from_bits((sb_f64_bits(a) & mask) | (sb_f64_bits(b) & ~mask));
+}
 
 /* ==== BEGIN GENERATED TABLES (tools/gen_tables.py) ==== */
 SB_CONST double sb_exp2_64_dd[128] = {
@@ -919,8 +940,8 @@ SB_FN double sb_exp2_64_kernel(sb_i32 k, double h)
  * and the rest carries the table's low part, so the relative error stays < 2^-51.5. */
 SB_FN double sb_expm1_64_kernel(sb_i32 k, double h)
 {
-  sb_u32 i = (sb_u32)k & 63u;
-  sb_i32 e = (k - (sb_i32)i) / 64;
+  sb_i32 i = k & 63; /* signed, as in sb_exp2_64_kernel */
+  sb_i32 e = (k - i) / 64;
   double s = sb_pow2(e);
   double sh = sb_exp2_64_dd[2 * i] * s, sl = sb_exp2_64_dd[2 * i + 1] * s;
   return (sh - 1.0) + (sl + sh * sb_exp_q(h));
@@ -1159,6 +1180,16 @@ SB_FN sb_i32 sb_tanh_core(float x, float *r, double *y)
   return 0;
 }
 SB_DEFINE_CORRECTLY_ROUNDED(tanh, 0x1p-49)
+
+/* Lanes of tanh: NaN, |x| > 9.2 and |x| < 2^-12 are flagged. */
+SB_FN sb_i32 sb_tanh_lane(float x, double *y)
+{
+  sb_u32 ux = sb_f32_bits(x), ax = ux & 0x7fffffffu;
+  sb_i32 flagged = (ax > 0x41133333u) | (ax < 0x39800000u);
+  double em = sb_expm1_f64(2.0 * (double)sb_lane_input(sb_f32_from_bits(ax), flagged, 1.0f));
+  *y = sb_with_sign(em / (em + 2.0), ux);
+  return flagged;
+}
 
 SB_FN sb_i32 sb_sinh_core(float x, float *r, double *y)
 {
@@ -1482,7 +1513,7 @@ SB_FN double sb_erfc_large(double a)
 {
   sb_i32 k = (sb_i32)((a - 0.5) * 4.0);
   double t = a - (0.625 + 0.25 * (double)k);
-  return sb_exp_f64(-(a * a)) * sb_horner(sb_erfc_g + k * (SB_ERFC_DEG + 1), SB_ERFC_DEG + 1, t);
+  return sb_exp_f64(-(a * a)) * sb_horner_row(sb_erfc_g, k, SB_ERFC_DEG + 1, t);
 }
 
 SB_FN sb_i32 sb_erf_core(float x, float *r, double *y)
@@ -1498,6 +1529,20 @@ SB_FN sb_i32 sb_erf_core(float x, float *r, double *y)
 }
 SB_DEFINE_CORRECTLY_ROUNDED(erf, 0x1p-49)
 
+/* Lanes of erf evaluate both kernels of sb_erf_core and select; the large one takes 1/2 where
+ * |x| < 1/2 so that its table index stays in range. NaN, |x| >= 4 and zeros are flagged. */
+SB_FN sb_i32 sb_erf_lane(float x, double *y)
+{
+  sb_u32 ux = sb_f32_bits(x), ax = ux & 0x7fffffffu;
+  sb_i32 flagged = (ax >= 0x40800000u) | (ax == 0u), small;
+  double a = (double)sb_lane_input(sb_f32_from_bits(ax), flagged, 1.0f), ys, yl;
+  small = a < 0.5;
+  ys = sb_erf_small(a);
+  yl = 1.0 - sb_erfc_large(small ? 0.5 : a);
+  *y = sb_with_sign(sb_lane_select(small, ys, yl), ux);
+  return flagged;
+}
+
 SB_FN sb_i32 sb_erfc_core(float x, float *r, double *y)
 {
   double a = (double)x;
@@ -1510,6 +1555,21 @@ SB_FN sb_i32 sb_erfc_core(float x, float *r, double *y)
   return 0;
 }
 SB_DEFINE_CORRECTLY_ROUNDED(erfc, 0x1p-49)
+
+/* Lanes of erfc evaluate both kernels of sb_erfc_core and select; the large one takes 1/2 where
+ * -1/2 <= x < 1/2. NaN and |x| >= 10.25 are flagged. */
+SB_FN sb_i32 sb_erfc_lane(float x, double *y)
+{
+  sb_i32 flagged = !((x > -10.25f) & (x < 10.25f)), neg, small;
+  float xs = sb_lane_input(x, flagged, 1.0f);
+  double a = (double)xs, ys, yl;
+  neg = xs < -0.5f;
+  small = !neg & (xs < 0.5f);
+  ys = 1.0 - sb_erf_small(a);
+  yl = sb_erfc_large(small ? 0.5 : (neg ? -a : a));
+  *y = sb_lane_select(small, ys, sb_lane_select(neg, 2.0 - yl, yl));
+  return flagged;
+}
 
 /* ---- cbrt ---------------------------------------------------------------------------------------- */
 

@@ -64,6 +64,7 @@
 
 /* The functions with a lane definition in sb_math.h, as X(name). */
 #define SB_VECTOR_SLICE_FUNCTIONS(X)                                                               \
-  X(exp) X(exp2) X(log) X(log2) X(sin) X(cos) X(asin) X(acos) X(atan) X(cbrt)
+  X(exp) X(exp2) X(log) X(log2) X(sin) X(cos) X(asin) X(acos) X(atan) X(tanh) X(erf) X(erfc)     \
+  X(cbrt)
 
 #endif /* SB_MATH_SLICE_H */

@@ -3,7 +3,8 @@
 //! NaN results match when both are NaN; all other results must have identical bits. Both entry
 //! points are checked at every input: the scalar function (`UnaryFn::eval`) and the slice
 //! function (`UnaryFn::eval_slice`, whose vectorised loop is separate machine code); an input
-//! counts as a mismatch when either differs from the oracle.
+//! counts as a mismatch when either differs from the oracle, or when the two differ in any bit
+//! (NaN payloads included).
 //!
 //! `pow` is bivariate: `--pow-samples N` checks N deterministic pairs
 //! (`samebits_math::sampling::pow_sample_pairs`) plus the special-value grid, and
@@ -69,7 +70,7 @@ fn check(f: UnaryFn) -> (u64, Vec<(u32, u32, u32)>) {
             for (&x, &y) in src.iter().zip(&dst) {
                 let want = reference(x);
                 let scalar = f.eval(x);
-                if !same(y, want) || !same(scalar, want) {
+                if !same(y, want) || !same(scalar, want) || y.to_bits() != scalar.to_bits() {
                     let y = if same(y, want) { scalar } else { y };
                     count += 1;
                     if examples.len() < 8 {

@@ -200,6 +200,15 @@ unsafe extern "C" {
     fn samebits_seluf(x: c_float, alpha: c_float, gamma: c_float) -> c_float;
     fn samebits_celuf(x: c_float, alpha: c_float) -> c_float;
     fn samebits_leaky_reluf(x: c_float, alpha: c_float) -> c_float;
+    fn samebits_leaky_reluf_slice(src: *const c_float, dst: *mut c_float, n: usize, alpha: c_float);
+    fn samebits_hardsigmoidf_slice(
+        src: *const c_float,
+        dst: *mut c_float,
+        n: usize,
+        alpha: c_float,
+        beta: c_float,
+    );
+    fn samebits_hardswishf_slice(src: *const c_float, dst: *mut c_float, n: usize);
     fn samebits_rsqrt_formulaf(x: c_float) -> c_float;
 }
 
@@ -293,12 +302,22 @@ impl Activation {
             dst.len(),
             "Activation::eval_slice: length mismatch"
         );
-        if self == Activation::Sigmoid {
-            // SAFETY: both slices hold src.len() floats.
-            return unsafe { samebits_sigmoidf_slice(src.as_ptr(), dst.as_mut_ptr(), src.len()) };
-        }
-        for (d, &s) in dst.iter_mut().zip(src) {
-            *d = self.eval(s);
+        let (s, d, n) = (src.as_ptr(), dst.as_mut_ptr(), src.len());
+        // SAFETY: both slices hold n floats.
+        unsafe {
+            match self {
+                Activation::Sigmoid => samebits_sigmoidf_slice(s, d, n),
+                Activation::LeakyRelu { alpha } => samebits_leaky_reluf_slice(s, d, n, alpha),
+                Activation::HardSigmoid { alpha, beta } => {
+                    samebits_hardsigmoidf_slice(s, d, n, alpha, beta)
+                }
+                Activation::HardSwish => samebits_hardswishf_slice(s, d, n),
+                _ => {
+                    for (d, &s) in dst.iter_mut().zip(src) {
+                        *d = self.eval(s);
+                    }
+                }
+            }
         }
     }
 }

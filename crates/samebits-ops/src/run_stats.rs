@@ -13,6 +13,11 @@ pub struct RunStats {
     pub device_launches: usize,
     /// Steps that fell back to the CPU, by op type.
     pub host_steps: BTreeMap<String, usize>,
+    /// Steps that only read shapes or give a host tensor a new shape: Shape and Size (from the
+    /// shapes the device knows, nothing downloaded) and view steps (Reshape, Unsqueeze,
+    /// Identity, a Cast to the same dtype, ...) of values held on the host. No data is
+    /// computed or copied, so they are not fallbacks.
+    pub shape_only_steps: usize,
     /// Host-to-device copies and their bytes (constants count once per executor).
     pub uploads: usize,
     pub upload_bytes: usize,
@@ -33,6 +38,7 @@ impl RunStats {
     pub fn add(&mut self, other: &RunStats) {
         self.device_steps += other.device_steps;
         self.device_launches += other.device_launches;
+        self.shape_only_steps += other.shape_only_steps;
         for (op, n) in &other.host_steps {
             *self.host_steps.entry(op.clone()).or_default() += n;
         }

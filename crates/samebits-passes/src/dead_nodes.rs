@@ -1,4 +1,4 @@
-//! Pass 4: dead-node removal. Keeps the nodes some graph output depends on (through inputs and
+//! Pass 6: dead-node removal. Keeps the nodes some graph output depends on (through inputs and
 //! through values their subgraphs read) and the initializers they read; drops the rest.
 
 use samebits_ir::{Attribute, Graph};

@@ -1,4 +1,4 @@
-//! Pass 3: constant folding. A node whose inputs are all constants is evaluated once at compile
+//! Pass 4: constant folding. A node whose inputs are all constants is evaluated once at compile
 //! time by the same op code, in the same operation set, that the run would use, so folding
 //! never changes output bits. Random ops, nodes with subgraphs, and folds that would create a
 //! constant much larger than their inputs (say, ConstantOfShape of a large shape) are left alone.

@@ -1,5 +1,6 @@
-//! Pass 5: elementwise fusion. A run of elementwise nodes of f32 (or not yet known) dtype (Add,
-//! Sub, Mul, Div, Relu, Clip, Sigmoid, HardSigmoid, HardSwish, inference BatchNormalization),
+//! Pass 7: elementwise fusion. A run of elementwise nodes of f32 (or not yet known) dtype (Add,
+//! Sub, Mul, Div, Relu, Clip, Sigmoid, HardSigmoid, HardSwish, LeakyRelu, inference
+//! BatchNormalization),
 //! each after the first reading a value of the run and lying at most `MAX_GAP` nodes past the
 //! previous one (nodes of other branches may sit between them), whose intermediate values
 //! nobody outside the run reads, becomes one `samebits::ElementwiseChain` node, placed where

@@ -1,4 +1,4 @@
-//! Pass 2: type and shape inference. Walks the nodes in order and asks each op for its output
+//! Pass 3: type and shape inference. Walks the nodes in order and asks each op for its output
 //! types given the types known so far; what an op cannot infer stays unknown (the run computes
 //! real shapes). Declared types of graph outputs are kept.
 

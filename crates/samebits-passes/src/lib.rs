@@ -6,8 +6,10 @@
 //! 3. [`inference`]: dtypes and shapes of intermediate values, from each op's `infer`.
 //! 4. [`folding`]: nodes whose inputs are all constant are evaluated once, with the same
 //!    kernels and operation set as the run, so folding never changes bits.
-//! 5. [`dead_nodes`]: nodes and initializers that no graph output depends on are removed.
-//! 6. [`fusion`]: runs of elementwise f32 nodes become one `samebits::ElementwiseChain` node
+//! 5. [`cast_hoisting`]: a Cast to float32 of a reshape / expand / transpose of a value moves
+//!    before it (`Cast(Expand(mask))` -> `Expand(Cast(mask))`, the same bits).
+//! 6. [`dead_nodes`]: nodes and initializers that no graph output depends on are removed.
+//! 7. [`fusion`]: runs of elementwise f32 nodes become one `samebits::ElementwiseChain` node
 //!    that computes the same per-element operations in one pass (the same bits).
 //!
 //! [`specialization`] is not part of the pipeline either: samebits-runtime runs it once per
@@ -20,6 +22,7 @@
 //!
 //! [`Pipeline`] runs them and writes the JSON and DOT dump of the IR after each pass.
 
+pub mod cast_hoisting;
 pub mod dead_nodes;
 pub mod decoder_fusion;
 pub mod differentiation;

@@ -2,7 +2,8 @@
 //! `NN-<pass>.json` and `NN-<pass>.dot` after each one so every stage can be inspected.
 
 use crate::{
-    PassError, Result, dead_nodes, differentiation, folding, fusion, inference, topological,
+    PassError, Result, cast_hoisting, dead_nodes, differentiation, folding, fusion, inference,
+    topological,
 };
 use samebits_ir::{Model, dump};
 use samebits_ops::OperationSet;
@@ -49,6 +50,13 @@ impl Pipeline {
             &mut reports,
             "constant-folding",
             format!("{folded} nodes folded"),
+        )?;
+        let hoisted = cast_hoisting::run(&mut model.graph);
+        self.record(
+            model,
+            &mut reports,
+            "cast-hoisting",
+            format!("{hoisted} casts hoisted"),
         )?;
         let removed = dead_nodes::run(&mut model.graph);
         self.record(

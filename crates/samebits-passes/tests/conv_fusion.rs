@@ -206,12 +206,19 @@ fn chain(kind: usize) -> Vec<Node> {
         // One node: per-channel division with the constant on the left.
         2 => vec![node("Div", &["channel", "conv"], "y")],
         // Composite activations.
-        3 => vec![
-            node("Sigmoid", &["conv"], "sig"),
-            node("Sub", &["sig", "conv"], "affine"),
-            hsig,
-            node("HardSwish", &["hsig"], "y"),
-        ],
+        3 => {
+            let mut leaky = node("LeakyRelu", &["swish"], "y");
+            leaky
+                .attributes
+                .insert("alpha".into(), Attribute::Float(0.3));
+            vec![
+                node("Sigmoid", &["conv"], "sig"),
+                node("Sub", &["sig", "conv"], "affine"),
+                hsig,
+                node("HardSwish", &["hsig"], "swish"),
+                leaky,
+            ]
+        }
         // Constants on the left of Sub and right of Div (an affine pair), hard swish with the
         // clipped value first in its Mul, then a residual Add and Relu: the evaluator's other
         // pass forms.

@@ -59,6 +59,7 @@ fn folds_constants_removes_dead_nodes_and_dumps_each_pass() {
             "differentiation",
             "shape-inference",
             "constant-folding",
+            "cast-hoisting",
             "dead-node-removal",
             "elementwise-fusion"
         ]
@@ -66,7 +67,7 @@ fn folds_constants_removes_dead_nodes_and_dumps_each_pass() {
     for f in [
         "00-imported.json",
         "04-constant-folding.dot",
-        "05-dead-node-removal.json",
+        "06-dead-node-removal.json",
     ] {
         assert!(dir.join(f).exists(), "{f} missing");
     }

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use rayon::prelude::*;
 use samebits_ops::OperationSet;
 use samebits_runtime::conformance::{CaseResult, DeviceOutcome, case_dirs, run_case_on};
-use samebits_runtime::device::RunStats;
+use samebits_runtime::device::{Device, RunStats};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,14 +55,18 @@ pub fn main(args: Args) -> Result<ExitCode> {
         })
         .collect();
     let bar = indicatif::ProgressBar::new(cases.len() as u64);
-    let results: Vec<CaseResult> = cases
-        .par_iter()
-        .map(|c| {
-            let r = run_case_on(c, args.operation_set, args.device.device);
-            bar.inc(1);
-            r
-        })
-        .collect();
+    let run = |c: &PathBuf| {
+        let r = run_case_on(c, args.operation_set, args.device.device);
+        bar.inc(1);
+        r
+    };
+    // A GPU run holds the device's stream while its CPU steps run on the rayon pool; cases in
+    // that same pool could start on a thread that waits inside such a step and block on the
+    // stream forever, so GPU cases run one after another.
+    let results: Vec<CaseResult> = match args.device.device {
+        Device::Cpu => cases.par_iter().map(run).collect(),
+        _ => cases.iter().map(run).collect(),
+    };
     bar.finish_and_clear();
     print_report(&results, args.list_failures);
     if let Some(path) = &args.write_allowlist {

@@ -67,6 +67,10 @@ pub(crate) type FusedRotary = (usize, usize, usize);
 /// One device operation with every dimension resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Launch {
+    /// Cast of an integer or bool tensor (input 0, raw bytes on the device) to float32.
+    CastToF32 {
+        from: DType,
+    },
     Unary(UnaryKernel),
     Binary {
         op: BinaryKernel,
@@ -156,6 +160,7 @@ impl Launch {
             Launch::Gguf { .. } => i == 1,
             Launch::GgufProducts { matrices, .. } => (2..2 + matrices.len()).contains(&i),
             Launch::Gather { .. } => i <= 1,
+            Launch::CastToF32 { .. } => i == 0,
             Launch::Attention {
                 product: Some(_), ..
             } => i == 6,
@@ -200,6 +205,10 @@ pub(crate) fn plan_launch(
         // Every other kernel computes one output.
         _ if outputs != 1 => None,
         K::Unary(u) => unary(args, u),
+        K::CastToF32 { from } => {
+            let x = args.first().copied().flatten()?;
+            (args.len() == 1 && x.dtype == from).then_some(Launch::CastToF32 { from })
+        }
         K::Binary(op) => binary(args, op),
         K::MatMul => matmul(args),
         K::Gemm {
@@ -671,6 +680,17 @@ pub(crate) fn run_launch(
             let (x, shape) = f32_input(inputs, 0)?;
             (backend.unary(*op, x)?, shape.to_vec())
         }
+        Launch::CastToF32 { from } => match inputs.first().copied().flatten() {
+            Some(DeviceValue::Bytes { bytes, shape, .. }) => {
+                let count = shape.iter().product();
+                (backend.cast_to_f32(bytes, *from, count)?, shape.clone())
+            }
+            _ => {
+                return Err(CudaError::Invalid(
+                    "a cast's input is not on the device as bytes".into(),
+                ));
+            }
+        },
         Launch::Binary { op, a, b } => {
             let (x, _) = f32_input(inputs, 0)?;
             let (y, _) = f32_input(inputs, 1)?;

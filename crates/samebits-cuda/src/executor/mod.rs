@@ -277,7 +277,10 @@ impl CudaExecutor {
     }
 
     /// Runs the plan on inputs that may be on the device; output `i` stays on the device
-    /// (when a device step computed it) if `keep[i]`, else it is downloaded.
+    /// (when a device step computed it) if `keep[i]`, else it is downloaded. The run holds
+    /// the backend's stream throughout, its CPU steps (which use the rayon pool) included: do
+    /// not start runs on one backend from tasks of the rayon pool, where a thread waiting in
+    /// such a step may take up another run and block on the stream it holds.
     pub fn run_io(
         &self,
         inputs: Vec<IoValue>,
@@ -437,7 +440,25 @@ impl CudaExecutor {
                     let body = self.bodies[i].as_ref().expect("checked");
                     self.run_body(body, &step, slots, stats).map_err(&at)?;
                 }
+                None if let Some(outputs) = outputs_from_shapes(&step, slots) => {
+                    for (slot, value) in step.outputs.iter().zip(outputs) {
+                        slots[*slot] = Slot {
+                            host: Some(value),
+                            device: None,
+                        };
+                    }
+                    stats.shape_only_steps += 1;
+                }
                 None => {
+                    // A view of a value held on the host is made there: the same tensor under
+                    // a new shape, nothing computed or moved (not a fallback).
+                    let host_view = matches!(self.kernels[i], Some(DeviceKernel::View))
+                        && step
+                            .inputs
+                            .first()
+                            .copied()
+                            .flatten()
+                            .is_some_and(|s| slots[s].host.is_some());
                     for s in step.inputs.iter().flatten() {
                         self.on_host(&mut slots[*s], stats).map_err(&at)?;
                     }
@@ -455,10 +476,14 @@ impl CudaExecutor {
                             device: None,
                         };
                     }
-                    *stats
-                        .host_steps
-                        .entry(step.op_type.to_string())
-                        .or_default() += 1;
+                    if host_view {
+                        stats.shape_only_steps += 1;
+                    } else {
+                        *stats
+                            .host_steps
+                            .entry(step.op_type.to_string())
+                            .or_default() += 1;
+                    }
                 }
             }
             step.check_guards(|i| Some(arg_info(&slots[step.outputs[i]])?.shape.to_vec()))?;
@@ -725,6 +750,19 @@ impl CudaExecutor {
         }
         Ok(())
     }
+}
+
+/// The outputs of a step whose op computes them from its inputs' shapes alone (Shape, Size:
+/// [`samebits_ops::Op::outputs_from_shapes`]), from the shapes of the values wherever they
+/// are (nothing downloaded); `None` for other ops, a missing input or an error (which the
+/// op's own evaluation then reports).
+fn outputs_from_shapes(step: &PlanStep<'_>, slots: &[Slot]) -> Option<Vec<Value>> {
+    let shapes = step
+        .inputs
+        .iter()
+        .map(|s| Some(arg_info(&slots[(*s)?])?.shape))
+        .collect::<Option<Vec<_>>>()?;
+    step.op.outputs_from_shapes(&shapes)?.ok()
 }
 
 /// A view step ([`DeviceKernel::View`]) on a float32 input that lives on the device: the same

@@ -91,7 +91,7 @@ impl CudaExecutor {
                     backend.conv(g, input(0)?, input(1)?, bias, self.kernel_set)
                 }
                 ShapedKernel::ConvTranspose(g) => {
-                    backend.conv_transpose(g, input(0)?, input(1)?, bias)
+                    backend.conv_transpose(g, input(0)?, input(1)?, bias, self.kernel_set)
                 }
                 _ => Err(CudaError::Invalid("ConvChain: no convolution".into())),
             }

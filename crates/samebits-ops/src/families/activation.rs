@@ -16,7 +16,7 @@ use crate::{
     bail, unsupported,
 };
 use rayon::prelude::*;
-use samebits_ir::{DType, Tensor, Value, ValueType};
+use samebits_ir::{DType, Node, Tensor, Value, ValueType};
 use samebits_math::{Activation, UnaryFn};
 
 pub fn register(r: &mut Registry) {
@@ -50,12 +50,7 @@ pub fn register(r: &mut Registry) {
     r.register("", "Softsign", |_| unary(Elementwise::Softsign));
     r.register("", "Gelu", gelu);
     r.register("", "HardSigmoid", |ctx| {
-        let args = NodeArgs::new(ctx.node);
-        let (alpha, beta) = (args.float_or("alpha", 0.2)?, args.float_or("beta", 0.5)?);
-        unary(Elementwise::Composite(Activation::HardSigmoid {
-            alpha,
-            beta,
-        }))
+        unary(Elementwise::Composite(hard_sigmoid(ctx.node)?))
     });
     r.register("", "Elu", |ctx| {
         let alpha = NodeArgs::new(ctx.node).float_or("alpha", 1.0)?;
@@ -75,8 +70,7 @@ pub fn register(r: &mut Registry) {
         unary(Elementwise::Composite(Activation::Celu { alpha }))
     });
     r.register("", "LeakyRelu", |ctx| {
-        let alpha = NodeArgs::new(ctx.node).float_or("alpha", 0.01)?;
-        unary(Elementwise::Composite(Activation::LeakyRelu { alpha }))
+        unary(Elementwise::Composite(leaky_relu(ctx.node)?))
     });
     r.register("", "ThresholdedRelu", |ctx| {
         let alpha = NodeArgs::new(ctx.node).float_or("alpha", 1.0)?;
@@ -103,6 +97,23 @@ pub fn register(r: &mut Registry) {
     r.register("", "Pow", |ctx| {
         LegacyBroadcastOp::wrap(ctx, Box::new(Binary::Pow))
     });
+}
+
+/// HardSigmoid's activation with its `alpha` and `beta` (ONNX defaults 0.2, 0.5): the one
+/// reading of the node for the op and for the fused chains.
+pub(crate) fn hard_sigmoid(node: &Node) -> Result<Activation> {
+    let args = NodeArgs::new(node);
+    Ok(Activation::HardSigmoid {
+        alpha: args.float_or("alpha", 0.2)?,
+        beta: args.float_or("beta", 0.5)?,
+    })
+}
+
+/// LeakyRelu's activation with its `alpha` (ONNX default 0.01), for the op and the chains.
+pub(crate) fn leaky_relu(node: &Node) -> Result<Activation> {
+    Ok(Activation::LeakyRelu {
+        alpha: NodeArgs::new(node).float_or("alpha", 0.01)?,
+    })
 }
 
 fn unary(f: Elementwise) -> Result<Box<dyn Op>> {

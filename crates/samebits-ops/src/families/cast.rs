@@ -22,7 +22,7 @@
 //! width (no conversion, so no rounding); string tensors and width changes are errors.
 
 use crate::registry::Registry;
-use crate::{Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
+use crate::{DeviceKernel, Inputs, InputsExt, NodeArgs, Op, Result, bail, unsupported};
 use half::{bf16, f16};
 use samebits_ir::small_types::{self, E8m0Rounding};
 use samebits_ir::{DType, Tensor, Value, ValueType, with_numeric_type};
@@ -33,12 +33,19 @@ pub fn register(r: &mut Registry) {
         let to = args.req_int("to")?;
         Ok(Box::new(Cast {
             to: Some(onnx_dtype(to, "to")?),
+            from: ctx
+                .input_types
+                .first()
+                .cloned()
+                .flatten()
+                .and_then(|t| t.dtype()),
             rules: CastRules::of(&args)?,
         }))
     });
     r.register("", "CastLike", |ctx| {
         Ok(Box::new(Cast {
             to: None,
+            from: None,
             rules: CastRules::of(&NodeArgs::new(ctx.node))?,
         }))
     });
@@ -114,6 +121,8 @@ pub fn onnx_dtype(code: i64, attribute: &str) -> Result<DType> {
 #[derive(Debug)]
 struct Cast {
     to: Option<DType>,
+    /// Input 0's dtype, where known when the op is built (it picks the device kernel).
+    from: Option<DType>,
     rules: CastRules,
 }
 
@@ -140,7 +149,36 @@ impl Op for Cast {
             cast_tensor_with(inputs.tensor(0)?, to, self.rules)?.into(),
         ])
     }
+
+    /// To float32: from float32 the input itself (a view); from an integer or bool dtype the
+    /// device conversion, one round to nearest even per element like [`Number`]'s.
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        match (self.from?, self.to?) {
+            (DType::F32, DType::F32) => Some(DeviceKernel::View),
+            (from, DType::F32) if CAST_TO_F32_ON_DEVICE.contains(&from) => {
+                Some(DeviceKernel::CastToF32 { from })
+            }
+            _ => None,
+        }
+    }
+
+    fn view_shape(&self, shape: &[usize], _inputs: &Inputs) -> Result<Vec<usize>> {
+        Ok(shape.to_vec())
+    }
 }
+
+/// The dtypes a device converts to float32 ([`DeviceKernel::CastToF32`]).
+const CAST_TO_F32_ON_DEVICE: [DType; 9] = [
+    DType::Bool,
+    DType::I8,
+    DType::U8,
+    DType::I16,
+    DType::U16,
+    DType::I32,
+    DType::U32,
+    DType::I64,
+    DType::U64,
+];
 
 /// A number on its way from one dtype to another: floats widen to f64 and integers to i128
 /// exactly, so every conversion rounds at most once, at the target.

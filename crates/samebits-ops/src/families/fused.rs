@@ -22,6 +22,7 @@
 //! loop: each element still goes through the same operations in the same order, only the
 //! intermediates stay in registers instead of lane rows, so the bits do not change.
 
+use super::activation::{hard_sigmoid, leaky_relu};
 use super::elementwise::{Binary, Unary, f32_binary, f32_unary};
 use super::normalization::{BatchNormMode, batch_norm_mode, rsqrt_eps};
 use crate::broadcast::LegacyBroadcast;
@@ -74,7 +75,7 @@ pub fn is_fusable(node: &Node, opset: i64) -> bool {
         "Add" | "Sub" | "Mul" | "Div" => {
             arity == 2 && all_present && LegacyBroadcast::of(node, opset).ok() == Some(None)
         }
-        "Relu" | "Sigmoid" | "HardSigmoid" | "HardSwish" => arity == 1 && all_present,
+        "Relu" | "Sigmoid" | "HardSigmoid" | "HardSwish" | "LeakyRelu" => arity == 1 && all_present,
         // The input-bound form (opset 11 on); bounds may be omitted.
         "Clip" => opset >= 11 && (1..=3).contains(&arity) && !node.inputs[0].is_empty(),
         "BatchNormalization" => {
@@ -98,7 +99,7 @@ enum Kind {
     BatchNorm {
         epsilon: f32,
     },
-    /// A samebits-math composite activation (Sigmoid, HardSigmoid, HardSwish), the function the
+    /// A samebits-math composite activation (Sigmoid, HardSigmoid, HardSwish, LeakyRelu), the function the
     /// standalone op applies.
     Activation(Activation),
 }
@@ -173,13 +174,8 @@ impl ElementwiseChain {
                 "Clip" => Kind::Clip,
                 "Sigmoid" => Kind::Activation(Activation::Sigmoid),
                 "HardSwish" => Kind::Activation(Activation::HardSwish),
-                "HardSigmoid" => {
-                    let args = NodeArgs::new(node);
-                    Kind::Activation(Activation::HardSigmoid {
-                        alpha: args.float_or("alpha", 0.2)?,
-                        beta: args.float_or("beta", 0.5)?,
-                    })
-                }
+                "HardSigmoid" => Kind::Activation(hard_sigmoid(node)?),
+                "LeakyRelu" => Kind::Activation(leaky_relu(node)?),
                 _ => Kind::BatchNorm {
                     epsilon: NodeArgs::new(node).float_or("epsilon", 1e-5)?,
                 },

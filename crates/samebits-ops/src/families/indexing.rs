@@ -18,7 +18,7 @@ use crate::layout::{BlockGather, Movable, MoveKernel, StridedView, move_elements
 use crate::registry::Registry;
 use crate::{
     BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result, ShapedKernel,
-    bail, normalize_axis, unsupported,
+    SourceKernel, bail, normalize_axis, unsupported,
 };
 use half::{bf16, f16};
 use samebits_ir::limits::check_tensor_size;
@@ -28,6 +28,7 @@ use std::cmp::Ordering;
 
 pub fn register(r: &mut Registry) {
     r.register("", "Gather", |ctx| Ok(Box::new(Gather(axis_or(ctx, 0)?))));
+    r.register_kernel_source("gather.cu", include_str!("../../kernels/gather.cu"));
     r.register("", "GatherElements", |ctx| {
         Ok(Box::new(GatherElements(axis_or(ctx, 0)?)))
     });
@@ -112,25 +113,78 @@ impl Op for Gather {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let data = inputs.tensor(0)?;
-        let indices = inputs.tensor(1)?;
-        let axis = attribute_axis(self.0, data.rank())?;
-        let (outer, n, inner) = split_at_axis(data.shape(), axis);
-        let picked = inputs
-            .ints(1, "indices")?
-            .into_iter()
-            .map(|i| resolve_index(i, n, "indices"))
-            .collect::<Result<Vec<_>>>()?;
-        let mut shape = data.shape()[..axis].to_vec();
-        shape.extend_from_slice(indices.shape());
-        shape.extend_from_slice(&data.shape()[axis + 1..]);
-        let starts = (0..outer)
-            .flat_map(|o| picked.iter().map(move |&k| (o * n + k) * inner))
+        let g = self.geometry(data.shape(), inputs)?;
+        let (n, inner) = (g.len, g.inner);
+        let starts = (0..g.outer)
+            .flat_map(|o| g.picked.iter().map(move |&k| (o * n + k) * inner))
             .collect();
         let kernel = BlockGather {
             block: inner,
             starts,
         };
-        Ok(vec![move_elements(&[data], shape, &kernel)?.into()])
+        Ok(vec![move_elements(&[data], g.shape, &kernel)?.into()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    /// Data on the device (float32), the indices on the host: the picked indices become the
+    /// kernel's table (`kernels/gather.cu`).
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], inputs: &Inputs) -> Result<ShapedKernel> {
+        let g = self.geometry(input_shape(shapes, 0)?, inputs)?;
+        if g.len >= GATHER_TABLE_EXACT {
+            bail!("an axis of {GATHER_TABLE_EXACT} or more elements is gathered on the CPU");
+        }
+        Ok(ShapedKernel::Source(SourceKernel {
+            entry: "sb_gather",
+            inputs: vec![0],
+            ints: [g.outer, g.len, g.inner, g.picked.len()]
+                .map(|v| v as i64)
+                .to_vec(),
+            tables: vec![g.picked.into_iter().map(|k| k as f32).collect()],
+            floats: Vec::new(),
+            output: g.shape,
+        }))
+    }
+}
+
+/// Gather's device kernel reads the picked indices as a float32 table, exact below 2^24;
+/// longer axes stay on the CPU.
+const GATHER_TABLE_EXACT: usize = 1 << 24;
+
+/// What Gather computes for data of one shape: the data as `[outer, len, inner]` around the
+/// axis, the index picked along it for each index element (resolved, in range), and the
+/// output's shape.
+struct GatherGeometry {
+    outer: usize,
+    len: usize,
+    inner: usize,
+    picked: Vec<usize>,
+    shape: Vec<usize>,
+}
+
+impl Gather {
+    /// The geometry for data of `data_shape`, the indices read from input 1 on the host.
+    fn geometry(&self, data_shape: &[usize], inputs: &Inputs) -> Result<GatherGeometry> {
+        let indices = inputs.tensor(1)?;
+        let axis = attribute_axis(self.0, data_shape.len())?;
+        let (outer, len, inner) = split_at_axis(data_shape, axis);
+        let picked = inputs
+            .ints(1, "indices")?
+            .into_iter()
+            .map(|i| resolve_index(i, len, "indices"))
+            .collect::<Result<Vec<_>>>()?;
+        let mut shape = data_shape[..axis].to_vec();
+        shape.extend_from_slice(indices.shape());
+        shape.extend_from_slice(&data_shape[axis + 1..]);
+        Ok(GatherGeometry {
+            outer,
+            len,
+            inner,
+            picked,
+            shape,
+        })
     }
 }
 

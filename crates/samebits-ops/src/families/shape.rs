@@ -12,7 +12,7 @@ use crate::layout::{Interleave, Movable, MoveKernel, StridedView, move_elements}
 use crate::registry::Registry;
 use crate::{
     BuildContext, CopyPart, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result,
-    ShapedKernel, bail, normalize_axis,
+    ShapedKernel, SourceKernel, bail, normalize_axis,
 };
 use samebits_ir::limits::check_tensor_size;
 use samebits_ir::{DType, Tensor, Value, ValueType, checked_numel};
@@ -42,6 +42,7 @@ pub fn register(r: &mut Registry) {
     r.register("", "Split", split);
     r.register("", "Tile", |_| Ok(Box::new(Tile)));
     r.register("", "Pad", pad);
+    r.register_kernel_source("pad.cu", include_str!("../../kernels/pad.cu"));
     r.register("", "CenterCropPad", |ctx| {
         let axes = NodeArgs::new(ctx.node).ints("axes")?;
         Ok(Box::new(CenterCropPad { axes }))
@@ -360,18 +361,37 @@ impl Op for Expand {
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
         let x = inputs.tensor(0)?;
-        let target = dims_from(&inputs.ints(1, "shape")?, "shape")?;
-        let out = broadcast_shapes(&[x.shape(), &target])?;
-        let view = StridedView {
-            offset: 0,
-            strides: broadcast_strides(x.shape(), &out)
-                .into_iter()
-                .map(|s| s as isize)
-                .collect(),
-            shape: out.clone(),
-        };
-        Ok(vec![move_elements(&[x], out, &view)?.into()])
+        let view = expanded_view(x.shape(), inputs)?;
+        Ok(vec![move_elements(&[x], view.shape.clone(), &view)?.into()])
     }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    /// The target shape from input 1 on the host.
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], inputs: &Inputs) -> Result<ShapedKernel> {
+        let view = expanded_view(input_shape(shapes, 0)?, inputs)?;
+        Ok(ShapedKernel::Copy {
+            outputs: vec![view.shape.clone()],
+            parts: vec![view.copy_part(0, 0)],
+        })
+    }
+}
+
+/// Expand's output as a view of the dense input of `shape` (stride 0 along broadcast axes),
+/// the target shape read from input 1.
+fn expanded_view(shape: &[usize], inputs: &Inputs) -> Result<StridedView> {
+    let target = dims_from(&inputs.ints(1, "shape")?, "shape")?;
+    let out = broadcast_shapes(&[shape, &target])?;
+    Ok(StridedView {
+        offset: 0,
+        strides: broadcast_strides(shape, &out)
+            .into_iter()
+            .map(|s| s as isize)
+            .collect(),
+        shape: out,
+    })
 }
 
 /// Transpose by `perm` (default: reversed dims).
@@ -702,8 +722,6 @@ fn pad(ctx: &BuildContext) -> Result<Box<dyn Op>> {
     Ok(Box::new(Pad { mode, attributes }))
 }
 
-/// For one axis of input size `n` padded by `before`/`after`, the input index each output index
-/// reads (`None`: the constant).
 /// Every axis's source map ([`pad_axis_map`]) for padding a tensor of `shape` and `dtype` by
 /// `per_axis` (before, after), after checking that the padded output's size fits
 /// [`check_tensor_size`], so hostile pads are refused before any map is built.
@@ -737,6 +755,8 @@ fn padded_axis_maps(
         .collect()
 }
 
+/// For one axis of input size `n` padded by `before`/`after`, the input index each output index
+/// reads (`None`: the constant).
 fn pad_axis_map(n: usize, before: i64, after: i64, mode: PadMode) -> Result<Vec<Option<usize>>> {
     let out = n as i64 + before + after;
     if out < 0 {
@@ -821,17 +841,21 @@ impl MoveKernel for PadKernel {
     }
 }
 
-impl Op for Pad {
-    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
-        same_dtype(inputs)
-    }
+/// What Pad computes for one input: every axis's source map and the fill value (`None`: zero
+/// bits), resolved once for the CPU's evaluation and the device kernel.
+struct PadGeometry {
+    maps: Vec<Vec<Option<usize>>>,
+    fill: Option<Tensor>,
+}
 
-    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
-        let x = inputs.tensor(0)?;
-        let rank = x.rank();
+impl Pad {
+    /// The geometry of padding an input of `shape` and `dtype`, pads and fill read from the
+    /// attributes or the host inputs 1 to 3.
+    fn geometry(&self, shape: &[usize], dtype: DType, inputs: &Inputs) -> Result<PadGeometry> {
+        let rank = shape.len();
         let (pads, fill) = match &self.attributes {
             Some((pads, value)) => {
-                let fill = super::cast::cast_tensor(&Tensor::scalar(*value), x.dtype())?;
+                let fill = super::cast::cast_tensor(&Tensor::scalar(*value), dtype)?;
                 (pads.clone(), (*value != 0.0).then_some(fill))
             }
             None => (
@@ -853,7 +877,23 @@ impl Op for Pad {
         for (k, &a) in axes.iter().enumerate() {
             per_axis[a] = (pads[k], pads[k + axes.len()]);
         }
-        let maps = padded_axis_maps("Pad", x.shape(), x.dtype(), &per_axis, self.mode)?;
+        let maps = padded_axis_maps("Pad", shape, dtype, &per_axis, self.mode)?;
+        Ok(PadGeometry { maps, fill })
+    }
+}
+
+/// Pad's device kernel (`kernels/pad.cu`) reads its axis maps as float32 tables, exact for
+/// indices below 2^24; longer axes stay on the CPU.
+const PAD_TABLE_EXACT: usize = 1 << 24;
+
+impl Op for Pad {
+    fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
+        same_dtype(inputs)
+    }
+
+    fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {
+        let x = inputs.tensor(0)?;
+        let PadGeometry { maps, fill } = self.geometry(x.shape(), x.dtype(), inputs)?;
         let out_shape: Vec<usize> = maps.iter().map(Vec::len).collect();
         let kernel = PadKernel {
             in_strides: crate::broadcast::strides(x.shape()),
@@ -865,6 +905,43 @@ impl Op for Pad {
             None => move_elements(&[x], out_shape, &kernel),
         };
         Ok(vec![out?.into()])
+    }
+
+    fn device_kernel(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel::Shaped)
+    }
+
+    /// X on the device (float32), everything else on the host: the axis maps become the
+    /// kernel's tables (`-1`: the fill), the fill its one float.
+    fn shaped_kernel(&self, shapes: &[Option<&[usize]>], inputs: &Inputs) -> Result<ShapedKernel> {
+        let shape = input_shape(shapes, 0)?;
+        let PadGeometry { maps, fill } = self.geometry(shape, DType::F32, inputs)?;
+        let fill = match &fill {
+            Some(f) => f.as_slice::<f32>()?[0],
+            None => 0.0,
+        };
+        let output: Vec<usize> = maps.iter().map(Vec::len).collect();
+        if shape.iter().chain(&output).any(|&n| n >= PAD_TABLE_EXACT) {
+            bail!("an axis of {PAD_TABLE_EXACT} or more elements is padded on the CPU");
+        }
+        let tables = maps
+            .iter()
+            .map(|m| m.iter().map(|s| s.map_or(-1.0, |s| s as f32)).collect())
+            .collect();
+        let ints = [shape.len()]
+            .into_iter()
+            .chain(output.iter().copied())
+            .chain(shape.iter().copied())
+            .map(|v| v as i64)
+            .collect();
+        Ok(ShapedKernel::Source(SourceKernel {
+            entry: "sb_pad",
+            inputs: vec![0],
+            tables,
+            ints,
+            floats: vec![fill],
+            output,
+        }))
     }
 }
 

@@ -160,7 +160,8 @@ pub fn device_summary(stats: &RunStats) -> String {
         .map(|(op, n)| format!("{op} {n}"))
         .collect();
     format!(
-        "steps on GPU kernels {}, on the CPU {} ({}); uploads {} ({} B), downloads {} ({} B)",
+        "steps on GPU kernels {}, on the CPU {} ({}), shape-only {}; uploads {} ({} B), \
+         downloads {} ({} B)",
         stats.device_steps,
         stats.host_step_count(),
         if fallbacks.is_empty() {
@@ -168,6 +169,7 @@ pub fn device_summary(stats: &RunStats) -> String {
         } else {
             fallbacks.join(", ")
         },
+        stats.shape_only_steps,
         stats.uploads,
         stats.upload_bytes,
         stats.downloads,
