@@ -5,10 +5,11 @@
 // then `+ bias[m]` when there is a bias.
 // - sb_conv_direct / sb_conv_transpose_direct: one thread per output runs its whole chain
 //   (groups with few input channels: depthwise above all).
-// - sb_im2col / sb_im2col_transpose: the column matrix of one image, `[groups][cg * klen]
-//   [out_len]`, padded (unreached) taps written as 0.0; the reproducible GEMM (gemm.cu) then
-//   reduces each column against its filter row in the same order, so both paths give the
-//   same bits (a transposed convolution's filters rearranged by sb_conv_transpose_filters).
+// - sb_im2col: the column matrix of one image (of the convolution, or of the transposed
+//   convolution's gather form), `[groups][cg * klen][out_len]`, padded (unreached) taps written
+//   as 0.0; the reproducible GEMM (gemm.cu) then reduces each column against its filter row in
+//   the same order, so both paths give the same bits (a transposed convolution's filters
+//   rearranged by sb_conv_transpose_filters).
 // Spatial sizes are widened to 3 axes (leading unit axes, zero padding).
 
 // Output position `o` (row-major in the output plane) as per-axis coordinates.
@@ -17,6 +18,34 @@ __device__ __forceinline__ void sb_conv_position(const SbConv& g, long long o, i
   p[2] = (int)(o % g.output[2]);
   p[1] = (int)((o / g.output[2]) % g.output[1]);
   p[0] = (int)(o / ((long long)g.output[2] * g.output[1]));
+}
+
+// Whether output position `op` reads an input at kernel tap `tap` (row-major over the kernel
+// axes), and where in the channel plane (`*at`): a convolution reads `i = o * s + t * d - pad`,
+// a transposed convolution (gather form) the `i` with `o + pad = i * s + t * d`; in range on
+// every axis, else the term is 0.0.
+__device__ __forceinline__ bool sb_conv_tap_source(const SbConv& g, const int* op, int tap,
+                                                   bool transposed, long long* at)
+{
+  const int t[3] = {tap / (g.kernel[2] * g.kernel[1]), (tap / g.kernel[2]) % g.kernel[1],
+                    tap % g.kernel[2]};
+  long long a = 0;
+  bool ok = true;
+#pragma unroll
+  for (int k = 0; k < 3; ++k) {
+    int i;
+    if (transposed) {
+      const int q = op[k] + g.pads[k] - t[k] * g.dilations[k];
+      ok = ok && q >= 0 && q % g.strides[k] == 0;
+      i = q / g.strides[k];
+    } else {
+      i = op[k] * g.strides[k] + t[k] * g.dilations[k] - g.pads[k];
+    }
+    ok = ok && i >= 0 && i < g.input[k];
+    a = a * g.input[k] + (ok ? i : 0);
+  }
+  *at = a;
+  return ok;
 }
 
 // One step of a canonical chain: `p = fma(x, w, p)`; after 64 terms the tile is folded.
@@ -74,9 +103,12 @@ extern "C" __global__ void sb_conv_direct(const float* __restrict__ x, const flo
   }
 }
 
-// The im2col matrix of the image at `x + x_offset`: cols[grp][c * klen + tap][o].
+// The column matrix of the image at `x + x_offset`: cols[grp][c * klen + tap][o] is the input
+// term of output `o` at (channel c, tap) of a convolution or, with `transposed`, of the gather
+// form of a transposed convolution (sb_conv_tap_source), 0.0 where it reads no input.
 extern "C" __global__ void sb_im2col(const float* __restrict__ x, long long x_offset,
-                                     float* __restrict__ cols, long long total, SbConv g)
+                                     float* __restrict__ cols, long long total, SbConv g,
+                                     int transposed)
 {
   const long long out_len = (long long)g.output[0] * g.output[1] * g.output[2];
   const long long in_len = (long long)g.input[0] * g.input[1] * g.input[2];
@@ -88,14 +120,9 @@ extern "C" __global__ void sb_im2col(const float* __restrict__ x, long long x_of
     const long long plane = row / klen;  // grp * cg + c
     int op[3];
     sb_conv_position(g, o, op);
-    const int k2 = tap % g.kernel[2], k1 = (tap / g.kernel[2]) % g.kernel[1], k0 = tap / (g.kernel[2] * g.kernel[1]);
-    const int i0 = op[0] * g.strides[0] + k0 * g.dilations[0] - g.pads[0];
-    const int i1 = op[1] * g.strides[1] + k1 * g.dilations[1] - g.pads[1];
-    const int i2 = op[2] * g.strides[2] + k2 * g.dilations[2] - g.pads[2];
-    float v = 0.0f;
-    if (i0 >= 0 && i0 < g.input[0] && i1 >= 0 && i1 < g.input[1] && i2 >= 0 && i2 < g.input[2])
-      v = x[x_offset + plane * in_len + ((long long)i0 * g.input[1] + i1) * g.input[2] + i2];
-    cols[e] = v;
+    long long at;
+    const bool ok = sb_conv_tap_source(g, op, tap, transposed != 0, &at);
+    cols[e] = ok ? x[x_offset + plane * in_len + at] : 0.0f;
   }
 }
 
@@ -128,52 +155,13 @@ extern "C" __global__ void sb_conv_transpose_direct(const float* __restrict__ x,
       const float* xc = x + (n * g.groups * g.cg + ci) * in_len;
       const float* wc = w + ((long long)ci * g.mg + mm) * klen;
       for (int tap = 0; tap < klen; ++tap) {
-        const int t[3] = {tap / (g.kernel[2] * g.kernel[1]), (tap / g.kernel[2]) % g.kernel[1], tap % g.kernel[2]};
-        long long at = 0;
-        bool ok = true;
-#pragma unroll
-        for (int a = 0; a < 3; ++a) {
-          const int q = op[a] + g.pads[a] - t[a] * g.dilations[a];
-          ok = ok && q >= 0 && q % g.strides[a] == 0 && q / g.strides[a] < g.input[a];
-          at = at * g.input[a] + (ok ? q / g.strides[a] : 0);
-        }
-        float xv = 0.0f;
-        if (ok) xv = xc[at];
+        long long at;
+        const float xv = sb_conv_tap_source(g, op, tap, true, &at) ? xc[at] : 0.0f;
         sb_conv_term(xv, wc[tap], p, s, terms, first);
       }
     }
     if (terms > 0) s = sb_fold_sum(s, p, first);
     y[e] = has_bias ? s + bias[m] : s;
-  }
-}
-
-// The transposed convolution's column matrix of the image at `x + x_offset`, in the gather
-// form's term order: cols[grp][c * klen + tap][o] = x[n, grp * cg + c, i] with
-// o + pad_begin = i * s + tap * d on every axis, else 0.0 (the GEMM then reduces each column
-// against the filter row exactly as sb_conv_transpose_direct does).
-extern "C" __global__ void sb_im2col_transpose(const float* __restrict__ x, long long x_offset,
-                                               float* __restrict__ cols, long long total, SbConv g)
-{
-  const long long out_len = (long long)g.output[0] * g.output[1] * g.output[2];
-  const long long in_len = (long long)g.input[0] * g.input[1] * g.input[2];
-  const int klen = g.kernel[0] * g.kernel[1] * g.kernel[2];
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
-       e += (long long)gridDim.x * blockDim.x) {
-    const long long o = e % out_len, row = e / out_len;  // row = grp * cg * klen + c * klen + tap
-    const int tap = (int)(row % klen);
-    const long long plane = row / klen;  // grp * cg + c
-    int op[3];
-    sb_conv_position(g, o, op);
-    const int t[3] = {tap / (g.kernel[2] * g.kernel[1]), (tap / g.kernel[2]) % g.kernel[1], tap % g.kernel[2]};
-    long long at = 0;
-    bool ok = true;
-#pragma unroll
-    for (int a = 0; a < 3; ++a) {
-      const int q = op[a] + g.pads[a] - t[a] * g.dilations[a];
-      ok = ok && q >= 0 && q % g.strides[a] == 0 && q / g.strides[a] < g.input[a];
-      at = at * g.input[a] + (ok ? q / g.strides[a] : 0);
-    }
-    cols[e] = ok ? x[x_offset + plane * in_len + at] : 0.0f;
   }
 }
 

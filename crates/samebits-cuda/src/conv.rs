@@ -12,7 +12,7 @@
 //!   the reproducible GEMM over it (K = the reduction length, never padded);
 //! - transposed convolution: with at most 4 input channels per group
 //!   `sb_conv_transpose_direct`, one thread per output (gather form); otherwise the gather
-//!   form's column matrix (`sb_im2col_transpose`: each (channel, tap) row holds the input term
+//!   form's column matrix (`sb_im2col`: each (channel, tap) row holds the input term
 //!   of every output, 0.0 where no input reaches it) and the same GEMM, against the filters
 //!   rearranged to `[groups][mg][cg * klen]` (`sb_conv_transpose_filters`).
 //!
@@ -121,6 +121,14 @@ struct ConvGemm {
     klen: usize,
 }
 
+/// Which column matrix `sb_im2col` builds: a convolution's, or the gather form's of a
+/// transposed convolution.
+#[derive(Clone, Copy, PartialEq)]
+enum Columns {
+    Convolution,
+    Transposed,
+}
+
 /// Errors unless `buffer` holds `len` elements.
 fn check_len(buffer: &DeviceBuffer, len: usize, what: &str) -> Result<()> {
     if buffer.len() != len {
@@ -180,12 +188,12 @@ impl CudaBackend {
             mg,
             klen,
         };
-        let columns = (!pointwise).then_some("sb_im2col");
+        let columns = (!pointwise).then_some(Columns::Convolution);
         self.conv_by_gemm(form, g, columns, x, w, bias, kernels)
     }
 
-    /// The GEMM form of a convolution (`columns` names the column kernel; `None`: a
-    /// pointwise convolution reading the input planes in place): per image, batch = groups,
+    /// The GEMM form of a convolution (`columns`: which column matrix `sb_im2col` builds;
+    /// `None`: a pointwise convolution reading the input planes in place): per image, batch = groups,
     /// A = `filters [groups][mg, cg * klen]`, B = the image's column matrix
     /// `[groups][cg * klen, out_len]`, C = the image's output, plus the bias.
     #[allow(clippy::too_many_arguments)]
@@ -193,7 +201,7 @@ impl CudaBackend {
         &self,
         form: ConvGemm,
         g: SbConv,
-        columns: Option<&str>,
+        columns: Option<Columns>,
         x: &DeviceBuffer,
         filters: &DeviceBuffer,
         bias: Option<&DeviceBuffer>,
@@ -249,7 +257,8 @@ impl CudaBackend {
                     row_stride: in_len,
                     col_stride: 1,
                 },
-                Some(kernel) => {
+                Some(kind) => {
+                    let transposed = i32::from(kind == Columns::Transposed);
                     let cols = match &mut cols {
                         Some(c) => c,
                         None => cols.insert(self.alloc(groups * reduction * out_len)?),
@@ -257,14 +266,15 @@ impl CudaBackend {
                     let blocks = blocks_for(cols.len());
                     let total = cols.len() as i64;
                     let x_offset = x_offset as i64;
-                    let f = self.function(kernel)?;
+                    let f = self.function("sb_im2col")?;
                     let mut launch = self.stream().launch_builder(&f);
                     launch
                         .arg(x.slice())
                         .arg(&x_offset)
                         .arg(cols.slice_mut())
                         .arg(&total)
-                        .arg(&g);
+                        .arg(&g)
+                        .arg(&transposed);
                     // SAFETY: the kernel reads image n of x (checked length) and writes
                     // `total` elements of cols.
                     unsafe { launch.launch(launch_1d(blocks, 0))? };
@@ -340,7 +350,7 @@ impl CudaBackend {
             mg,
             klen,
         };
-        let columns = Some("sb_im2col_transpose");
+        let columns = Some(Columns::Transposed);
         self.conv_by_gemm(form, g, columns, x, &filters, bias, kernels)
     }
 

@@ -26,6 +26,23 @@ device_struct! {
     }
 }
 
+/// For a dtype the device casts to float32 (`sb_cast_to_f32`): the element width it reads
+/// (bool: 0) and whether it is signed; `None` for the dtypes left to the CPU.
+pub(crate) fn cast_source(dtype: DType) -> Option<(i32, i32)> {
+    Some(match dtype {
+        DType::Bool => (0, 0),
+        DType::I8 => (1, 1),
+        DType::U8 => (1, 0),
+        DType::I16 => (2, 1),
+        DType::U16 => (2, 0),
+        DType::I32 => (4, 1),
+        DType::U32 => (4, 0),
+        DType::I64 => (8, 1),
+        DType::U64 => (8, 0),
+        _ => return None,
+    })
+}
+
 impl BroadcastLayout {
     /// NumPy broadcasting of two dense row-major shapes.
     pub fn new(a_shape: &[usize], b_shape: &[usize]) -> Result<Self> {
@@ -91,23 +108,8 @@ impl CudaBackend {
     /// `count` elements of dtype `from` (an integer or bool dtype, raw bytes) converted to
     /// float32 by `sb_cast_to_f32`.
     pub fn cast_to_f32(&self, x: &DeviceBytes, from: DType, count: usize) -> Result<DeviceBuffer> {
-        // The element width `sb_cast_to_f32` reads (bool: 0) and its signedness.
-        let (width, signed) = match from {
-            DType::Bool => (0, 0),
-            DType::I8 => (1, 1),
-            DType::U8 => (1, 0),
-            DType::I16 => (2, 1),
-            DType::U16 => (2, 0),
-            DType::I32 => (4, 1),
-            DType::U32 => (4, 0),
-            DType::I64 => (8, 1),
-            DType::U64 => (8, 0),
-            _ => {
-                return Err(CudaError::Invalid(format!(
-                    "no device cast from {from} to float32"
-                )));
-            }
-        };
+        let (width, signed) = cast_source(from)
+            .ok_or_else(|| CudaError::Invalid(format!("no device cast from {from} to float32")))?;
         if x.len() != count * from.size() {
             return Err(CudaError::Invalid(format!(
                 "a cast of {count} {from} values from {} bytes",
@@ -120,7 +122,6 @@ impl CudaBackend {
         }
         let f = self.function("sb_cast_to_f32")?;
         let n = count as i64;
-        let (width, signed): (i32, i32) = (width, signed);
         let mut launch = self.stream().launch_builder(&f);
         launch
             .arg(x.slice())

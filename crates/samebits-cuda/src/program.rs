@@ -329,7 +329,6 @@ mod tests {
             "sb_conv_direct",
             "sb_im2col",
             "sb_conv_transpose_direct",
-            "sb_im2col_transpose",
             "sb_conv_transpose_filters",
             "sb_pool",
             "sb_resize",

@@ -680,7 +680,12 @@ test_device!(affine_grid, affine_grid_cpu, affine_grid_cuda);
 fn pad(device: &Device) {
     let mut rng = Rng::new(31);
     // (mode, pads, axes, constant value): negative pads crop; axes limit the pads.
-    type Spec = (&'static str, &'static [i64], Option<&'static [i64]>, Option<f32>);
+    type Spec = (
+        &'static str,
+        &'static [i64],
+        Option<&'static [i64]>,
+        Option<f32>,
+    );
     let specs: [Spec; 6] = [
         ("constant", &[0, 0, 1, 2, 0, 0, 3, 1], None, Some(2.5)),
         ("constant", &[0, 1, 0, -1, 0, 2, 0, 0], None, None),

@@ -23,7 +23,6 @@
 //! only does the arithmetic, in the op's contract order.
 
 use samebits_ggml::GgmlType;
-use samebits_ir::DType;
 use samebits_kernels::{ConvGeometry, ConvTransposeGeometry, PoolGeometry, PoolKind, ReduceKind};
 use samebits_math::{Activation, UnaryFn};
 
@@ -63,9 +62,10 @@ pub enum DeviceKernel {
         rows: usize,
         cols: usize,
     },
-    /// Cast of an integer or bool tensor (input 0, dtype `from`, read as raw bytes) to float32:
-    /// each element rounded to nearest even once (contract `cast`).
-    CastToF32 { from: DType },
+    /// Cast to float32 of input 0 when it is an integer or bool tensor (read as raw bytes; a
+    /// backend leaves other dtypes to the CPU): each element rounded to nearest even once
+    /// (contract `cast`).
+    CastToF32,
     /// Output 0 is input 0's elements, unchanged and in the same row-major order, under the
     /// shape [`crate::Op::view_shape`] gives (Reshape, Squeeze, Unsqueeze, Flatten, Identity):
     /// a backend may share input 0's memory.

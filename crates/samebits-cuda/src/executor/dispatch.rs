@@ -22,7 +22,7 @@ use crate::attention::{
 };
 use crate::backend::CudaBackend;
 use crate::buffer::DeviceBuffer;
-use crate::elementwise::BroadcastLayout;
+use crate::elementwise::{BroadcastLayout, cast_source};
 use crate::error::{CudaError, Result};
 use crate::fast::Kernels;
 use crate::gemm::{DeviceMat, GemmEpilogue, GemmShape};
@@ -205,9 +205,10 @@ pub(crate) fn plan_launch(
         // Every other kernel computes one output.
         _ if outputs != 1 => None,
         K::Unary(u) => unary(args, u),
-        K::CastToF32 { from } => {
+        K::CastToF32 => {
             let x = args.first().copied().flatten()?;
-            (args.len() == 1 && x.dtype == from).then_some(Launch::CastToF32 { from })
+            (args.len() == 1 && cast_source(x.dtype).is_some())
+                .then_some(Launch::CastToF32 { from: x.dtype })
         }
         K::Binary(op) => binary(args, op),
         K::MatMul => matmul(args),

@@ -150,14 +150,13 @@ impl Op for Cast {
         ])
     }
 
-    /// To float32: from float32 the input itself (a view); from an integer or bool dtype the
-    /// device conversion, one round to nearest even per element like [`Number`]'s.
+    /// To float32: from float32 (known when the op is built) the input itself, a view;
+    /// otherwise the device conversion, which takes integer and bool inputs (one round to
+    /// nearest even per element, like [`Number`]'s) and leaves other dtypes to the CPU.
     fn device_kernel(&self) -> Option<DeviceKernel> {
-        match (self.from?, self.to?) {
-            (DType::F32, DType::F32) => Some(DeviceKernel::View),
-            (from, DType::F32) if CAST_TO_F32_ON_DEVICE.contains(&from) => {
-                Some(DeviceKernel::CastToF32 { from })
-            }
+        match (self.from, self.to?) {
+            (Some(DType::F32), DType::F32) => Some(DeviceKernel::View),
+            (_, DType::F32) => Some(DeviceKernel::CastToF32),
             _ => None,
         }
     }
@@ -166,19 +165,6 @@ impl Op for Cast {
         Ok(shape.to_vec())
     }
 }
-
-/// The dtypes a device converts to float32 ([`DeviceKernel::CastToF32`]).
-const CAST_TO_F32_ON_DEVICE: [DType; 9] = [
-    DType::Bool,
-    DType::I8,
-    DType::U8,
-    DType::I16,
-    DType::U16,
-    DType::I32,
-    DType::U32,
-    DType::I64,
-    DType::U64,
-];
 
 /// A number on its way from one dtype to another: floats widen to f64 and integers to i128
 /// exactly, so every conversion rounds at most once, at the target.
