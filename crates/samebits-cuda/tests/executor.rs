@@ -904,3 +904,48 @@ fn shape_reads_host_views_and_casts_are_no_cpu_steps() {
     // Only the outputs y and c come down.
     assert_eq!(stats.downloads, 2, "{stats:?}");
 }
+
+/// A shaped kernel's host-read input that exists only on the device (Pad's constant value, a
+/// the device Relu of an input here) leaves the step to the CPU op, which reads the real
+/// value: the
+/// device resolution would have taken the missing input for an omitted one (a zero fill).
+#[test]
+fn pad_with_a_device_value_runs_the_cpu_op() {
+    let Some(backend) = cuda("executor::pad_with_a_device_value_runs_the_cpu_op") else {
+        return;
+    };
+    let mut graph = Graph {
+        name: "pad_device_value".into(),
+        ..Graph::default()
+    };
+    for name in ["x", "s"] {
+        graph.inputs.push(ValueInfo {
+            name: name.into(),
+            ty: Some(ValueType::tensor(DType::F32, None)),
+        });
+    }
+    graph.outputs.push(ValueInfo {
+        name: "y".into(),
+        ty: None,
+    });
+    graph.initializers.insert(
+        "pads".into(),
+        Tensor::from_vec(vec![4], vec![1i64, 0, 0, 2]).unwrap(),
+    );
+    graph.nodes = vec![
+        node("Relu", &["s"], "v", &[]),
+        node("Pad", &["x", "pads", "v"], "y", &[]),
+    ];
+    let opsets = [("".to_string(), 21)].into();
+    let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+    let mut rng = Rng::new(43);
+    let x: Value = Tensor::from_vec(vec![2, 3], rng.values(6, 2.0))
+        .unwrap()
+        .into();
+    let inputs = vec![x, Tensor::scalar(2.5f32).into()];
+    let want = plan.run(inputs.clone(), RunOptions::default()).unwrap();
+    let executor = CudaExecutor::new(backend, Arc::clone(&plan));
+    let (got, stats) = executor.run_with(inputs, RunOptions::default()).unwrap();
+    assert_eq!(got, want);
+    assert_eq!(stats.host_steps.get("Pad"), Some(&1), "{stats:?}");
+}

@@ -1,6 +1,7 @@
 //! Steps whose device kernel depends on the input shapes ([`DeviceKernel::Shaped`]): the op
 //! resolves its [`ShapedKernel`] from the inputs' shapes and host values (the CPU's own
-//! geometry code), the inputs it reads on the device must be float32, and the backend runs it.
+//! geometry code), the inputs it reads on the device must be float32, the others must be on
+//! the host (where the op read them), and the backend runs it.
 //! Anything the device does not take leaves the step to the CPU op.
 //!
 //! [`DeviceKernel::Shaped`]: samebits_ops::DeviceKernel::Shaped
@@ -35,6 +36,15 @@ pub(super) fn resolve(step: &PlanStep<'_>, slots: &[Slot]) -> Option<ShapedKerne
         .iter()
         .enumerate()
         .all(|(i, info)| !kernel.reads_on_device(i) || info.is_some_and(|a| a.dtype == DType::F32));
+    // Inputs the kernel does not read on the device were read on the host while resolving; one
+    // held only on the device looked absent there (Pad's value would have been zero), so such a
+    // step is left to the CPU op.
+    let host_inputs_seen = step
+        .inputs
+        .iter()
+        .zip(&host)
+        .enumerate()
+        .all(|(i, (s, h))| s.is_none() || kernel.reads_on_device(i) || h.is_some());
     let supported = match &kernel {
         ShapedKernel::Resize(taps) => resize_supported(taps),
         ShapedKernel::Copy { parts, .. } => parts.iter().all(copy_supported),
@@ -44,8 +54,11 @@ pub(super) fn resolve(step: &PlanStep<'_>, slots: &[Slot]) -> Option<ShapedKerne
         ShapedKernel::Source(source) => source.fits(),
         _ => true,
     };
-    (f32_inputs && supported && kernel.output_shapes().len() == step.outputs.len())
-        .then_some(kernel)
+    (f32_inputs
+        && host_inputs_seen
+        && supported
+        && kernel.output_shapes().len() == step.outputs.len())
+    .then_some(kernel)
 }
 
 impl CudaExecutor {
