@@ -164,12 +164,9 @@ impl CudaBackend {
         );
         check_spatial_axes(geometry.in_spatial.len())?;
         let g = SbConv::new(geometry.taps(), groups, cg, mg)?;
+        // Empty outputs take the direct path too (it launches nothing).
         if y_len == 0 || cg <= DIRECT_MAX_GROUP_CHANNELS {
-            let mut y = self.alloc(y_len)?;
-            if y_len > 0 {
-                self.conv_direct("sb_conv_direct", g, x, w, bias, &mut y)?;
-            }
-            return Ok(y);
+            return self.conv_direct("sb_conv_direct", g, x, w, bias, y_len);
         }
         let klen = geometry.kernel.iter().product::<usize>();
         let pointwise = klen == 1
@@ -310,22 +307,14 @@ impl CudaBackend {
         }
         let groups = geometry.groups;
         check_spatial_axes(geometry.in_spatial.len())?;
-        let g = SbConv::new(
-            geometry.taps(),
-            groups,
-            geometry.in_channels / groups,
-            geometry.out_channels / groups,
-        )?;
         let (cg, mg) = (
             geometry.in_channels / groups,
             geometry.out_channels / groups,
         );
+        let g = SbConv::new(geometry.taps(), groups, cg, mg)?;
+        // Empty outputs take the direct path too (it launches nothing).
         if y_len == 0 || cg <= DIRECT_MAX_GROUP_CHANNELS {
-            let mut y = self.alloc(y_len)?;
-            if y_len > 0 {
-                self.conv_direct("sb_conv_transpose_direct", g, x, w, bias, &mut y)?;
-            }
-            return Ok(y);
+            return self.conv_direct("sb_conv_transpose_direct", g, x, w, bias, y_len);
         }
         let klen = geometry.kernel.iter().product::<usize>();
         // The filters as the GEMM's A, [groups][mg][cg * klen] (the weight is [groups * cg,
@@ -354,7 +343,7 @@ impl CudaBackend {
         self.conv_by_gemm(form, g, columns, x, &filters, bias, kernels)
     }
 
-    /// One of the one-thread-per-output kernels over all of `y`.
+    /// The output of `y_len` values by one of the one-thread-per-output kernels.
     fn conv_direct(
         &self,
         kernel: &str,
@@ -362,8 +351,12 @@ impl CudaBackend {
         x: &DeviceBuffer,
         w: &DeviceBuffer,
         bias: Option<&DeviceBuffer>,
-        y: &mut DeviceBuffer,
-    ) -> Result<()> {
+        y_len: usize,
+    ) -> Result<DeviceBuffer> {
+        let mut y = self.alloc(y_len)?;
+        if y_len == 0 {
+            return Ok(y);
+        }
         let f = self.function(kernel)?;
         let blocks = blocks_for(y.len());
         let total = y.len() as i64;
@@ -380,6 +373,6 @@ impl CudaBackend {
         // SAFETY: the geometry's sizes were checked against every buffer; the bias is read only
         // when present.
         unsafe { launch.launch(launch_1d(blocks, 0))? };
-        Ok(())
+        Ok(y)
     }
 }

@@ -29,18 +29,13 @@ device_struct! {
 /// For a dtype the device casts to float32 (`sb_cast_to_f32`): the element width it reads
 /// (bool: 0) and whether it is signed; `None` for the dtypes left to the CPU.
 pub(crate) fn cast_source(dtype: DType) -> Option<(i32, i32)> {
-    Some(match dtype {
-        DType::Bool => (0, 0),
-        DType::I8 => (1, 1),
-        DType::U8 => (1, 0),
-        DType::I16 => (2, 1),
-        DType::U16 => (2, 0),
-        DType::I32 => (4, 1),
-        DType::U32 => (4, 0),
-        DType::I64 => (8, 1),
-        DType::U64 => (8, 0),
-        _ => return None,
-    })
+    let width = dtype.size() as i32;
+    match dtype {
+        DType::Bool => Some((0, 0)),
+        DType::I8 | DType::I16 | DType::I32 | DType::I64 => Some((width, 1)),
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => Some((width, 0)),
+        _ => None,
+    }
 }
 
 impl BroadcastLayout {

@@ -219,6 +219,10 @@ pub enum ShapedKernel {
     },
 }
 
+/// Integers a [`SourceKernel`] table holds (its tables are float32) are exact below this: an
+/// op whose indices could reach it leaves the step to the CPU.
+pub const SOURCE_TABLE_EXACT: usize = 1 << 24;
+
 /// The most device buffers (inputs, then tables) a [`SourceKernel`] reads.
 pub const SOURCE_KERNEL_MAX_BUFFERS: usize = 8;
 /// The most integer parameters of a [`SourceKernel`].

@@ -28,9 +28,23 @@ const ONNX_FLOAT: i64 = 1;
 
 /// Hoists every float32 cast it can; returns how many hoists it made.
 pub fn run(graph: &mut Graph) -> usize {
+    // How many times each value is read (a subgraph's read counts as two, so that a value a
+    // subgraph reads is never hoisted away). A hoist keeps every other value's count: the cast
+    // reads the movement's input instead of the movement, which reads the new value once.
+    let mut readers: BTreeMap<String, usize> = BTreeMap::new();
+    for node in &graph.nodes {
+        for input in node.inputs.iter().filter(|i| !i.is_empty()) {
+            *readers.entry(input.clone()).or_default() += 1;
+        }
+        for name in samebits_ops::node_captures(node) {
+            *readers.entry(name).or_default() += 2;
+        }
+    }
     let mut hoisted = 0;
-    while let Some((cast, movement)) = next_hoist(graph) {
-        hoist(graph, cast, movement);
+    while let Some((cast, movement)) = next_hoist(graph, &readers) {
+        let (moved, cast_value) = hoist(graph, cast, movement);
+        readers.remove(&moved);
+        readers.insert(cast_value, 1);
         hoisted += 1;
     }
     hoisted
@@ -38,24 +52,7 @@ pub fn run(graph: &mut Graph) -> usize {
 
 /// The first cast (by node index) whose input a movement node computes for it alone, with
 /// that movement's index.
-fn next_hoist(graph: &Graph) -> Option<(usize, usize)> {
-    // How many times each value is read (a subgraph's read counts as many).
-    let mut readers: BTreeMap<String, usize> = BTreeMap::new();
-    for node in &graph.nodes {
-        for input in node.inputs.iter().filter(|i| !i.is_empty()) {
-            *readers.entry(input.clone()).or_default() += 1;
-        }
-        for attr in node.attributes.values() {
-            let graphs: Vec<&Graph> = match attr {
-                Attribute::Graph(g) => vec![g],
-                Attribute::Graphs(gs) => gs.iter().collect(),
-                _ => continue,
-            };
-            for name in graphs.into_iter().flat_map(samebits_ops::free_variables) {
-                *readers.entry(name).or_default() += 2;
-            }
-        }
-    }
+fn next_hoist(graph: &Graph, readers: &BTreeMap<String, usize>) -> Option<(usize, usize)> {
     let producer: BTreeMap<&str, usize> = graph
         .nodes
         .iter()
@@ -81,7 +78,8 @@ fn next_hoist(graph: &Graph) -> Option<(usize, usize)> {
 
 /// Rewrites `cast(movement(x, ..))` into `movement(cast(x), ..)`: the cast reads `x` into a
 /// new value placed just before the movement, which then writes the cast's old output.
-fn hoist(graph: &mut Graph, c: usize, m: usize) {
+/// Returns the value that is gone (the movement's old output) and the new one.
+fn hoist(graph: &mut Graph, c: usize, m: usize) -> (String, String) {
     let moved = graph.nodes[c].inputs[0].clone();
     let result = graph.nodes[c].outputs[0].clone();
     let source = graph.nodes[m].inputs[0].clone();
@@ -94,11 +92,13 @@ fn hoist(graph: &mut Graph, c: usize, m: usize) {
     movement.inputs[0] = cast_value.clone();
     movement.outputs[0] = result;
     graph.value_types.remove(&moved);
-    graph
-        .value_types
-        .insert(cast_value, ValueType::tensor(DType::F32, source_shape));
+    graph.value_types.insert(
+        cast_value.clone(),
+        ValueType::tensor(DType::F32, source_shape),
+    );
     // The cast came after its movement (topological order), so `m` is unchanged.
     graph.nodes.insert(m, cast);
+    (moved, cast_value)
 }
 
 /// `base`, or `base` with a counter, named by no value of the graph.

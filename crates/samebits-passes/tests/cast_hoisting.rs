@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::node;
+use common::{node, op_types};
 use samebits_ir::{Attribute, DType, Graph, Model, Tensor, Value, ValueInfo, ValueType};
 use samebits_ops::{OperationSet, Plan, RunOptions};
 use samebits_passes::{cast_hoisting, inference};
@@ -42,15 +42,6 @@ fn mask_model(shared: bool, to: i64) -> Model {
         opset_imports: [(String::new(), 17)].into_iter().collect(),
         ..Default::default()
     }
-}
-
-fn op_types(model: &Model) -> Vec<&str> {
-    model
-        .graph
-        .nodes
-        .iter()
-        .map(|n| n.op_type.as_str())
-        .collect()
 }
 
 fn run(model: &Model, m: &Tensor) -> Vec<Value> {

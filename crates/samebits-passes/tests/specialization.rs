@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::node;
+use common::{node, op_types};
 use samebits_ir::{Attribute, DType, Graph, Model, Tensor, Value, ValueInfo, ValueType};
 use samebits_ops::{OperationSet, Plan, RunOptions};
 use samebits_passes::specialization::{shape_probes, specialize};
@@ -57,16 +57,6 @@ fn flattening_model(unchecked_probe: bool) -> Model {
         opset_imports: [(String::new(), 17)].into_iter().collect(),
         ..Default::default()
     }
-}
-
-/// The op types of `model`'s nodes, in order.
-fn op_types(model: &Model) -> Vec<&str> {
-    model
-        .graph
-        .nodes
-        .iter()
-        .map(|n| n.op_type.as_str())
-        .collect()
 }
 
 fn run(model: &Model, x: &Tensor) -> Result<Vec<Value>, samebits_ops::OpError> {

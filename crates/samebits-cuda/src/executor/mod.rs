@@ -440,35 +440,30 @@ impl CudaExecutor {
                     let body = self.bodies[i].as_ref().expect("checked");
                     self.run_body(body, &step, slots, stats).map_err(&at)?;
                 }
-                None if let Some(outputs) = outputs_from_shapes(&step, slots) => {
-                    for (slot, value) in step.outputs.iter().zip(outputs) {
-                        slots[*slot] = Slot {
-                            host: Some(value),
-                            device: None,
-                        };
-                    }
-                    stats.shape_only_steps += 1;
-                }
                 None => {
-                    // A view of a value held on the host is made there: the same tensor under
-                    // a new shape, nothing computed or moved (not a fallback).
-                    let host_view = matches!(self.kernels[i], Some(DeviceKernel::View))
-                        && step
-                            .inputs
-                            .first()
-                            .copied()
-                            .flatten()
-                            .is_some_and(|s| slots[s].host.is_some());
-                    for s in step.inputs.iter().flatten() {
-                        self.on_host(&mut slots[*s], stats).map_err(&at)?;
-                    }
-                    let outputs = {
-                        let args: Vec<Option<&Value>> = step
-                            .inputs
-                            .iter()
-                            .map(|s| s.and_then(|s| slots[s].host.as_ref()))
-                            .collect();
-                        step.eval(&args)?
+                    // Shape and Size read the shapes wherever the values are, and a view of a
+                    // value held on the host is made there: nothing computed or moved, so
+                    // neither is a fallback.
+                    let (outputs, shape_only) = match outputs_from_shapes(&step, slots) {
+                        Some(outputs) => (outputs, true),
+                        None => {
+                            let host_view = matches!(self.kernels[i], Some(DeviceKernel::View))
+                                && step
+                                    .inputs
+                                    .first()
+                                    .copied()
+                                    .flatten()
+                                    .is_some_and(|s| slots[s].host.is_some());
+                            for s in step.inputs.iter().flatten() {
+                                self.on_host(&mut slots[*s], stats).map_err(&at)?;
+                            }
+                            let args: Vec<Option<&Value>> = step
+                                .inputs
+                                .iter()
+                                .map(|s| s.and_then(|s| slots[s].host.as_ref()))
+                                .collect();
+                            (step.eval(&args)?, host_view)
+                        }
                     };
                     for (slot, value) in step.outputs.iter().zip(outputs) {
                         slots[*slot] = Slot {
@@ -476,7 +471,7 @@ impl CudaExecutor {
                             device: None,
                         };
                     }
-                    if host_view {
+                    if shape_only {
                         stats.shape_only_steps += 1;
                     } else {
                         *stats

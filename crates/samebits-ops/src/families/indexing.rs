@@ -17,8 +17,8 @@ use crate::device_kernel::input_shape;
 use crate::layout::{BlockGather, Movable, MoveKernel, StridedView, move_elements};
 use crate::registry::Registry;
 use crate::{
-    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result, ShapedKernel,
-    SourceKernel, bail, normalize_axis, unsupported,
+    BuildContext, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result,
+    SOURCE_TABLE_EXACT, ShapedKernel, SourceKernel, bail, normalize_axis, unsupported,
 };
 use half::{bf16, f16};
 use samebits_ir::limits::check_tensor_size;
@@ -133,8 +133,8 @@ impl Op for Gather {
     /// kernel's table (`kernels/gather.cu`).
     fn shaped_kernel(&self, shapes: &[Option<&[usize]>], inputs: &Inputs) -> Result<ShapedKernel> {
         let g = self.geometry(input_shape(shapes, 0)?, inputs)?;
-        if g.len >= GATHER_TABLE_EXACT {
-            bail!("an axis of {GATHER_TABLE_EXACT} or more elements is gathered on the CPU");
+        if g.len >= SOURCE_TABLE_EXACT {
+            bail!("an axis of {SOURCE_TABLE_EXACT} or more elements is gathered on the CPU");
         }
         Ok(ShapedKernel::Source(SourceKernel {
             entry: "sb_gather",
@@ -148,10 +148,6 @@ impl Op for Gather {
         }))
     }
 }
-
-/// Gather's device kernel reads the picked indices as a float32 table, exact below 2^24;
-/// longer axes stay on the CPU.
-const GATHER_TABLE_EXACT: usize = 1 << 24;
 
 /// What Gather computes for data of one shape: the data as `[outer, len, inner]` around the
 /// axis, the index picked along it for each index element (resolved, in range), and the

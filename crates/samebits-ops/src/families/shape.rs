@@ -12,7 +12,7 @@ use crate::layout::{Interleave, Movable, MoveKernel, StridedView, move_elements}
 use crate::registry::Registry;
 use crate::{
     BuildContext, CopyPart, DeviceKernel, Inputs, InputsExt, NodeArgs, Op, OpError, Result,
-    ShapedKernel, SourceKernel, bail, normalize_axis,
+    SOURCE_TABLE_EXACT, ShapedKernel, SourceKernel, bail, normalize_axis,
 };
 use samebits_ir::limits::check_tensor_size;
 use samebits_ir::{DType, Tensor, Value, ValueType, checked_numel};
@@ -882,10 +882,6 @@ impl Pad {
     }
 }
 
-/// Pad's device kernel (`kernels/pad.cu`) reads its axis maps as float32 tables, exact for
-/// indices below 2^24; longer axes stay on the CPU.
-const PAD_TABLE_EXACT: usize = 1 << 24;
-
 impl Op for Pad {
     fn infer(&self, inputs: &[Option<ValueType>]) -> Result<Vec<Option<ValueType>>> {
         same_dtype(inputs)
@@ -921,8 +917,12 @@ impl Op for Pad {
             None => 0.0,
         };
         let output: Vec<usize> = maps.iter().map(Vec::len).collect();
-        if shape.iter().chain(&output).any(|&n| n >= PAD_TABLE_EXACT) {
-            bail!("an axis of {PAD_TABLE_EXACT} or more elements is padded on the CPU");
+        if shape
+            .iter()
+            .chain(&output)
+            .any(|&n| n >= SOURCE_TABLE_EXACT)
+        {
+            bail!("an axis of {SOURCE_TABLE_EXACT} or more elements is padded on the CPU");
         }
         let tables = maps
             .iter()
