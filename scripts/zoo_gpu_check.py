@@ -10,8 +10,14 @@ a GPU (or any other machine), with the GPU's fallback steps counted.
         Where DIR was copied: `samebits verify --runs RUNS` of every receipt on DEVICE (exit 0
         only when all outputs of every run are bit-identical), then one `samebits bench` run per model on DEVICE, whose
         summary line counts the steps that ran on GPU kernels and those that fell back to the CPU.
+        With --ort-rounds N (N > 0): each model's latency against ONNX Runtime's CUDA execution
+        provider on the same GPU (the onnxruntime-gpu wheel, importable with numpy there;
+        TF32 off, so both engines compute in float32), the engines alternating for N rounds
+        of `samebits bench` (20 runs after warm-up) and 20 ORT runs after warm-up; medians and
+        the ratio (above 1x: samebits is faster).
 
-Standard library only (no numpy): the GPU machines reach no package index.
+Standard library only (no numpy) for bundle and verify: the GPU machines reach no package index;
+--ort-rounds imports onnxruntime and numpy.
 """
 import argparse, json, os, random, shutil, struct, subprocess, sys
 
@@ -70,6 +76,53 @@ def bundle(args):
         print(f"{mid}: receipt written", flush=True)
 
 
+def samebits_median(args, cmd):
+    """The median latency in ms that `samebits bench` prints, or None when it failed."""
+    done = subprocess.run(cmd, cwd=args.dir, capture_output=True, text=True)
+    for line in (done.stdout + done.stderr).splitlines():
+        if done.returncode == 0 and line.startswith("median"):
+            return float(line.split()[1])
+    return None
+
+
+def compare_ort(args, model, mid, cmd):
+    """Alternating rounds of samebits and ONNX Runtime (CUDA EP) on one model; prints medians."""
+    import statistics, time
+    import numpy as np
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    provider = ("CUDAExecutionProvider", {"device_id": int(args.device.partition(":")[2] or 0),
+                                          "use_tf32": 0})
+    session = ort.InferenceSession(os.path.join(args.dir, mid, os.path.basename(model["path"])),
+                                   options, providers=[provider])
+    if session.get_providers()[0] != "CUDAExecutionProvider":
+        print(f"{mid}: ONNX Runtime did not take the CUDA provider: {session.get_providers()}")
+        return 1
+    feeds = {i["name"]: np.load(os.path.join(args.dir, mid, f"input{k}.npy"))
+             for k, i in enumerate(model["inputs"])}
+    for _ in range(5):
+        session.run(None, feeds)
+    ours, theirs = [], []
+    bench = cmd + ["--runs", "20", "--warmup", "3"]
+    for _ in range(args.ort_rounds):
+        times = []
+        for _ in range(20):
+            start = time.perf_counter()
+            session.run(None, feeds)
+            times.append((time.perf_counter() - start) * 1e3)
+        theirs.append(statistics.median(times))
+        median = samebits_median(args, bench)
+        if median is None:
+            print(f"{mid}: samebits bench failed")
+            return 1
+        ours.append(median)
+    a, b = statistics.median(ours), statistics.median(theirs)
+    print(f"{mid}: GPU latency: samebits {a:.3f} ms, ONNX Runtime {ort.__version__} CUDA EP "
+          f"{b:.3f} ms, ratio {b / a:.2f}x (rounds: samebits {ours}, ORT "
+          f"{[round(t, 3) for t in theirs]})", flush=True)
+    return 0
+
+
 def verify(args):
     failed = 0
     # The list the bundle was made from (bundle copies it in).
@@ -87,16 +140,19 @@ def verify(args):
               flush=True)
         failed += done.returncode != 0
         cmd = [args.samebits, "bench", os.path.join(mid, os.path.basename(model["path"])),
-               "--device", args.device, "--runs", "3", "--warmup", "1"]
+               "--device", args.device]
         for k, i in enumerate(model["inputs"]):
             cmd += ["--input", f"{i['name']}={os.path.join(mid, f'input{k}.npy')}"]
-        bench = subprocess.run(cmd, cwd=args.dir, capture_output=True, text=True)
+        bench = subprocess.run(cmd + ["--runs", "3", "--warmup", "1"], cwd=args.dir,
+                               capture_output=True, text=True)
         text = (bench.stdout + bench.stderr).splitlines()
         lines = [l.strip() for l in text
                  if "steps on GPU" in l or l.startswith("median") or l.startswith("plan steps")]
         print(f"{mid}: bench on {args.device}: " + (" | ".join(lines) if bench.returncode == 0
                                                       else "FAILED: " + " ".join(text[-2:])), flush=True)
         failed += bench.returncode != 0
+        if args.ort_rounds > 0:
+            failed += compare_ort(args, model, mid, cmd)
     return 1 if failed else 0
 
 
@@ -109,6 +165,9 @@ def main():
     ap.add_argument("--runs", type=int, default=2,
                     help="(verify) runs per receipt in one process (the second and later go through "
                          "the plan specialised to the input shapes)")
+    ap.add_argument("--ort-rounds", type=int, default=0,
+                    help="(verify) rounds of a latency comparison with ONNX Runtime's CUDA "
+                         "execution provider (0: none)")
     args = ap.parse_args()
     args.dir = os.path.abspath(args.dir)
     args.samebits = os.path.abspath(args.samebits)

@@ -363,18 +363,19 @@ static_assert(sizeof(SbChain::inner) == 8, "SbChain::inner: Rust size");
 static_assert(sizeof(SbChain::last) == 8, "SbChain::last: Rust size");
 
 // The argument of an op's own kernel (samebits-ops `SourceKernel`): its float32 input
-// buffers then its tables, the output, the output's element count and the parameters.
+// buffers then its tables, the outputs, output 0's element count (per-element launches)
+// or the number of blocks, and the parameters.
 struct SbSourceKernel {
   const float* buffers[8];
-  float* out;
+  float* out[3];
   long long count;
   long long ints[16];
   float floats[8];
 };
-static_assert(sizeof(SbSourceKernel) == 240, "SbSourceKernel: Rust size");
+static_assert(sizeof(SbSourceKernel) == 256, "SbSourceKernel: Rust size");
 static_assert(alignof(SbSourceKernel) == 8, "SbSourceKernel: Rust alignment");
 static_assert(sizeof(SbSourceKernel::buffers) == 64, "SbSourceKernel::buffers: Rust size");
-static_assert(sizeof(SbSourceKernel::out) == 8, "SbSourceKernel::out: Rust size");
+static_assert(sizeof(SbSourceKernel::out) == 24, "SbSourceKernel::out: Rust size");
 static_assert(sizeof(SbSourceKernel::count) == 8, "SbSourceKernel::count: Rust size");
 static_assert(sizeof(SbSourceKernel::ints) == 128, "SbSourceKernel::ints: Rust size");
 static_assert(sizeof(SbSourceKernel::floats) == 32, "SbSourceKernel::floats: Rust size");

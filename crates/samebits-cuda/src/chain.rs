@@ -9,7 +9,6 @@ use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
 use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
-use crate::program::{activation_index, activation_params};
 
 /// Most steps, inputs and operands a step of a device chain (`SB_CHAIN_STEPS`,
 /// `SB_CHAIN_INPUTS`, `SB_CHAIN_OPERANDS` of the device ABI, like every constant below).
@@ -131,11 +130,8 @@ impl CudaBackend {
                     BATCH_NORM
                 }
                 ChainOp::Activation(a) => {
-                    let index = activation_index(a).ok_or_else(|| {
-                        CudaError::Invalid(format!("chain step {s}: activation {a:?}"))
-                    })?;
-                    (params.eps[s], params.p1[s]) = activation_params(a);
-                    ACTIVATION + index as i32
+                    (params.eps[s], params.p1[s]) = a.params();
+                    ACTIVATION + a.index() as i32
                 }
             };
             for (k, operand) in step.operands.iter().enumerate() {

@@ -137,7 +137,7 @@ impl CudaBackend {
         // The generated kernel of the function (crate::program::unary_kernels).
         let kernel = format!("sb_unary_{}", op.name());
         let (p0, p1) = match op {
-            UnaryKernel::Activation(a) => crate::program::activation_params(a),
+            UnaryKernel::Activation(a) => a.params(),
             _ => (0.0, 0.0),
         };
         let f = self.function(&kernel)?;

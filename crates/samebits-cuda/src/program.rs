@@ -25,7 +25,7 @@ const REDUCE: &str = include_str!("../kernels/reduce.cu");
 const RESIZE: &str = include_str!("../kernels/resize.cu");
 
 /// The device expression of an activation in terms of the input `v` and the parameters `p0`,
-/// `p1` passed by [`activation_params`].
+/// `p1` ([`Activation::params`]).
 fn activation_expression(a: Activation) -> String {
     let name = a.name();
     match a {
@@ -48,18 +48,6 @@ fn simple_expression(op: UnaryKernel) -> &'static str {
         UnaryKernel::Sqrt => "sb_sqrtf(v)",
         UnaryKernel::Reciprocal => "1.0f / v",
         UnaryKernel::Math(_) | UnaryKernel::Activation(_) => unreachable!("not a simple op"),
-    }
-}
-
-/// The `(p0, p1)` kernel arguments of an activation.
-pub(crate) fn activation_params(a: Activation) -> (f32, f32) {
-    match a {
-        Activation::HardSigmoid { alpha, beta } => (alpha, beta),
-        Activation::Selu { alpha, gamma } => (alpha, gamma),
-        Activation::Elu { alpha }
-        | Activation::Celu { alpha }
-        | Activation::LeakyRelu { alpha } => (alpha, 0.0),
-        _ => (0.0, 0.0),
     }
 }
 
@@ -87,7 +75,8 @@ fn unary_kernels() -> String {
     src
 }
 
-/// `sb_activation(a, v, p0, p1)`: activation number `a` of [`Activation::ALL`] (chain steps).
+/// `sb_activation(a, v, p0, p1)`: activation number `a` of [`Activation::ALL`] (chain steps,
+/// recurrent cells), and `sb_relu(v)`, Relu's formula.
 fn activation_switch() -> String {
     let mut src = String::from(
         "__device__ __forceinline__ float sb_activation(int a, float v, float p0, float p1)\n{\n  \
@@ -100,12 +89,11 @@ fn activation_switch() -> String {
         ));
     }
     src.push_str("    default: return v;\n  }\n}\n");
+    src.push_str(&format!(
+        "__device__ __forceinline__ float sb_relu(float v) {{ return {}; }}\n",
+        simple_expression(UnaryKernel::Relu)
+    ));
     src
-}
-
-/// The number of `a` in [`Activation::ALL`] (its parameters aside), as `sb_activation` takes it.
-pub(crate) fn activation_index(a: Activation) -> Option<usize> {
-    Activation::ALL.iter().position(|b| b.name() == a.name())
 }
 
 /// The whole CUDA source of the backend: the prelude, this crate's kernels, then the ops' own
@@ -145,6 +133,13 @@ pub(crate) fn source() -> String {
 /// `SAMEBITS_CUDA_LINEINFO=FILE` adds line information (`-lineinfo`, which changes no
 /// instruction) and writes the source to FILE, so a profiler's per-line figures (Nsight
 /// Compute's source page) can be read against it.
+///
+/// The PTX is kept in the cache folder (`ptx/<key>.ptx` under
+/// [`samebits_ir::paths::cache_dir`]), the key the SHA-256 of the source, the options and
+/// NVRTC's version, so later processes skip NVRTC (seconds for the whole program). A file is
+/// used only when its trailer (the SHA-256 of the PTX before it) matches, and it is written
+/// whole or not at all (a temporary file renamed into place); a cache that cannot be read or
+/// written only costs the compilation. `SAMEBITS_PTX_CACHE=0` turns it off.
 pub(crate) fn compile(major: i32, minor: i32) -> Result<Ptx> {
     let source = source();
     let mut extra = Vec::new();
@@ -169,13 +164,109 @@ pub(crate) fn compile(major: i32, minor: i32) -> Result<Ptx> {
             .collect(),
         ..Default::default()
     };
-    compile_ptx_with_opts(source, options).map_err(|e| CudaError::Compile(e.to_string()))
+    let cache = ptx_cache_path(&source, &options);
+    if let Some(ptx) = cache.as_deref().and_then(read_cached_ptx) {
+        return Ok(Ptx::from_src(ptx));
+    }
+    let ptx =
+        compile_ptx_with_opts(source, options).map_err(|e| CudaError::Compile(e.to_string()))?;
+    let text = ptx.as_bytes().and_then(|b| std::str::from_utf8(b).ok());
+    if let (Some(path), Some(text)) = (cache, text) {
+        write_cached_ptx(&path, text.trim_end_matches('\0'));
+    }
+    Ok(ptx)
+}
+
+/// The trailer line that ends a cached PTX file: this prefix, then the hex SHA-256 of the text
+/// before it.
+const PTX_TRAILER: &str = "// samebits ptx sha256 ";
+
+fn sha256_hex(parts: &[&[u8]]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part);
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Where the PTX of `source` compiled with `options` is cached, or `None` when caching is off
+/// (`SAMEBITS_PTX_CACHE=0`, line information asked for, or no cache folder).
+fn ptx_cache_path(source: &str, options: &CompileOptions) -> Option<std::path::PathBuf> {
+    let off = std::env::var("SAMEBITS_PTX_CACHE").is_ok_and(|v| v.trim() == "0");
+    if off || std::env::var_os("SAMEBITS_CUDA_LINEINFO").is_some() {
+        return None;
+    }
+    let (mut nvrtc_major, mut nvrtc_minor) = (0, 0);
+    // SAFETY: NVRTC was loaded by the backend's presence check; the call writes two ints.
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut nvrtc_major, &mut nvrtc_minor) };
+    let compiler = format!("nvrtc {nvrtc_major}.{nvrtc_minor} {options:?}");
+    let key = sha256_hex(&[source.as_bytes(), compiler.as_bytes()]);
+    Some(
+        samebits_ir::paths::cache_dir()?
+            .join("ptx")
+            .join(format!("{key}.ptx")),
+    )
+}
+
+/// The PTX of a cache file whose trailer matches its text, else `None`.
+fn read_cached_ptx(path: &std::path::Path) -> Option<String> {
+    let mut text = std::fs::read_to_string(path).ok()?;
+    let at = text.rfind(PTX_TRAILER)?;
+    let digest = text[at + PTX_TRAILER.len()..].trim().to_string();
+    text.truncate(at);
+    (digest == sha256_hex(&[text.as_bytes()])).then_some(text)
+}
+
+/// Writes `ptx` with its trailer to `path` through a temporary file renamed into place; any
+/// failure leaves no file (and is otherwise ignored: the cache only saves time).
+fn write_cached_ptx(path: &std::path::Path, ptx: &str) {
+    let Some(dir) = path.parent() else { return };
+    static WRITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{}-{n}.tmp", std::process::id()));
+    let text = format!("{ptx}{PTX_TRAILER}{}\n", sha256_hex(&[ptx.as_bytes()]));
+    let written = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&tmp, text))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::io::Write;
     use std::process::{Command, Stdio};
+
+    /// A cached PTX file is used only whole: written with its trailer, read back equal; a
+    /// truncated or edited file, or one without a trailer, is ignored (compiled again).
+    #[test]
+    fn ptx_cache_files_are_used_only_whole() {
+        let dir = std::env::temp_dir().join(format!("samebits-ptx-test-{}", std::process::id()));
+        let path = dir.join("key.ptx");
+        let ptx = ".version 8.0\n.target sm_90\n// body\n";
+        super::write_cached_ptx(&path, ptx);
+        assert_eq!(super::read_cached_ptx(&path).as_deref(), Some(ptx));
+        let whole = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, &whole[..whole.len() - 10]).unwrap();
+        assert_eq!(super::read_cached_ptx(&path), None, "truncated");
+        std::fs::write(&path, whole.replace("body", "bodY")).unwrap();
+        assert_eq!(super::read_cached_ptx(&path), None, "edited");
+        std::fs::write(&path, ptx).unwrap();
+        assert_eq!(super::read_cached_ptx(&path), None, "no trailer");
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers, vec![std::ffi::OsString::from("key.ptx")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// The device `sb_canonical_max` / `sb_canonical_min` (kernels/canonical.cu, after
     /// samebits-math's header for `sb_nanf`), compiled on the host with g++, equal

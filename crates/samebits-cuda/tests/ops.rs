@@ -973,6 +973,164 @@ test_device!(
     softmax_middle_axis_cuda
 );
 
+/// RNN, GRU (both reset forms) and LSTM on the device (`kernels/recurrent.cu`): forward,
+/// reverse and bidirectional, both layouts, sequence lengths (0 among them), initial states,
+/// biases, peepholes, clip, non-default functions, reductions longer than a tile and hidden
+/// sizes above one block's threads; Silero VAD's LSTM shapes.
+fn recurrent(device: &Device) {
+    let mut rng = Rng::new(41);
+    // (op, attributes, seq, batch, input, hidden, directions, batch first, optional inputs)
+    struct Spec {
+        op: &'static str,
+        attrs: Vec<(&'static str, Attribute)>,
+        dims: [usize; 5],
+        batch_first: bool,
+        lengths: Option<&'static [i32]>,
+        bias: bool,
+        states: bool,
+        peepholes: bool,
+    }
+    let strings = |v: &[&str]| Attribute::Strings(v.iter().map(|s| s.to_string()).collect());
+    let direction = |d: &str| ("direction", Attribute::String(d.into()));
+    let specs = vec![
+        Spec {
+            op: "LSTM",
+            attrs: vec![("clip", Attribute::Float(3.0))],
+            dims: [5, 3, 70, 40, 1],
+            batch_first: false,
+            lengths: Some(&[5, 0, 3]),
+            bias: true,
+            states: true,
+            peepholes: true,
+        },
+        Spec {
+            op: "LSTM",
+            attrs: vec![
+                direction("bidirectional"),
+                (
+                    "activations",
+                    strings(&["HardSigmoid", "Elu", "Relu", "Sigmoid", "Tanh", "Tanh"]),
+                ),
+                ("activation_alpha", Attribute::Floats(vec![0.3, 0.7])),
+            ],
+            dims: [3, 2, 16, 300, 2],
+            batch_first: true,
+            lengths: None,
+            bias: false,
+            states: true,
+            peepholes: false,
+        },
+        Spec {
+            op: "LSTM",
+            attrs: Vec::new(),
+            dims: [4, 1, 128, 128, 1],
+            batch_first: false,
+            lengths: None,
+            bias: true,
+            states: true,
+            peepholes: false,
+        },
+        Spec {
+            op: "GRU",
+            attrs: vec![direction("reverse")],
+            dims: [4, 2, 33, 65, 1],
+            batch_first: false,
+            lengths: Some(&[2, 4]),
+            bias: true,
+            states: true,
+            peepholes: false,
+        },
+        Spec {
+            op: "GRU",
+            attrs: vec![
+                direction("bidirectional"),
+                ("linear_before_reset", Attribute::Int(1)),
+            ],
+            dims: [3, 2, 20, 24, 2],
+            batch_first: false,
+            lengths: None,
+            bias: true,
+            states: false,
+            peepholes: false,
+        },
+        Spec {
+            op: "RNN",
+            attrs: vec![("activations", strings(&["Relu"]))],
+            dims: [6, 2, 8, 130, 1],
+            batch_first: true,
+            lengths: None,
+            bias: false,
+            states: true,
+            peepholes: false,
+        },
+    ];
+    for spec in specs {
+        let [seq, batch, input, hidden, dirs] = spec.dims;
+        let gates = match spec.op {
+            "LSTM" => 4,
+            "GRU" => 3,
+            _ => 1,
+        };
+        let x_shape = match spec.batch_first {
+            false => [seq, batch, input],
+            true => [batch, seq, input],
+        };
+        let state_shape = match spec.batch_first {
+            false => [dirs, batch, hidden],
+            true => [batch, dirs, hidden],
+        };
+        let named = |on: bool, name: &'static str| if on { name } else { "" };
+        let mut inputs = vec![
+            "x",
+            "w",
+            "r",
+            named(spec.bias, "b"),
+            named(spec.lengths.is_some(), "lens"),
+            named(spec.states, "h0"),
+        ];
+        if spec.op == "LSTM" {
+            inputs.extend([named(spec.states, "c0"), named(spec.peepholes, "p")]);
+        }
+        while inputs.last() == Some(&"") {
+            inputs.pop();
+        }
+        let outputs: &[&str] = match spec.op {
+            "LSTM" => &["y", "y_h", "y_c"],
+            _ => &["y", "y_h"],
+        };
+        let mut attrs = spec.attrs;
+        attrs.push(("hidden_size", Attribute::Int(hidden as i64)));
+        attrs.push(("layout", Attribute::Int(i64::from(spec.batch_first))));
+        let what = format!("{} {attrs:?} dims {:?}", spec.op, spec.dims);
+        let scale = 1.0 / (input as f32).sqrt();
+        let mut case = Case::new(what, node(spec.op, &inputs, outputs, attrs))
+            .input("x", random(&mut rng, &x_shape, 1.0))
+            .constant("w", random(&mut rng, &[dirs, gates * hidden, input], scale))
+            .constant(
+                "r",
+                random(&mut rng, &[dirs, gates * hidden, hidden], scale),
+            );
+        if spec.bias {
+            case = case.constant("b", random(&mut rng, &[dirs, 2 * gates * hidden], 0.5));
+        }
+        if let Some(lengths) = spec.lengths {
+            let t = Tensor::from_vec(vec![lengths.len()], lengths.to_vec()).unwrap();
+            case = case.constant("lens", t);
+        }
+        if spec.states {
+            case = case.input("h0", random(&mut rng, &state_shape, 1.0));
+            if spec.op == "LSTM" {
+                case = case.input("c0", random(&mut rng, &state_shape, 1.0));
+            }
+        }
+        if spec.peepholes {
+            case = case.constant("p", random(&mut rng, &[dirs, 3 * hidden], 0.5));
+        }
+        check(device, &case);
+    }
+}
+test_device!(recurrent, recurrent_cpu, recurrent_cuda);
+
 /// A `samebits::ElementwiseChain` node over `inputs` with `body` (the last node's output is
 /// the chain's output "y").
 fn chain_node(inputs: &[&str], body: Vec<Node>) -> Node {

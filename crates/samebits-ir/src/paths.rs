@@ -7,11 +7,22 @@
 //! whole process, with `samebits --allow-outside-links` or `SAMEBITS_ALLOW_OUTSIDE_LINKS=1`
 //! (for a trusted model whose weights live elsewhere, or a compiler artifacts folder made without
 //! `colocate_tensors`). Devices and FIFOs are refused always: reading one would not end.
+//!
+//! Also here: [`cache_dir`], the one folder samebits keeps downloaded and derived files in.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static ALLOWED_BY_FLAG: AtomicBool = AtomicBool::new(false);
+
+/// The cache folder: `$SAMEBITS_CACHE` when set and not empty, else `~/.cache/samebits` (as
+/// scripts/setup.sh); `None` when neither variable is set.
+pub fn cache_dir() -> Option<PathBuf> {
+    match std::env::var_os("SAMEBITS_CACHE").filter(|dir| !dir.is_empty()) {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/samebits")),
+    }
+}
 
 /// Allows (for the rest of the process) files that a symbolic link places outside the model
 /// folder; the CLI's `--allow-outside-links`.

@@ -260,6 +260,18 @@ unsafe fn max_plane_avx2(taps: &Taps, plane: &[f32], out_plane: &mut [f32]) {
 fn max_plane_rows(taps: &Taps, plane: &[f32], out_plane: &mut [f32]) {
     let [_, out_h, out_w] = taps.output;
     let [_, in_h, in_w] = taps.input;
+    let stride = taps.strides[2];
+    // A strided pooling reads each input row deinterleaved into its `stride` phases (phase `p`,
+    // from `starts[p]`, holds the row's elements p, p + stride, ...), so that every tap is a
+    // contiguous run; the same elements as a strided walk, only their addresses differ.
+    let starts: Vec<usize> = (0..=stride)
+        .map(|p| {
+            (0..p)
+                .map(|q| in_w.saturating_sub(q).div_ceil(stride))
+                .sum()
+        })
+        .collect();
+    let mut phases = vec![0.0f32; if stride > 1 { in_w } else { 0 }];
     out_plane.fill(f32::NEG_INFINITY);
     for (r, out_row) in out_plane.chunks_exact_mut(out_w).enumerate() {
         let (od, oh) = (r / out_h, r % out_h);
@@ -272,6 +284,14 @@ fn max_plane_rows(taps: &Taps, plane: &[f32], out_plane: &mut [f32]) {
                     continue;
                 };
                 let in_row = &plane[(d * in_h + h) * in_w..][..in_w];
+                if stride > 1 {
+                    for (p, &start) in starts[..stride].iter().enumerate() {
+                        let phase = in_row.get(p..).unwrap_or_default().iter().step_by(stride);
+                        for (slot, &x) in phases[start..].iter_mut().zip(phase) {
+                            *slot = x;
+                        }
+                    }
+                }
                 for kw in 0..taps.kernel[2] {
                     let outputs = taps.inner_outputs(kw);
                     if outputs.is_empty() {
@@ -281,9 +301,13 @@ fn max_plane_rows(taps: &Taps, plane: &[f32], out_plane: &mut [f32]) {
                     let first = (outputs.start * taps.strides[2] + kw * taps.dilations[2])
                         .saturating_sub(taps.pads_begin[2]);
                     let out = &mut out_row[outputs];
-                    match taps.strides[2] {
+                    match stride {
                         1 => max_into(out, in_row[first..].iter()),
-                        s => max_into(out, in_row[first..].iter().step_by(s)),
+                        s => {
+                            let phase = first % s;
+                            let run = &phases[starts[phase] + first / s..starts[phase + 1]];
+                            max_into(out, run.iter());
+                        }
                     }
                 }
             }

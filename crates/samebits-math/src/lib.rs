@@ -254,6 +254,29 @@ impl Activation {
         Activation::RsqrtFormula,
     ];
 
+    /// The activation's position in [`Activation::ALL`] (its parameters aside): the number
+    /// the CUDA backend's `sb_activation(a, v, p0, p1)` switch takes.
+    #[must_use]
+    pub fn index(self) -> usize {
+        Activation::ALL
+            .iter()
+            .position(|b| b.name() == self.name())
+            .unwrap_or(Activation::ALL.len())
+    }
+
+    /// The parameters `(p0, p1)` of `sb_activation(a, v, p0, p1)` (zeros where unused).
+    #[must_use]
+    pub fn params(self) -> (f32, f32) {
+        match self {
+            Activation::HardSigmoid { alpha, beta } => (alpha, beta),
+            Activation::Selu { alpha, gamma } => (alpha, gamma),
+            Activation::Elu { alpha }
+            | Activation::Celu { alpha }
+            | Activation::LeakyRelu { alpha } => (alpha, 0.0),
+            _ => (0.0, 0.0),
+        }
+    }
+
     /// The formula's name in docs/math.md.
     #[must_use]
     pub fn name(self) -> &'static str {

@@ -22,6 +22,6 @@ extern "C" __global__ void sb_affine_grid(const SbSourceKernel args)
     const float* row = theta + (n * dims + j) * (dims + 1);
     float p = 0.0f;
     for (int k = 0; k <= dims; ++k) p = __fmaf_rn(row[k], base[k], p);
-    args.out[o] = p;
+    args.out[0][o] = p;
   }
 }

@@ -12,6 +12,6 @@ extern "C" __global__ void sb_gather(const SbSourceKernel args)
        o += (long long)gridDim.x * blockDim.x) {
     const long long e = o % inner, rest = o / inner;
     const long long k = rest % count, outer = rest / count;
-    args.out[o] = data[(outer * len + (long long)picked[k]) * inner + e];
+    args.out[0][o] = data[(outer * len + (long long)picked[k]) * inner + e];
   }
 }

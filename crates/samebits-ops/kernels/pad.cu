@@ -19,6 +19,6 @@ extern "C" __global__ void sb_pad(const SbSourceKernel args)
       else src += (long long)s * stride;
       stride *= in_len;
     }
-    args.out[o] = inside ? x[src] : args.floats[0];
+    args.out[0][o] = inside ? x[src] : args.floats[0];
   }
 }

@@ -223,6 +223,8 @@ pub enum ShapedKernel {
 /// op whose indices could reach it leaves the step to the CPU.
 pub const SOURCE_TABLE_EXACT: usize = 1 << 24;
 
+/// The most outputs a [`SourceKernel`] writes.
+pub const SOURCE_KERNEL_MAX_OUTPUTS: usize = 3;
 /// The most device buffers (inputs, then tables) a [`SourceKernel`] reads.
 pub const SOURCE_KERNEL_MAX_BUFFERS: usize = 8;
 /// The most integer parameters of a [`SourceKernel`].
@@ -230,11 +232,11 @@ pub const SOURCE_KERNEL_MAX_INTS: usize = 16;
 /// The most float parameters of a [`SourceKernel`].
 pub const SOURCE_KERNEL_MAX_FLOATS: usize = 8;
 
-/// An op's own device kernel, launched with one thread per element of `output`. The kernel
-/// `entry` (a registered source's `extern "C" __global__` function) takes the device ABI's
-/// `SbSourceKernel` by value: `buffers` holds the float32 node inputs named by `inputs`, in
-/// that order, then the `tables`; `out` the output; `count` the output's element count;
-/// `ints` and `floats` the parameters, zero-padded.
+/// An op's own device kernel. The kernel `entry` (a registered source's `extern "C"
+/// __global__` function) takes the device ABI's `SbSourceKernel` by value: `buffers` holds the
+/// float32 node inputs named by `inputs`, in that order, then the `tables`; `out` the outputs;
+/// `count` the element count of output 0 ([`SourceLaunch::PerElement`]) or the number of
+/// blocks ([`SourceLaunch::Blocks`]); `ints` and `floats` the parameters, zero-padded.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SourceKernel {
     pub entry: &'static str,
@@ -244,14 +246,49 @@ pub struct SourceKernel {
     pub tables: Vec<Vec<f32>>,
     pub ints: Vec<i64>,
     pub floats: Vec<f32>,
-    /// The output's shape.
-    pub output: Vec<usize>,
+    /// The outputs' shapes, in the node's output order.
+    pub outputs: Vec<Vec<usize>>,
+    pub launch: SourceLaunch,
+}
+
+/// How a [`SourceKernel`] is launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceLaunch {
+    /// One thread per element of output 0, any grid (the kernel strides over the grid).
+    PerElement,
+    /// `blocks` blocks of `threads` threads (a multiple of 32, at most 1024), each with
+    /// `shared` bytes of dynamic shared memory: kernels whose threads cooperate (a recurrence).
+    Blocks {
+        blocks: usize,
+        threads: usize,
+        shared: usize,
+    },
 }
 
 impl SourceKernel {
+    /// A [`SourceLaunch::PerElement`] kernel writing one output of shape `output`.
+    pub fn per_element(
+        entry: &'static str,
+        inputs: Vec<usize>,
+        tables: Vec<Vec<f32>>,
+        (ints, floats): (Vec<i64>, Vec<f32>),
+        output: Vec<usize>,
+    ) -> SourceKernel {
+        SourceKernel {
+            entry,
+            inputs,
+            tables,
+            ints,
+            floats,
+            outputs: vec![output],
+            launch: SourceLaunch::PerElement,
+        }
+    }
+
     /// Whether the kernel's parameters fit the device ABI's fixed arrays.
     pub fn fits(&self) -> bool {
         self.inputs.len() + self.tables.len() <= SOURCE_KERNEL_MAX_BUFFERS
+            && (1..=SOURCE_KERNEL_MAX_OUTPUTS).contains(&self.outputs.len())
             && self.ints.len() <= SOURCE_KERNEL_MAX_INTS
             && self.floats.len() <= SOURCE_KERNEL_MAX_FLOATS
     }
@@ -301,7 +338,7 @@ impl ShapedKernel {
             }
             ShapedKernel::Resize(taps) => vec![taps.out_shape.clone()],
             ShapedKernel::Copy { outputs, .. } => outputs.clone(),
-            ShapedKernel::Source(kernel) => vec![kernel.output.clone()],
+            ShapedKernel::Source(kernel) => kernel.outputs.clone(),
             ShapedKernel::Chain(chain) | ShapedKernel::ConvChain { chain, .. } => {
                 vec![chain.shape.clone()]
             }

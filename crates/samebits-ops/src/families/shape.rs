@@ -934,14 +934,13 @@ impl Op for Pad {
             .chain(shape.iter().copied())
             .map(|v| v as i64)
             .collect();
-        Ok(ShapedKernel::Source(SourceKernel {
-            entry: "sb_pad",
-            inputs: vec![0],
+        Ok(ShapedKernel::Source(SourceKernel::per_element(
+            "sb_pad",
+            vec![0],
             tables,
-            ints,
-            floats: vec![fill],
+            (ints, vec![fill]),
             output,
-        }))
+        )))
     }
 }
 
