@@ -14,7 +14,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ir", &[]),
     ("math", &[]),
     ("ggml", &[]),
-    ("testdata", &[]),
+    ("testdata", &["ir"]),
     ("bench-report", &[]),
     ("kernels", &["ggml"]),
     ("onnx", &["ir"]),

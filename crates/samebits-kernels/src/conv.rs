@@ -410,6 +410,14 @@ fn gemm_over_column_blocks<'a>(
 ) {
     let out_len = taps.output_len();
     let rows = groups * reduction;
+    let images: Vec<_> = images.collect();
+    if let Columns::Built(build) = columns
+        && images.len() > 1
+        && (1..IM2COL_BLOCK_STEP).contains(&out_len)
+    {
+        let parts = (packed, epilogue, map);
+        return images_as_columns(images, taps, build, parts, (groups, reduction, mg));
+    }
     let block = im2col_block_columns(rows, out_len);
     let image_len = groups * mg * out_len;
     // Fewer column blocks than threads (small output maps): the output channels are split too,
@@ -420,7 +428,7 @@ fn gemm_over_column_blocks<'a>(
         .min(mg.div_ceil(packed.mr()));
     let part_rows = mg.div_ceil(parts).next_multiple_of(packed.mr());
     let parts = mg.div_ceil(part_rows);
-    for (image, (out_image, planes)) in images.enumerate() {
+    for (image, (out_image, planes)) in images.into_iter().enumerate() {
         let layout = OutLayout {
             ptr: out_image.as_mut_ptr(),
             batch_stride: mg * out_len,
@@ -477,6 +485,55 @@ fn gemm_over_column_blocks<'a>(
                 map.apply(m, image * image_len + m * out_len + col0, values);
             }
         });
+    }
+}
+
+/// [`gemm_over_column_blocks`] for output maps shorter than one column block of several
+/// images: the images' columns side by side in one matrix and one GEMM over them (tiling only:
+/// each output is still its own canonical chain, contract conv), then each image's outputs
+/// moved to their place and mapped.
+fn images_as_columns(
+    images: Vec<(&mut [f32], &[f32])>,
+    taps: &Taps,
+    build: fn(&Taps, &[f32], usize, usize, &mut [f32]),
+    (packed, epilogue, map): (&PackedA, &Epilogue, Option<&dyn OutputMap>),
+    (groups, reduction, mg): (usize, usize, usize),
+) {
+    let out_len = taps.output_len();
+    let rows = groups * reduction;
+    let cols = images.len() * out_len;
+    let mut matrix = vec![0.0f32; rows * cols];
+    let mut one = vec![0.0f32; rows * out_len];
+    for (n, (_, planes)) in images.iter().enumerate() {
+        build(taps, planes, 0, out_len, &mut one);
+        for (dst, src) in matrix.chunks_exact_mut(cols).zip(one.chunks_exact(out_len)) {
+            dst[n * out_len..][..out_len].copy_from_slice(src);
+        }
+    }
+    let mut result = vec![0.0f32; groups * mg * cols];
+    let view = MatRef {
+        data: &matrix[..],
+        offset: 0,
+        batch_stride: reduction * cols,
+        row_stride: cols,
+        col_stride: 1,
+    };
+    let layout = OutLayout {
+        ptr: result.as_mut_ptr(),
+        batch_stride: mg * cols,
+        row_stride: cols,
+    };
+    // SAFETY: `result` holds the `groups * mg` rows of `cols` outputs the call writes, and
+    // nothing else reads or writes it meanwhile.
+    unsafe { gemm_serial(packed, 0..mg, cols, &view, epilogue, layout) };
+    let image_len = groups * mg * out_len;
+    for (n, (out_image, _)) in images.into_iter().enumerate() {
+        for (m, dst) in out_image.chunks_exact_mut(out_len).enumerate() {
+            dst.copy_from_slice(&result[m * cols + n * out_len..][..out_len]);
+            if let Some(map) = map {
+                map.apply(m, n * image_len + m * out_len, dst);
+            }
+        }
     }
 }
 

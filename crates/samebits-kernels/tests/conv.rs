@@ -266,6 +266,9 @@ fn conv_image_bits_do_not_depend_on_batch_or_threads() {
             &[1, 1],
             (&[1, 1], &[1, 1]),
         ),
+        // im2col + GEMM of a 1-D map shorter than a column block (Silero VAD's encoder):
+        // the batch's images become columns of one GEMM.
+        geometry(8, (129, 64, 1), &[4], &[3], &[1], &[1], (&[1], &[1])),
         // Direct depthwise, planes cut into bands by thread count.
         geometry(
             8,

@@ -27,37 +27,55 @@ __device__ __forceinline__ float sb_recurrent_function(const float* f, float v)
 }
 
 // Columns of one staged piece of a warp's rows (SB_RECURRENT_ROWS x SB_RECURRENT_COLS floats,
-// one padding column against bank conflicts).
+// one padding column against bank conflicts); a reduction tile is a whole number of pieces.
 #define SB_RECURRENT_ROWS 32
 #define SB_RECURRENT_COLS 16
+#define SB_RECURRENT_PER_LANE (SB_RECURRENT_ROWS * SB_RECURRENT_COLS / 32)
+static_assert(SB_TILE % SB_RECURRENT_COLS == 0, "a reduction tile ends at a piece's end");
 
 // canonical-dot(row, v) of `len` terms for the rows row0 + lane of the row-major matrix `m`
 // (`count` rows of `len` columns; lanes past `count` return 0): each lane one row's chain of
 // fused products in index order, tiles of SB_TILE terms folded left to right (samebits-kernels
 // `canonical_dot`). The warp stages the rows' pieces through `stage` (shared memory,
-// SB_RECURRENT_ROWS * (SB_RECURRENT_COLS + 1) floats) so that global reads are coalesced; the
-// staging moves values and never changes the order of a chain.
+// SB_RECURRENT_ROWS * (SB_RECURRENT_COLS + 1) floats) so that global reads are coalesced, and
+// loads the next piece while it reduces this one; the staging moves values and never changes
+// the order of a chain.
 __device__ float sb_recurrent_dots(const float* m, int row0, int count, const float* v, int len,
                                    float* stage)
 {
   const int lane = threadIdx.x & 31;
   const int pitch = SB_RECURRENT_COLS + 1;
+  float piece[SB_RECURRENT_PER_LANE];
+  // Element e = lane + 32 * q of the piece at column k0: row e / COLS, column e % COLS.
+  const auto load = [&](int k0) {
+#pragma unroll
+    for (int q = 0; q < SB_RECURRENT_PER_LANE; ++q) {
+      const int e = lane + 32 * q, i = e / SB_RECURRENT_COLS, k = k0 + e % SB_RECURRENT_COLS;
+      piece[q] = (row0 + i < count && k < len) ? m[(long long)(row0 + i) * len + k] : 0.0f;
+    }
+  };
   float s = 0.0f, p = 0.0f;
+  if (len > 0) load(0);
   for (int k0 = 0; k0 < len; k0 += SB_RECURRENT_COLS) {
-    const int cols = min(SB_RECURRENT_COLS, len - k0);
-    for (int e = lane; e < SB_RECURRENT_ROWS * SB_RECURRENT_COLS; e += 32) {
-      const int i = e / SB_RECURRENT_COLS, k = e % SB_RECURRENT_COLS;
-      stage[i * pitch + k] =
-          (row0 + i < count && k < cols) ? m[(long long)(row0 + i) * len + k0 + k] : 0.0f;
+#pragma unroll
+    for (int q = 0; q < SB_RECURRENT_PER_LANE; ++q) {
+      const int e = lane + 32 * q;
+      stage[(e / SB_RECURRENT_COLS) * pitch + e % SB_RECURRENT_COLS] = piece[q];
     }
     __syncwarp();
-    for (int kk = 0; kk < cols; ++kk) {
-      const int k = k0 + kk;
-      p = __fmaf_rn(stage[lane * pitch + kk], v[k], p);
-      if ((k + 1) % SB_TILE == 0 || k + 1 == len) {
-        s = sb_fold_sum(s, p, k < SB_TILE);
-        p = 0.0f;
-      }
+    if (k0 + SB_RECURRENT_COLS < len) load(k0 + SB_RECURRENT_COLS);
+    const float* row = stage + lane * pitch;
+    const int cols = min(SB_RECURRENT_COLS, len - k0);
+    if (cols == SB_RECURRENT_COLS) {
+#pragma unroll
+      for (int kk = 0; kk < SB_RECURRENT_COLS; ++kk) p = __fmaf_rn(row[kk], v[k0 + kk], p);
+    } else {
+      for (int kk = 0; kk < cols; ++kk) p = __fmaf_rn(row[kk], v[k0 + kk], p);
+    }
+    const int end = k0 + cols;
+    if (end % SB_TILE == 0 || end == len) {
+      s = sb_fold_sum(s, p, end <= SB_TILE);
+      p = 0.0f;
     }
     __syncwarp();
   }

@@ -509,8 +509,11 @@ impl Op for Recurrent {
     /// the device, the sequence lengths (read on the host) and the cell's functions as a table.
     fn shaped_kernel(&self, shapes: &[Option<&[usize]>], inputs: &Inputs) -> Result<ShapedKernel> {
         let layer = self.layer(shapes)?;
-        if layer.hidden > DEVICE_HIDDEN_MAX || layer.batch >= SOURCE_TABLE_EXACT {
+        if layer.hidden > DEVICE_HIDDEN_MAX {
             bail!("a hidden size above {DEVICE_HIDDEN_MAX} runs on the CPU");
+        }
+        if layer.batch.max(layer.seq) >= SOURCE_TABLE_EXACT {
+            bail!("sequence lengths or a batch of {SOURCE_TABLE_EXACT} or more run on the CPU");
         }
         let lengths = self.lengths(inputs, layer)?;
         let rows = self.cell.gates() * layer.hidden;
