@@ -57,6 +57,10 @@
 #define SB_REDUCE_MIN 4
 // most rows of the split-K GEMV
 #define SB_GEMV_MAX_M 8
+// rows a warp of the recurrent kernel reduces at once, samebits_ops::RECURRENT_STAGE_ROWS
+#define SB_RECURRENT_ROWS 32
+// columns of one staged piece of them, samebits_ops::RECURRENT_STAGE_COLS
+#define SB_RECURRENT_COLS 16
 // floats one 64-term tile of a GGUF product's activation row takes in shared memory
 #define SB_GGUF_PITCH 68
 // Generated from samebits-ggml's type table (src/gguf.rs).

@@ -269,6 +269,16 @@ fn constants() -> Vec<(&'static str, &'static str, i64)> {
             gemm::SPLIT_K_MAX_M as i64,
         ),
         (
+            "SB_RECURRENT_ROWS",
+            "rows a warp of the recurrent kernel reduces at once, samebits_ops::RECURRENT_STAGE_ROWS",
+            samebits_ops::RECURRENT_STAGE_ROWS as i64,
+        ),
+        (
+            "SB_RECURRENT_COLS",
+            "columns of one staged piece of them, samebits_ops::RECURRENT_STAGE_COLS",
+            samebits_ops::RECURRENT_STAGE_COLS as i64,
+        ),
+        (
             "SB_GGUF_PITCH",
             "floats one 64-term tile of a GGUF product's activation row takes in shared memory",
             gguf::ROW_PITCH as i64,

@@ -445,13 +445,7 @@ fn gemm_over_column_blocks<'a>(
                     let mut scratch = COLUMNS.take();
                     scratch.resize(rows * cols, 0.0);
                     build(taps, planes, col0, cols, &mut scratch);
-                    let col_view = MatRef {
-                        data: &scratch[..],
-                        offset: 0,
-                        batch_stride: reduction * cols,
-                        row_stride: cols,
-                        col_stride: 1,
-                    };
+                    let col_view = MatRef::row_major(&scratch, reduction, cols);
                     // SAFETY: task `task` is the only writer of output columns `col0 ..
                     // col0 + cols` of rows `part` of every group of this image, which
                     // `out_block` addresses inside `out_image`. The bias epilogue
@@ -463,13 +457,7 @@ fn gemm_over_column_blocks<'a>(
                     COLUMNS.set(scratch);
                 }
                 Columns::InPlace => {
-                    let col_view = MatRef {
-                        data: planes,
-                        offset: col0,
-                        batch_stride: reduction * out_len,
-                        row_stride: out_len,
-                        col_stride: 1,
-                    };
+                    let col_view = MatRef::row_major(planes, reduction, out_len).with_offset(col0);
                     // SAFETY: as above.
                     unsafe {
                         gemm_serial(packed, part.clone(), cols, &col_view, epilogue, out_block)
@@ -511,13 +499,7 @@ fn images_as_columns(
         }
     }
     let mut result = vec![0.0f32; groups * mg * cols];
-    let view = MatRef {
-        data: &matrix[..],
-        offset: 0,
-        batch_stride: reduction * cols,
-        row_stride: cols,
-        col_stride: 1,
-    };
+    let view = MatRef::row_major(&matrix, reduction, cols);
     let layout = OutLayout {
         ptr: result.as_mut_ptr(),
         batch_stride: mg * cols,

@@ -26,12 +26,12 @@ __device__ __forceinline__ float sb_recurrent_function(const float* f, float v)
   return sb_activation(code, v, f[1], f[2]);
 }
 
-// Columns of one staged piece of a warp's rows (SB_RECURRENT_ROWS x SB_RECURRENT_COLS floats,
-// one padding column against bank conflicts); a reduction tile is a whole number of pieces.
-#define SB_RECURRENT_ROWS 32
-#define SB_RECURRENT_COLS 16
+// A warp reduces SB_RECURRENT_ROWS rows at once and stages pieces of SB_RECURRENT_COLS columns
+// of them (one padding column against bank conflicts); both from samebits-ops
+// (RECURRENT_STAGE_ROWS / _COLS, the device ABI). A reduction tile is a whole number of pieces.
 #define SB_RECURRENT_PER_LANE (SB_RECURRENT_ROWS * SB_RECURRENT_COLS / 32)
 static_assert(SB_TILE % SB_RECURRENT_COLS == 0, "a reduction tile ends at a piece's end");
+static_assert(SB_RECURRENT_ROWS == 32, "one row per lane of a warp");
 
 // canonical-dot(row, v) of `len` terms for the rows row0 + lane of the row-major matrix `m`
 // (`count` rows of `len` columns; lanes past `count` return 0): each lane one row's chain of

@@ -223,6 +223,13 @@ pub enum ShapedKernel {
 /// op whose indices could reach it leaves the step to the CPU.
 pub const SOURCE_TABLE_EXACT: usize = 1 << 24;
 
+/// Rows one warp of the recurrent layers' device kernel (`kernels/recurrent.cu`) reduces at
+/// once (one per lane), and the columns of the pieces of them it stages through shared memory
+/// (a reduction tile is a whole number of pieces); the program defines them as
+/// `SB_RECURRENT_ROWS` and `SB_RECURRENT_COLS`.
+pub const RECURRENT_STAGE_ROWS: usize = 32;
+pub const RECURRENT_STAGE_COLS: usize = 16;
+
 /// The most outputs a [`SourceKernel`] writes.
 pub const SOURCE_KERNEL_MAX_OUTPUTS: usize = 3;
 /// The most device buffers (inputs, then tables) a [`SourceKernel`] reads.

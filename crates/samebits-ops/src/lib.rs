@@ -32,9 +32,10 @@ mod staging;
 pub use args::{NodeArgs, normalize_axis};
 pub use device_kernel::{
     BinaryKernel, ChainKernel, ChainLayout, ChainOp, ChainOperand, ChainStep, CopyPart,
-    DeviceKernel, GGUF_PRODUCTS_MAX, GgufProductsKernel, ResizeTaps, SOURCE_KERNEL_MAX_BUFFERS,
-    SOURCE_KERNEL_MAX_FLOATS, SOURCE_KERNEL_MAX_INTS, SOURCE_KERNEL_MAX_OUTPUTS,
-    SOURCE_TABLE_EXACT, ShapedKernel, SourceKernel, SourceLaunch, UnaryKernel,
+    DeviceKernel, GGUF_PRODUCTS_MAX, GgufProductsKernel, RECURRENT_STAGE_COLS,
+    RECURRENT_STAGE_ROWS, ResizeTaps, SOURCE_KERNEL_MAX_BUFFERS, SOURCE_KERNEL_MAX_FLOATS,
+    SOURCE_KERNEL_MAX_INTS, SOURCE_KERNEL_MAX_OUTPUTS, SOURCE_TABLE_EXACT, ShapedKernel,
+    SourceKernel, SourceLaunch, UnaryKernel,
 };
 pub use error::{OpError, Result};
 pub use families::{

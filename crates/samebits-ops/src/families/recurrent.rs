@@ -12,7 +12,9 @@
 
 use super::activation::Elementwise;
 use super::elementwise::{Unary, f32_unary};
-use crate::device_kernel::{SOURCE_TABLE_EXACT, SourceKernel, SourceLaunch};
+use crate::device_kernel::{
+    RECURRENT_STAGE_COLS, RECURRENT_STAGE_ROWS, SOURCE_TABLE_EXACT, SourceKernel, SourceLaunch,
+};
 use crate::registry::Registry;
 use crate::staging::{f32_values, store_f32};
 use crate::{
@@ -164,9 +166,9 @@ const PEEPHOLES: usize = 7;
 const DEVICE_HIDDEN_MAX: usize = 512;
 /// Threads of the device kernel's blocks (at most; fewer for fewer gate rows).
 const DEVICE_THREADS: usize = 256;
-/// Floats of one warp's staging area in `kernels/recurrent.cu`: 32 rows of 16 columns and one
-/// padding column.
-const DEVICE_STAGE_FLOATS: usize = 32 * 17;
+/// Floats of one warp's staging area in `kernels/recurrent.cu`: its rows of pieces, each with
+/// one padding column.
+const DEVICE_STAGE_FLOATS: usize = RECURRENT_STAGE_ROWS * (RECURRENT_STAGE_COLS + 1);
 
 #[derive(Debug)]
 struct Recurrent {
@@ -325,6 +327,13 @@ impl Recurrent {
         let (mut h, mut c) = initial;
         let f = &self.activations[direction];
         let rows = self.cell.gates() * hs;
+        // GRU without linear_before_reset takes its candidate rows' R product with r * h.
+        let h_rows = match self.cell {
+            Cell::Gru {
+                linear_before_reset: false,
+            } => 2 * hs,
+            _ => rows,
+        };
         let steps: Vec<usize> = match self.reverse[direction] {
             false => (0..len).collect(),
             true => (0..len).rev().collect(),
@@ -334,7 +343,7 @@ impl Recurrent {
         let mut next_c = vec![0.0f32; hs];
         for t in steps {
             let xw = &xw[t * rows..][..rows];
-            let hr = products((&h, 0, hs), 1, w.r, rows, hs);
+            let hr = products((&h, 0, hs), 1, &w.r[..h_rows * hs], h_rows, hs);
             let at = |row: usize| (xw[row], hr[row]);
             match self.cell {
                 Cell::Rnn => {
@@ -352,10 +361,9 @@ impl Recurrent {
                         .map(|j| f[0].eval(self.pre(w, hs + j, at(hs + j), 0.0)))
                         .collect();
                     let rh: Vec<f32> = r.iter().zip(&h).map(|(r, h)| r * h).collect();
-                    let candidate_rows = &w.r[2 * hs * hs..];
                     let rhr = match linear_before_reset {
                         true => Vec::new(),
-                        false => products((&rh, 0, hs), 1, candidate_rows, hs, hs),
+                        false => products((&rh, 0, hs), 1, &w.r[h_rows * hs..], hs, hs),
                     };
                     for (j, n) in next.iter_mut().enumerate() {
                         let row = 2 * hs + j;
