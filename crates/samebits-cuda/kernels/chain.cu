@@ -11,8 +11,8 @@
 // bias, mean, var), SB_CHAIN_ACTIVATION + a the activation a of sb_activation (generated from
 // samebits-math's list, src/program.rs) with parameters eps, p1.
 
-__device__ __forceinline__ float sb_chain_operand(const SbChain& c, const float* t, int a,
-                                                  long long i, long long ch)
+template <typename I>
+__device__ __forceinline__ float sb_chain_operand(const SbChain& c, const float* t, int a, I i, I ch)
 {
   if (a < 0) return t[-1 - a];
   const float* p = c.inputs[a];
@@ -20,16 +20,17 @@ __device__ __forceinline__ float sb_chain_operand(const SbChain& c, const float*
     case SB_CHAIN_FULL: return p[i];
     case SB_CHAIN_SCALAR: return p[0];
     case SB_CHAIN_CHANNEL: return p[ch];
-    case SB_CHAIN_ROW: return p[i / c.last];
-    default: return p[i % c.last];
+    case SB_CHAIN_ROW: return p[i / (I)c.last];
+    default: return p[i % (I)c.last];
   }
 }
 
-extern "C" __global__ void sb_chain(float* __restrict__ y, long long n, SbChain c)
+// The chain's loop with the index arithmetic in `I` (32-bit whenever `n` fits).
+template <typename I>
+__device__ __forceinline__ void sb_chain_loop(float* __restrict__ y, I n, const SbChain& c)
 {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    const long long ch = (i / c.inner) % c.channels;
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+    const I ch = (i / (I)c.inner) % (I)c.channels;
     float t[SB_CHAIN_STEPS];
     for (int s = 0; s < c.steps; ++s) {
       const int* a = c.arg[s];
@@ -57,4 +58,10 @@ extern "C" __global__ void sb_chain(float* __restrict__ y, long long n, SbChain 
     }
     y[i] = t[c.steps - 1];
   }
+}
+
+extern "C" __global__ void sb_chain(float* __restrict__ y, long long n, SbChain c)
+{
+  if (n <= 0x7fffffffLL) sb_chain_loop<unsigned>(y, (unsigned)n, c);
+  else sb_chain_loop<long long>(y, n, c);
 }

@@ -5,11 +5,11 @@
 // then `+ bias[m]` when there is a bias.
 // - sb_conv_direct / sb_conv_transpose_direct: one thread per output runs its whole chain
 //   (groups with few input channels: depthwise above all).
-// - sb_im2col: the column matrix of one image (of the convolution, or of the transposed
-//   convolution's gather form), `[groups][cg * klen][out_len]`, padded (unreached) taps written
-//   as 0.0; the reproducible GEMM (gemm.cu) then reduces each column against its filter row in
-//   the same order, so both paths give the same bits (a transposed convolution's filters
-//   rearranged by sb_conv_transpose_filters).
+// - sb_im2col / sb_im2col_transposed: the column matrix of one image (of the convolution, or
+//   of the transposed convolution's gather form), `[groups][cg * klen][out_len]`, padded
+//   (unreached) taps written as 0.0; the reproducible GEMM (gemm.cu) then reduces each column
+//   against its filter row in the same order, so both paths give the same bits (a transposed
+//   convolution's filters rearranged by sb_conv_transpose_filters).
 // Spatial sizes are widened to 3 axes (leading unit axes, zero padding).
 
 // Output position `o` (row-major in the output plane) as per-axis coordinates.
@@ -104,25 +104,53 @@ extern "C" __global__ void sb_conv_direct(const float* __restrict__ x, const flo
 }
 
 // The column matrix of the image at `x + x_offset`: cols[grp][c * klen + tap][o] is the input
-// term of output `o` at (channel c, tap) of a convolution or, with `transposed`, of the gather
-// form of a transposed convolution (sb_conv_tap_source), 0.0 where it reads no input.
+// term of output `o` at (channel c, tap) of a convolution, 0.0 where it reads the padding.
+// Block row y walks matrix rows, x the outputs of a row (coalesced writes, 32-bit position
+// arithmetic: the host checks that a plane fits).
 extern "C" __global__ void sb_im2col(const float* __restrict__ x, long long x_offset,
-                                     float* __restrict__ cols, long long total, SbConv g,
-                                     int transposed)
+                                     float* __restrict__ cols, int rows, int out_len, SbConv g)
 {
-  const long long out_len = (long long)g.output[0] * g.output[1] * g.output[2];
   const long long in_len = (long long)g.input[0] * g.input[1] * g.input[2];
   const int klen = g.kernel[0] * g.kernel[1] * g.kernel[2];
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
-       e += (long long)gridDim.x * blockDim.x) {
-    const long long o = e % out_len, row = e / out_len;  // row = grp * cg * klen + c * klen + tap
-    const int tap = (int)(row % klen);
-    const long long plane = row / klen;  // grp * cg + c
-    int op[3];
-    sb_conv_position(g, o, op);
-    long long at;
-    const bool ok = sb_conv_tap_source(g, op, tap, transposed != 0, &at);
-    cols[e] = ok ? x[x_offset + plane * in_len + at] : 0.0f;
+  for (int row = blockIdx.y; row < rows; row += gridDim.y) {  // row = (grp * cg + c) * klen + tap
+    const int tap = row % klen;
+    const float* plane = x + x_offset + (row / klen) * in_len;
+    float* dst = cols + (long long)row * out_len;
+    for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < out_len; o += gridDim.x * blockDim.x) {
+      const int op[3] = {o / (g.output[2] * g.output[1]), (o / g.output[2]) % g.output[1], o % g.output[2]};
+      long long at;
+      dst[o] = sb_conv_tap_source(g, op, tap, false, &at) ? plane[at] : 0.0f;
+    }
+  }
+}
+
+// The column matrix of the gather form of a transposed convolution, into `cols` zeroed by the
+// caller: for each input position i and tap t the one output o with o + pad = i * s + t * d
+// (when inside the output) takes x[i] at cols[grp][c * klen + t][o]; outputs no input reaches
+// keep 0.0. The same matrix as the gather (sb_conv_tap_source's transposed form), without a
+// division per output.
+extern "C" __global__ void sb_im2col_transposed(const float* __restrict__ x, long long x_offset,
+                                                float* __restrict__ cols, int rows, int in_len,
+                                                int out_len, SbConv g)
+{
+  const int klen = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  for (int row = blockIdx.y; row < rows; row += gridDim.y) {
+    const int tap = row % klen;
+    const int t[3] = {tap / (g.kernel[2] * g.kernel[1]), (tap / g.kernel[2]) % g.kernel[1], tap % g.kernel[2]};
+    const float* plane = x + x_offset + (long long)(row / klen) * in_len;
+    float* dst = cols + (long long)row * out_len;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < in_len; i += gridDim.x * blockDim.x) {
+      const int ip[3] = {i / (g.input[2] * g.input[1]), (i / g.input[2]) % g.input[1], i % g.input[2]};
+      int o = 0;
+      bool ok = true;
+#pragma unroll
+      for (int k = 0; k < 3; ++k) {
+        const int ok_k = ip[k] * g.strides[k] + t[k] * g.dilations[k] - g.pads[k];
+        ok = ok && ok_k >= 0 && ok_k < g.output[k];
+        o = o * g.output[k] + ok_k;
+      }
+      if (ok) dst[o] = plane[i];
+    }
   }
 }
 

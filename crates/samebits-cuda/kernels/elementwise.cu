@@ -30,21 +30,32 @@ __device__ __forceinline__ float sb_binary_op(int op, float a, float b)
   }
 }
 
-extern "C" __global__ void sb_binary(const float* a, const float* b, float* y, long long n,
-                                     int op, SbBroadcast bc)
+// The broadcast loop with the index arithmetic in `I` (32-bit whenever `n` fits: a 64-bit
+// division costs several times a 32-bit one).
+template <typename I>
+__device__ __forceinline__ void sb_binary_loop(const float* a, const float* b, float* y, I n, int op,
+                                               const SbBroadcast& bc)
 {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    long long rest = i, ia = 0, ib = 0;
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+    I rest = i;
+    long long ia = 0, ib = 0;
 #pragma unroll
     for (int d = SB_MAX_RANK - 1; d >= 0; --d) {
-      const long long coord = rest % bc.dims[d];
-      rest /= bc.dims[d];
+      const I dim = (I)bc.dims[d];
+      const I coord = rest % dim;
+      rest /= dim;
       ia += coord * bc.a_strides[d];
       ib += coord * bc.b_strides[d];
     }
     y[i] = sb_binary_op(op, a[ia], b[ib]);
   }
+}
+
+extern "C" __global__ void sb_binary(const float* a, const float* b, float* y, long long n,
+                                     int op, SbBroadcast bc)
+{
+  if (n <= 0x7fffffffLL) sb_binary_loop<unsigned>(a, b, y, (unsigned)n, op, bc);
+  else sb_binary_loop<long long>(a, b, y, n, op, bc);
 }
 
 // Cast to float32 (contract `cast`): element i of an integer tensor of `width` bytes (signed

@@ -8,6 +8,9 @@
 //   chain `p` in a register and its running sum `s` in shared memory. Shared-memory K steps
 //   (BK = 8 or 16) divide the 64-term tile, so the fold happens after every 64 / BK steps and at
 //   k = K. K is never padded: the last partial step runs only over the valid k.
+// - the same kernels with `split_tiles`, then sb_gemm_fold_tiles, for outputs of too few blocks
+//   to fill the GPU: block (tile, batch) runs only the chains p of one 64-term tile and stores
+//   them to a workspace; the fold kernel then folds each output's partials in tile order.
 // - sb_gemv_<layout>_m<MT>: M <= 8 rows. A block owns CB consecutive columns and a run of
 //   64-term tiles; one thread runs each (column, tile) chain for all rows, so a chain is never
 //   split. Partials go to shared memory and are folded left to right in the same kernel; when
@@ -113,9 +116,13 @@ __device__ __forceinline__ void sb_tile_issue(const SbTileCopy& c, float* tile, 
   }
 }
 
+// With `split_tiles` set, block z = tile * batches + batch computes only the 64-term tile
+// `tile` of each of its outputs (its chain p from +0.0) and stores p raw (the host passes the
+// empty epilogue) into C + tile * batches * M * N; sb_gemm_fold_tiles folds those partials.
 template <int BM, int BN, int FM, int FN, int BK, int STAGES, bool B_VEC>
 __device__ __forceinline__ void sb_gemm_warp(int M, int N, int K, const float* A, SbMat a, const float* B,
-                                             SbMat b, float* C, SbEpilogue ep, const float* c_in)
+                                             SbMat b, float* C, SbEpilogue ep, const float* c_in,
+                                             int batches, int split_tiles)
 {
   static_assert(SB_TILE % BK == 0, "shared-memory K steps must divide the 64-term tile");
   constexpr int TM = 4 * FM, TN = 4 * FN, WM = 16 * FM, WN = 32 * FN;
@@ -134,10 +141,18 @@ __device__ __forceinline__ void sb_gemm_warp(int M, int N, int K, const float* A
   float4* Ss = reinterpret_cast<float4*>(Bs + STAGES * BK * B_PITCH);  // [TM * FN][THREADS]
 
   const int tid = threadIdx.x;
-  const long long batch = blockIdx.z;
+  long long batch = blockIdx.z;
+  long long k0 = 0;
+  if (split_tiles) {
+    const int tile = blockIdx.z / batches;
+    batch = blockIdx.z % batches;
+    k0 = (long long)tile * SB_TILE;
+    K = min(K - (int)k0, SB_TILE);
+    C += (long long)tile * batches * M * N;
+  }
   const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-  const float* Ab = A + a.offset + batch * a.batch_stride;
-  const float* Bb = B + b.offset + batch * b.batch_stride;
+  const float* Ab = A + a.offset + batch * a.batch_stride + k0 * a.col_stride;
+  const float* Bb = B + b.offset + batch * b.batch_stride + k0 * b.row_stride;
 
   // Copies: consecutive threads walk the operand's unit-stride axis (coalesced reads; A is
   // transposed on the way, and the pitch BM + 4 keeps those 4-byte writes conflict free).
@@ -280,9 +295,10 @@ __device__ __forceinline__ void sb_gemm_warp(int M, int N, int K, const float* A
 #define SB_GEMM_WARP_KERNEL(name, BM, BN, FM, FN, BK, STAGES, MIN_BLOCKS, B_VEC)                          \
   extern "C" __global__ void __launch_bounds__(32 * (BM / (16 * FM)) * (BN / (32 * FN)), MIN_BLOCKS)      \
       sb_gemm_warp_##name(int M, int N, int K, const float* A, SbMat a, const float* B, SbMat b, float* C, \
-                          SbEpilogue ep, const float* c_in)                                                \
+                          SbEpilogue ep, const float* c_in, int batches, int split_tiles)                  \
   {                                                                                                        \
-    sb_gemm_warp<BM, BN, FM, FN, BK, STAGES, B_VEC>(M, N, K, A, a, B, b, C, ep, c_in);                     \
+    sb_gemm_warp<BM, BN, FM, FN, BK, STAGES, B_VEC>(M, N, K, A, a, B, b, C, ep, c_in, batches,             \
+                                                    split_tiles);                                          \
   }
 #define SB_GEMM_WARP_CONFIG(name, BM, BN, FM, FN, BK, STAGES, MIN_BLOCKS)      \
   SB_GEMM_WARP_KERNEL(name##_e, BM, BN, FM, FN, BK, STAGES, MIN_BLOCKS, false) \
@@ -290,6 +306,23 @@ __device__ __forceinline__ void sb_gemm_warp(int M, int N, int K, const float* A
 SB_GEMM_WARP_CONFIG(128x256, 128, 256, 4, 2, 16, 3, 1)
 SB_GEMM_WARP_CONFIG(64x128, 64, 128, 2, 2, 8, 4, 4)
 SB_GEMM_WARP_CONFIG(64x64, 64, 64, 2, 1, 8, 4, 4)
+
+// The tile partials of a split-tile launch, `tiles` arrays of `total` = batches * M * N floats
+// (tile-major), folded per output as the contract's canonical-sum says (s = p_0, then
+// s = s + p_j in tile order), then the epilogue: the bits of the unsplit kernel.
+extern "C" __global__ void sb_gemm_fold_tiles(const float* __restrict__ partials, int tiles, long long total,
+                                              int M, int N, float* __restrict__ C, SbEpilogue ep,
+                                              const float* c_in)
+{
+  const long long mn = (long long)M * N;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    float s = partials[e];
+    for (int t = 1; t < tiles; ++t) s = sb_fold_sum(s, partials[t * total + e], false);
+    const long long b = e / mn, r = e % mn;
+    C[e] = sb_apply_epilogue(ep, c_in, s, b, r / N, r % N);
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Split-K GEMV (M <= 8). Block (x = column group, y = split, z = batch) owns columns

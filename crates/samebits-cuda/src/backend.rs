@@ -19,6 +19,8 @@ pub(crate) const BLOCK: u32 = 256;
 
 /// Ticket counters allocated at least (so that they rarely move once graphs are recorded).
 const MIN_TICKETS: usize = 4096;
+/// Bytes of kernel tables a backend keeps on the device at most ([`CudaBackend::table`]).
+const TABLE_CACHE_BYTES: usize = 64 << 20;
 
 /// A CUDA device ready to run the reproducible kernels.
 pub struct CudaBackend {
@@ -41,6 +43,15 @@ pub struct CudaBackend {
     blas: OnceLock<Option<CudaBlas>>,
     /// Held by each executor run from start to finish ([`CudaBackend::lock_stream`]).
     stream_lock: Mutex<()>,
+    /// Kernel tables by content ([`CudaBackend::table`]).
+    tables: Mutex<TableCache>,
+}
+
+/// The kernel tables a backend keeps: by content, and their total bytes.
+#[derive(Default)]
+struct TableCache {
+    by_content: HashMap<Vec<u8>, Arc<DeviceBytes>>,
+    bytes: usize,
 }
 
 impl CudaBackend {
@@ -94,6 +105,7 @@ impl CudaBackend {
             tickets: Mutex::new(None),
             blas: OnceLock::new(),
             stream_lock: Mutex::new(()),
+            tables: Mutex::default(),
         })
     }
 
@@ -200,6 +212,7 @@ impl CudaBackend {
 
     /// Copies a device buffer back to the host (waits for the queued work).
     pub fn download(&self, buffer: &DeviceBuffer) -> Result<Vec<f32>> {
+        not_recording("a download")?;
         let mut out = vec![0.0f32; buffer.len()];
         if !out.is_empty() {
             self.stream
@@ -207,6 +220,25 @@ impl CudaBackend {
         }
         self.synchronize()?;
         Ok(out)
+    }
+
+    /// A read-only kernel table (a resize's taps, a source kernel's index maps) on the device.
+    /// Tables are kept by content for the backend's lifetime, up to [`TABLE_CACHE_BYTES`] in
+    /// all: a table a run needs again is not uploaded again, so a run recorded as a CUDA graph
+    /// finds every table its rehearsal uploaded, and the graph's pointers stay valid (cached
+    /// tables are never freed or moved). Past the bound a table is uploaded for this use only
+    /// (which fails while recording, so that run is not recorded).
+    pub(crate) fn table(&self, data: &[u8]) -> Result<Arc<DeviceBytes>> {
+        let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(table) = tables.by_content.get(data) {
+            return Ok(Arc::clone(table));
+        }
+        let table = Arc::new(self.upload_bytes(data)?);
+        if tables.bytes + data.len() <= TABLE_CACHE_BYTES {
+            tables.bytes += data.len();
+            tables.by_content.insert(data.to_vec(), Arc::clone(&table));
+        }
+        Ok(table)
     }
 
     /// Device-to-device copy of `src` into `dst` (equal lengths).

@@ -12,17 +12,18 @@
 //!   the reproducible GEMM over it (K = the reduction length, never padded);
 //! - transposed convolution: with at most 4 input channels per group
 //!   `sb_conv_transpose_direct`, one thread per output (gather form); otherwise the gather
-//!   form's column matrix (`sb_im2col`: each (channel, tap) row holds the input term
+//!   form's column matrix (`sb_im2col_transposed`, each input scattered to the one output
+//!   of each tap it reaches in a zeroed matrix: each (channel, tap) row holds the input term
 //!   of every output, 0.0 where no input reaches it) and the same GEMM, against the filters
 //!   rearranged to `[groups][mg][cg * klen]` (`sb_conv_transpose_filters`).
 //!
 //! With [`Kernels::Fast`] (the default operation set) the GEMMs run on cuBLAS when it loads
 //! (`fast.rs`): no promise about bits.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 use samebits_kernels::{ConvGeometry, ConvTransposeGeometry, Taps};
 
-use crate::backend::{CudaBackend, blocks_for, launch_1d};
+use crate::backend::{BLOCK, CudaBackend, blocks_for, launch_1d};
 use crate::buffer::DeviceBuffer;
 use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
@@ -255,26 +256,41 @@ impl CudaBackend {
                     col_stride: 1,
                 },
                 Some(kind) => {
-                    let transposed = i32::from(kind == Columns::Transposed);
                     let cols = match &mut cols {
                         Some(c) => c,
                         None => cols.insert(self.alloc(groups * reduction * out_len)?),
                     };
-                    let blocks = blocks_for(cols.len());
-                    let total = cols.len() as i64;
+                    let rows = small(groups * reduction)?;
+                    let (in_len_i, out_len_i) = (small(in_len)?, small(out_len)?);
+                    // A convolution's threads walk the outputs of a row; a transposed one's
+                    // walk the inputs, scattered into a zeroed matrix.
+                    let (name, walked) = match kind {
+                        Columns::Convolution => ("sb_im2col", out_len),
+                        Columns::Transposed => {
+                            self.stream().memset_zeros(cols.slice_mut())?;
+                            ("sb_im2col_transposed", in_len)
+                        }
+                    };
+                    let config = LaunchConfig {
+                        grid_dim: (blocks_for(walked).min(1024), rows.min(65_535) as u32, 1),
+                        block_dim: (BLOCK, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
                     let x_offset = x_offset as i64;
-                    let f = self.function("sb_im2col")?;
+                    let f = self.function(name)?;
                     let mut launch = self.stream().launch_builder(&f);
                     launch
                         .arg(x.slice())
                         .arg(&x_offset)
                         .arg(cols.slice_mut())
-                        .arg(&total)
-                        .arg(&g)
-                        .arg(&transposed);
+                        .arg(&rows);
+                    if kind == Columns::Transposed {
+                        launch.arg(&in_len_i);
+                    }
+                    launch.arg(&out_len_i).arg(&g);
                     // SAFETY: the kernel reads image n of x (checked length) and writes
-                    // `total` elements of cols.
-                    unsafe { launch.launch(launch_1d(blocks, 0))? };
+                    // elements of the `rows * out_len` of cols.
+                    unsafe { launch.launch(config)? };
                     DeviceMat::row_major(cols, reduction, out_len)
                 }
             };

@@ -7,7 +7,9 @@
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use crate::backend::CudaBackend;
+use samebits_kernels::REDUCTION_TILE;
+
+use crate::backend::{CudaBackend, blocks_for, launch_1d};
 use crate::buffer::{DeviceBuffer, DeviceBytes};
 use crate::device_abi::device_struct;
 use crate::error::{CudaError, Result};
@@ -117,7 +119,8 @@ pub enum GemmEpilogue<'a> {
 pub enum GemmLaunch {
     /// [`GemmLaunch::SplitK`] for M <= 8; else 128 x 256 blocks when they give at least 7/8 of
     /// the multiprocessors a block (and fit its shared memory), else 64 x 128 blocks when they
-    /// give every multiprocessor one, else 64 x 64 (the fastest at the shapes NOTES.md lists).
+    /// give every multiprocessor one, else 64 x 64 (the fastest at the shapes NOTES.md lists),
+    /// as [`GemmLaunch::SplitTiles`] when even those leave multiprocessors idle and K > 64.
     Auto,
     /// 128 x 256 output blocks (256 threads, one block per SM), 16 x 8 outputs per thread, K
     /// steps of 16 in a 3-deep ring.
@@ -130,6 +133,9 @@ pub enum GemmLaunch {
     Warp64x64,
     /// Each 64-term tile of each output on its own thread, folded in the same kernel (M <= 8).
     SplitK,
+    /// 64 x 64 output blocks, one block per 64-term tile of them, the tiles' partials folded
+    /// by a second launch (outputs of too few blocks to fill the GPU; K > 64).
+    SplitTiles,
 }
 
 /// A warp-tiled configuration (kernels/gemm.cu `sb_gemm_warp`): kernel name stem, block rows,
@@ -189,17 +195,22 @@ impl GemmLaunch {
     ];
 
     /// Every explicit launch shape.
-    pub const FORCED: [GemmLaunch; 4] = [
+    pub const FORCED: [GemmLaunch; 5] = [
         GemmLaunch::Warp128x256,
         GemmLaunch::Warp64x128,
         GemmLaunch::Warp64x64,
         GemmLaunch::SplitK,
+        GemmLaunch::SplitTiles,
     ];
 
     fn tiled(self) -> &'static Tiled {
+        let launch = match self {
+            GemmLaunch::SplitTiles => GemmLaunch::Warp64x64,
+            other => other,
+        };
         GemmLaunch::TILED
             .iter()
-            .find(|t| t.launch == self)
+            .find(|t| t.launch == launch)
             .expect("every launch but Auto and SplitK is tiled")
     }
 
@@ -260,6 +271,9 @@ device_struct! {
 
 /// Most rows of the split-K path (`SB_GEMV_MAX_M` of the device ABI).
 pub const SPLIT_K_MAX_M: usize = 8;
+
+/// Most workspace bytes (the tiles' partials) an automatic [`GemmLaunch::SplitTiles`] takes.
+const SPLIT_TILES_MAX_BYTES: usize = 64 << 20;
 
 /// The shape of a batched product: `[batch, m, k] x [batch, k, n]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -340,6 +354,11 @@ impl CudaBackend {
                     GemmLaunch::Warp128x256
                 } else if GemmLaunch::Warp64x128.tiled().blocks(shape) >= sms {
                     GemmLaunch::Warp64x128
+                } else if GemmLaunch::Warp64x64.tiled().blocks(shape) < sms
+                    && k > REDUCTION_TILE
+                    && 4 * k.div_ceil(REDUCTION_TILE) * batch * m * n <= SPLIT_TILES_MAX_BYTES
+                {
+                    GemmLaunch::SplitTiles
                 } else {
                     GemmLaunch::Warp64x64
                 }
@@ -360,6 +379,18 @@ impl CudaBackend {
         if out.is_empty() {
             return Ok(out);
         }
+        let tiles = k.div_ceil(REDUCTION_TILE);
+        let split = how == GemmLaunch::SplitTiles && tiles > 1;
+        if split && batch * tiles > 65_535 {
+            return Err(CudaError::Invalid(format!(
+                "gemm {how:?}: {batch} x {tiles} tiles exceed a grid's z extent"
+            )));
+        }
+        // The tiles' partials (tile-major), or the output itself when there is no split.
+        let mut partials = match split {
+            true => Some(self.alloc(tiles * batch * m * n)?),
+            false => None,
+        };
         let tiled = how.tiled();
         // 16-byte copies of B: unit stride along n, every row start 16-byte aligned.
         let aligned = |x: usize| x.is_multiple_of(4);
@@ -390,7 +421,7 @@ impl CudaBackend {
             grid_dim: (
                 n.div_ceil(tiled.cols) as u32,
                 m.div_ceil(tiled.rows) as u32,
-                batch as u32,
+                (if split { batch * tiles } else { batch }) as u32,
             ),
             block_dim: (tiled.threads, 1, 1),
             shared_mem_bytes: shared as u32,
@@ -398,7 +429,13 @@ impl CudaBackend {
         // The epilogue's c, or any live buffer when there is none (never read).
         let c_buffer = c_view.map_or(a.buffer, |c| c.buffer);
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+        let (batches, split_tiles) = (batch as i32, i32::from(split));
         let (ra, rb) = (a.raw(), b.raw());
+        // A split launch stores raw partials: its epilogue is applied by the fold.
+        let tile_epilogue = match split {
+            true => SbEpilogue::default(),
+            false => raw_epilogue,
+        };
         let mut launch = self.stream().launch_builder(&f);
         launch
             .arg(&mi)
@@ -408,11 +445,32 @@ impl CudaBackend {
             .arg(&ra)
             .arg(b.buffer.slice())
             .arg(&rb)
-            .arg(out.slice_mut())
-            .arg(&raw_epilogue)
-            .arg(c_buffer.slice());
-        // SAFETY: the views were bounds-checked for the shape; out holds batch*m*n.
+            .arg(partials.as_mut().unwrap_or(&mut out).slice_mut())
+            .arg(&tile_epilogue)
+            .arg(c_buffer.slice())
+            .arg(&batches)
+            .arg(&split_tiles);
+        // SAFETY: the views were bounds-checked for the shape; the destination holds batch*m*n
+        // floats, or tiles times that for a split launch (grid z = batch * tiles).
         unsafe { launch.launch(config)? };
+        if let Some(partials) = &partials {
+            let total = (batch * m * n) as i64;
+            let tiles_i = tiles as i32;
+            let fold = self.function("sb_gemm_fold_tiles")?;
+            let mut launch = self.stream().launch_builder(&fold);
+            launch
+                .arg(partials.slice())
+                .arg(&tiles_i)
+                .arg(&total)
+                .arg(&mi)
+                .arg(&ni)
+                .arg(out.slice_mut())
+                .arg(&raw_epilogue)
+                .arg(c_buffer.slice());
+            // SAFETY: partials holds tiles * total floats, out holds total, the epilogue's c
+            // view was bounds-checked for [batch, m, n].
+            unsafe { launch.launch(launch_1d(blocks_for(batch * m * n), 0))? };
+        }
         Ok(out)
     }
 
@@ -475,7 +533,7 @@ impl CudaBackend {
         let fits16 = |x: i64| x % per16 as i64 == 0;
         let base16 = fits16(rb.offset) && fits16(rb.batch_stride);
         let sms = self.sm_count();
-        let tiles = k.div_ceil(samebits_kernels::REDUCTION_TILE);
+        let tiles = k.div_ceil(REDUCTION_TILE);
         let cb = if n.div_ceil(16) >= 2 * sms { 16 } else { 8 };
         // How the weights travel (kernels/gemm.cu SB_GEMV_*): staged through shared memory in
         // 16-byte copies along the unit-stride axis when aligned, else read directly.

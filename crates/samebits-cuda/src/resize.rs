@@ -80,13 +80,13 @@ impl CudaBackend {
                 }
             }
         }
-        let bytes = |v: Vec<[u8; 4]>| v.concat();
-        let first = self.upload_bytes(&bytes(first.iter().map(|v| v.to_le_bytes()).collect()))?;
-        let count = self.upload_bytes(&bytes(count.iter().map(|v| v.to_le_bytes()).collect()))?;
-        let weights =
-            self.upload_bytes(&bytes(weights.iter().map(|v| v.to_le_bytes()).collect()))?;
+        let first: Vec<u8> = first.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let count: Vec<u8> = count.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let weights: Vec<u8> = weights.iter().flat_map(|v| v.to_le_bytes()).collect();
         let offsets: Vec<u8> = offsets.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let offsets = self.upload_bytes(&offsets)?;
+        let [first, count, weights, offsets] =
+            [first, count, weights, offsets].map(|t| self.table(&t));
+        let (first, count, weights, offsets) = (first?, count?, weights?, offsets?);
         let f = self.function("sb_resize")?;
         let total_i = total as i64;
         let mut launch = self.stream().launch_builder(&f);

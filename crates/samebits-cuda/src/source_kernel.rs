@@ -1,8 +1,8 @@
 //! The generic launch of an op's own kernel ([`SourceKernel`]): samebits-ops registers the
 //! `.cu` source beside the op's family (compiled into the program by src/program.rs) and
-//! resolves the launch; this file uploads the host tables, fills [`SbSourceKernel`] and runs
-//! one thread per element of output 0 or the op's blocks ([`SourceLaunch`]). Nothing here
-//! knows any particular op.
+//! resolves the launch; this file places the host tables on the device (`CudaBackend::table`,
+//! kept by content), fills [`SbSourceKernel`] and runs one thread per element of output 0 or
+//! the op's blocks ([`SourceLaunch`]). Nothing here knows any particular op.
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use samebits_ops::{
@@ -83,7 +83,7 @@ impl CudaBackend {
         let tables = kernel
             .tables
             .iter()
-            .map(|t| self.upload(t))
+            .map(|t| self.table(&t.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()))
             .collect::<Result<Vec<_>>>()?;
         let f = self.function(kernel.entry)?;
         let stream = self.stream();
@@ -95,12 +95,13 @@ impl CudaBackend {
             floats: [0.0; SOURCE_KERNEL_MAX_FLOATS],
         };
         let mut syncs = Vec::with_capacity(inputs.len() + tables.len());
-        for (slot, buffer) in params
-            .buffers
-            .iter_mut()
-            .zip(inputs.iter().copied().chain(&tables))
-        {
+        for (slot, buffer) in params.buffers.iter_mut().zip(inputs) {
             let (ptr, sync) = buffer.slice().device_ptr(stream);
+            syncs.push(sync);
+            *slot = ptr;
+        }
+        for (slot, table) in params.buffers[inputs.len()..].iter_mut().zip(&tables) {
+            let (ptr, sync) = table.slice().device_ptr(stream);
             syncs.push(sync);
             *slot = ptr;
         }

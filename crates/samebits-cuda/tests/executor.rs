@@ -949,3 +949,133 @@ fn pad_with_a_device_value_runs_the_cpu_op() {
     assert_eq!(got, want);
     assert_eq!(stats.host_steps.get("Pad"), Some(&1), "{stats:?}");
 }
+
+/// A model without caches (a convolution, a Resize and a Pad through their kernel tables, a
+/// pooling) is recorded as a CUDA graph on its second run and replayed from the third: every
+/// run, on new input values each time, gives the CPU interpreter's bits.
+#[test]
+fn plain_runs_replay_a_graph_with_the_cpu_bits() {
+    let Some(backend) = cuda("executor::plain_runs_replay_a_graph_with_the_cpu_bits") else {
+        return;
+    };
+    let mut rng = Rng::new(47);
+    let mut graph = Graph {
+        name: "plain_graph".into(),
+        ..Graph::default()
+    };
+    graph.inputs.push(ValueInfo {
+        name: "x".into(),
+        ty: Some(ValueType::tensor(DType::F32, None)),
+    });
+    graph.outputs.push(ValueInfo {
+        name: "y".into(),
+        ty: None,
+    });
+    let inits = [
+        ("w", Tensor::from_vec(vec![4, 2, 3, 3], rng.values(72, 1.0))),
+        ("b", Tensor::from_vec(vec![4], rng.values(4, 1.0))),
+        (
+            "scales",
+            Tensor::from_vec(vec![4], vec![1.0f32, 1.0, 2.0, 1.5]),
+        ),
+        (
+            "pads",
+            Tensor::from_vec(vec![8], vec![0i64, 0, 1, 2, 0, 0, 3, 0]),
+        ),
+    ];
+    for (name, t) in inits {
+        graph.initializers.insert(name.into(), t.unwrap());
+    }
+    let ints = |v: &[i64]| Attribute::Ints(v.to_vec());
+    graph.nodes = vec![
+        node(
+            "Conv",
+            &["x", "w", "b"],
+            "c",
+            &[("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        node("Relu", &["c"], "r", &[]),
+        node(
+            "Resize",
+            &["r", "", "scales"],
+            "z",
+            &[("mode", Attribute::String("linear".into()))],
+        ),
+        node("Pad", &["z", "pads"], "p", &[]),
+        node(
+            "MaxPool",
+            &["p"],
+            "y",
+            &[("kernel_shape", ints(&[2, 2])), ("strides", ints(&[2, 2]))],
+        ),
+    ];
+    let opsets = [("".to_string(), 21)].into();
+    let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+    let executor = CudaExecutor::new(backend, Arc::clone(&plan));
+    for run in 0..5 {
+        let x: Value = Tensor::from_vec(vec![1, 2, 9, 7], rng.values(126, 2.0))
+            .unwrap()
+            .into();
+        let want = plan.run(vec![x.clone()], RunOptions::default()).unwrap();
+        let (got, stats) = executor.run_with(vec![x], RunOptions::default()).unwrap();
+        assert_eq!(got, want, "run {run}");
+        assert!(stats.host_steps.is_empty(), "run {run}: {stats:?}");
+        assert_eq!(
+            stats.graph_replays,
+            usize::from(run >= 2),
+            "run {run}: {stats:?}"
+        );
+    }
+}
+
+/// A step that reads a model input's values on the host (Pad's pads here) keeps the run out
+/// of a graph, which could only replay the pads it was recorded with: each run pads by its
+/// own pads input.
+#[test]
+fn runs_reading_input_values_on_the_host_are_not_replayed() {
+    let Some(backend) = cuda("executor::runs_reading_input_values_on_the_host_are_not_replayed")
+    else {
+        return;
+    };
+    let mut graph = Graph {
+        name: "host_read_input".into(),
+        ..Graph::default()
+    };
+    for (name, dtype) in [("x", DType::F32), ("pads", DType::I64)] {
+        graph.inputs.push(ValueInfo {
+            name: name.into(),
+            ty: Some(ValueType::tensor(dtype, None)),
+        });
+    }
+    graph.outputs.push(ValueInfo {
+        name: "y".into(),
+        ty: None,
+    });
+    graph.nodes = vec![
+        node("Relu", &["x"], "r", &[]),
+        node("Pad", &["r", "pads"], "y", &[]),
+    ];
+    let opsets = [("".to_string(), 21)].into();
+    let plan = Arc::new(Plan::build(&graph, &opsets, OperationSet::Reproducible, &[]).unwrap());
+    let executor = CudaExecutor::new(backend, Arc::clone(&plan));
+    let mut rng = Rng::new(53);
+    for (run, pads) in [
+        [1i64, 0, 0, 2],
+        [1, 0, 0, 2],
+        [0, 3, 1, 0],
+        [2, 2, 0, 0],
+        [0, 1, 0, 1],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let x: Value = Tensor::from_vec(vec![2, 3], rng.values(6, 2.0))
+            .unwrap()
+            .into();
+        let inputs = vec![x, Tensor::from_vec(vec![4], pads.to_vec()).unwrap().into()];
+        let want = plan.run(inputs.clone(), RunOptions::default()).unwrap();
+        let (got, stats) = executor.run_with(inputs, RunOptions::default()).unwrap();
+        assert_eq!(got, want, "run {run}, pads {pads:?}");
+        assert_eq!(stats.graph_replays, 0, "run {run}: {stats:?}");
+    }
+}

@@ -1,7 +1,8 @@
-//! CUDA graphs for repeated runs: an LLM decode step launches some 500 small kernels, and
-//! launching them one by one from the host costs more than running them. A run is recordable
-//! when its inputs are host tensors of small fixed shapes and KV cache values (Attention's past
-//! as `DeviceValue::Kv`), and every output is a device value. Such a run, after a rehearsal:
+//! CUDA graphs for repeated runs: an LLM decode step launches some 500 small kernels, a
+//! vision transformer as many, and launching them one by one from the host costs more than
+//! running them. A run is recordable when its inputs are host tensors (of small fixed shapes
+//! when it also takes KV cache values, Attention's past as `DeviceValue::Kv`) and every output
+//! is a device value. Such a run, after a rehearsal:
 //!
 //! 1. rehearsal: the run executes eagerly with its buffers from a fresh private pool (arena);
 //! 2. recording: the next run with the same signature (input dtypes and shapes, the same cache
@@ -18,8 +19,17 @@
 //! storage to be at its filled length with room for the step (within the score rows the
 //! recorded attention launch reserved); otherwise the run goes eager, which reallocates, and
 //! the new storages give a new signature. Anything unexpected while recording (a CPU step, an
-//! allocation, a new storage) aborts the recording; that run goes eager, and after a few
-//! failures the executor stops trying. `SAMEBITS_CUDA_GRAPHS=0` turns recording off.
+//! allocation, an upload or download, a new storage) aborts the recording; that run goes
+//! eager, and after a few failures the executor stops trying. `SAMEBITS_CUDA_GRAPHS=0` turns
+//! recording off.
+//!
+//! A graph only holds what the signature fixes: shapes, cache storages, constants. A run
+//! without caches is recorded with its inputs on the device only (their host values taken
+//! away), so no step can read an input's values on the host and bake them into a launch (a
+//! Pad whose pads are a model input, a Reshape of an input shape tensor): such a step would
+//! need a download, which aborts the recording, and the model keeps running eagerly. Kernel
+//! tables come from the backend's table cache (`CudaBackend::table`), which keeps them at
+//! one address for the backend's lifetime.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -38,8 +48,11 @@ use crate::error::{CudaError, Result};
 const MAX_RECORDED: usize = 2;
 /// Failed recordings after which an executor stops trying.
 const MAX_FAILURES: usize = 3;
-/// Host input bytes a replay copies at most.
+/// Host input bytes a replay of a run with caches copies at most (a decode step; a long
+/// prompt's prefill runs eagerly).
 const MAX_HOST_INPUT_BYTES: usize = 1 << 20;
+/// Host input bytes a replay of a run without caches copies at most.
+const MAX_PLAIN_INPUT_BYTES: usize = 64 << 20;
 
 /// Whether runs may be recorded (`SAMEBITS_CUDA_GRAPHS` is not `0`).
 pub(super) fn enabled() -> bool {
@@ -175,7 +188,11 @@ fn signature(inputs: &[IoValue], keep: &[bool]) -> Option<Signature> {
             IoValue::Host(_) => None,
         })
         .collect::<Option<Vec<_>>>()?;
-    (caches && host_bytes <= MAX_HOST_INPUT_BYTES).then(|| Signature {
+    let limit = match caches {
+        true => MAX_HOST_INPUT_BYTES,
+        false => MAX_PLAIN_INPUT_BYTES,
+    };
+    (host_bytes <= limit).then(|| Signature {
         inputs,
         keep: keep.to_vec(),
     })
@@ -234,7 +251,10 @@ impl CudaExecutor {
                         graphs.recorded.push(recorded);
                         Ok(GraphRun::Done(outputs, stats))
                     }
-                    Err(_) => {
+                    Err(e) => {
+                        if std::env::var_os("SAMEBITS_DEBUG").is_some() {
+                            eprintln!("samebits: this run is not recorded as a CUDA graph: {e}");
+                        }
                         graphs.failures += 1;
                         Ok(GraphRun::Eager)
                     }
@@ -262,18 +282,23 @@ impl CudaExecutor {
         let mut slots = self.slots(inputs.to_vec());
         let input_slots: Vec<usize> = self.plan.input_slots().collect();
         // Device copies of the host inputs, made before recording (a graph copies nothing
-        // from the host).
+        // from the host), outside the arena: the graph keeps them for its replays, while the
+        // rehearsal's copies went back to the arena for later steps.
         let mut copies = vec![None; inputs.len()];
-        with_arena(&arena, || -> Result<()> {
-            for (i, &slot) in input_slots.iter().enumerate() {
-                if let (None, Some(Value::Tensor(t))) = (&slots[slot].device, &slots[slot].host) {
-                    let value = Arc::new(self.upload_value(t)?);
-                    slots[slot].device = Some(Arc::clone(&value));
-                    copies[i] = Some(value);
+        let caches = signature
+            .inputs
+            .iter()
+            .any(|s| matches!(s, InputSig::Kv { .. }));
+        for (i, &slot) in input_slots.iter().enumerate() {
+            if let (None, Some(Value::Tensor(t))) = (&slots[slot].device, &slots[slot].host) {
+                let value = Arc::new(self.upload_value(t)?);
+                slots[slot].device = Some(Arc::clone(&value));
+                copies[i] = Some(value);
+                if !caches {
+                    slots[slot].host = None;
                 }
             }
-            Ok(())
-        })?;
+        }
         stream.synchronize()?;
         arena.set_strict(true);
         NOTES.with(|n| *n.borrow_mut() = Some(Notes::default()));
@@ -285,7 +310,7 @@ impl CudaExecutor {
                     self.run_steps(&mut slots, &mut stats, &mut RunOptions::default())
                 })
             })
-            .and_then(|()| self.recipes(&slots, keep));
+            .and_then(|()| self.recipes(&slots, keep, &copies));
         let graph = stream.end_capture(CUgraphInstantiate_flags(0));
         arena.set_strict(false);
         let notes = NOTES.with(|n| n.borrow_mut().take()).unwrap_or_default();
@@ -320,7 +345,19 @@ impl CudaExecutor {
     }
 
     /// How each output of the recorded run is returned.
-    fn recipes(&self, slots: &[Slot], keep: &[bool]) -> Result<Vec<OutputRecipe>> {
+    fn recipes(
+        &self,
+        slots: &[Slot],
+        keep: &[bool],
+        copies: &[Option<Arc<DeviceValue>>],
+    ) -> Result<Vec<OutputRecipe>> {
+        let input_buffers: Vec<_> = copies
+            .iter()
+            .filter_map(|c| match c.as_deref() {
+                Some(DeviceValue::F32 { buffer, .. }) => Some(Arc::as_ptr(buffer)),
+                _ => None,
+            })
+            .collect();
         self.plan
             .output_slots()
             .enumerate()
@@ -339,7 +376,10 @@ impl CudaExecutor {
                             shape: shape.clone(),
                             keep,
                         }),
-                        DeviceValue::F32 { .. } if !keep => {
+                        // An input's buffer is refilled by each replay: not an output.
+                        DeviceValue::F32 { buffer, .. }
+                            if !keep && !input_buffers.contains(&Arc::as_ptr(buffer)) =>
+                        {
                             Ok(OutputRecipe::Download(Arc::clone(value)))
                         }
                         _ => Err(CudaError::Invalid("an output a graph cannot return".into())),

@@ -152,7 +152,8 @@ fn pipelined_throughput(
     Ok(ExitCode::SUCCESS)
 }
 
-/// One line: steps on GPU kernels, steps that fell back (by op type), transfers.
+/// One line: steps on GPU kernels, steps that fell back (by op type), transfers, and whether
+/// the run replayed a recorded CUDA graph.
 pub fn device_summary(stats: &RunStats) -> String {
     let fallbacks: Vec<String> = stats
         .host_steps
@@ -161,7 +162,7 @@ pub fn device_summary(stats: &RunStats) -> String {
         .collect();
     format!(
         "steps on GPU kernels {}, on the CPU {} ({}), shape-only {}; uploads {} ({} B), \
-         downloads {} ({} B)",
+         downloads {} ({} B){}",
         stats.device_steps,
         stats.host_step_count(),
         if fallbacks.is_empty() {
@@ -173,7 +174,12 @@ pub fn device_summary(stats: &RunStats) -> String {
         stats.uploads,
         stats.upload_bytes,
         stats.downloads,
-        stats.download_bytes
+        stats.download_bytes,
+        if stats.graph_replays > 0 {
+            "; replayed as a CUDA graph"
+        } else {
+            ""
+        }
     )
 }
 
