@@ -23,6 +23,7 @@ use std::cell::Cell;
 
 use rayon::prelude::*;
 
+use crate::canonical::REDUCTION_TILE;
 use crate::gemm::{Epilogue, MatRef, OutLayout, PackedA, gemm_serial};
 use crate::isa::Isa;
 use crate::taps::Taps;
@@ -318,13 +319,19 @@ enum Columns {
 }
 
 /// The columns through which the GEMM computes a convolution, or `None` for the direct kernel.
-/// Groups need more than `direct::MAX_GROUP_CHANNELS` input channels; then a 1x1 convolution
-/// with unit stride and no padding reads its input in place, and one whose output lines the
-/// direct kernel would mostly pad ([`direct::pads_lines_heavily`]: the 7- and 14-wide maps of
-/// a ResNet's late stages) goes through im2col. Tiling only: every path computes each output
-/// as contract section `conv` orders it.
+/// Groups need more than `direct::MAX_GROUP_CHANNELS` input channels, or (ungrouped) a
+/// reduction of at least a whole tile over output lines the direct kernel would mostly pad (a
+/// one-channel signal framed by a 256-tap filter: Silero's STFT); then a 1x1 convolution with
+/// unit stride and no padding reads its input in place, and one whose output lines the direct
+/// kernel would mostly pad ([`direct::pads_lines_heavily`]: the 7- and 14-wide maps of a
+/// ResNet's late stages) goes through im2col. Tiling only: every path computes each output as
+/// contract section `conv` orders it.
 fn gemm_columns(geometry: &ConvGeometry, taps: &Taps) -> Option<Columns> {
-    if geometry.in_channels / geometry.groups <= direct::MAX_GROUP_CHANNELS {
+    let group_channels = geometry.in_channels / geometry.groups;
+    let long_sparse_lines = geometry.groups == 1
+        && group_channels * taps.kernel_len() >= REDUCTION_TILE
+        && direct::pads_lines_heavily(taps);
+    if group_channels <= direct::MAX_GROUP_CHANNELS && !long_sparse_lines {
         return None;
     }
     let pointwise = taps.kernel_len() == 1
