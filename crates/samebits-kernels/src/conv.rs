@@ -12,8 +12,12 @@
 //! taps row-major), `0.0` for taps in the padding). Transposed convolutions whose leading
 //! padding exceeds the kernel extent write each block's taps as columns of a gather matrix,
 //! rows ordered (input channel in group, kernel taps row-major), with `0.0` for taps no input
-//! reaches, which the GEMM reduces in the canonical order. Images are independent, so an image's bits do not
-//! depend on the batch size. An optional [`OutputMap`] transforms finished outputs (after the
+//! reaches, which the GEMM reduces in the canonical order. Transposed convolutions whose windows
+//! tile the output (stride = kernel, no padding) skip the terms of the taps no input reaches:
+//! the GEMM of the filters with the input in place, in shorter reduction tiles, and the
+//! contract's full chain again for the outputs that come out `-0.0` (same bits, see
+//! `conv_transpose_disjoint`). Images are independent, so an image's bits do not depend on the
+//! batch size. An optional [`OutputMap`] transforms finished outputs (after the
 //! bias) block by block while they are still in cache: the hook through which an operator
 //! applies an elementwise epilogue without another pass over memory.
 
@@ -23,8 +27,8 @@ use std::cell::Cell;
 
 use rayon::prelude::*;
 
-use crate::canonical::REDUCTION_TILE;
-use crate::gemm::{Epilogue, MatRef, OutLayout, PackedA, gemm_serial};
+use crate::canonical::{REDUCTION_TILE, canonical_fold};
+use crate::gemm::{Epilogue, MatRef, OutLayout, PackedA, gemm_serial, gemm_serial_tiled};
 use crate::isa::Isa;
 use crate::taps::Taps;
 use direct::DirectConv;
@@ -529,6 +533,8 @@ fn images_as_columns(
 thread_local! {
     /// Per-thread im2col column block, reused across calls.
     static COLUMNS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+    /// Per-thread products of a disjoint transposed convolution's task, reused across calls.
+    static PRODUCTS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
 /// Floats of im2col scratch per task that column blocks aim for.
@@ -728,6 +734,9 @@ pub fn conv_transpose_f32_mapped(
     }
     let out_spatial = geometry.out_spatial();
     let taps = geometry.taps();
+    if disjoint_windows(geometry, weight) {
+        return conv_transpose_disjoint(geometry, &taps, input, weight, bias, map, out);
+    }
     let groups = geometry.groups;
     let (cg, mg) = (
         geometry.in_channels / groups,
@@ -795,4 +804,217 @@ pub fn conv_transpose_f32_mapped(
         map,
         (groups, reduction, mg),
     );
+}
+
+/// Whether [`conv_transpose_disjoint`] computes this transposed convolution: windows that tile
+/// the output without overlap or gaps (stride = kernel, unit dilation, no padding, no output
+/// padding), a kernel whose tap count divides the reduction tile, and finite weights.
+fn disjoint_windows(geometry: &ConvTransposeGeometry, weight: &[f32]) -> bool {
+    (0..geometry.in_spatial.len()).all(|d| {
+        geometry.strides[d] == geometry.kernel[d]
+            && geometry.dilations[d] == 1
+            && geometry.pads_begin[d] == 0
+            && geometry.pads_end[d] == 0
+            && geometry.output_padding[d] == 0
+    }) && REDUCTION_TILE.is_multiple_of(geometry.kernel.iter().product())
+        && weight.iter().all(|w| w.is_finite())
+}
+
+/// Transposed convolution whose windows tile the output ([`disjoint_windows`]), with the bits
+/// of contract section `conv-transpose` but without its zero terms. Output `o = i * k + t` (per
+/// axis) is reached by its tap `t` only; every other tap's term is `fma(0.0, w, p)`, which for
+/// a finite `w` leaves `p` as it is, except that `-0.0` may become `+0.0`. The chain of the
+/// real terms alone, cut where the contract cuts (a tile of 64 terms is `64 / L` channels of
+/// `L` taps, so `64 / L` real terms), then equals the contract's chain or is `-0.0` where that
+/// is `+0.0`: by induction over the terms, the tile folds and the bias add, since adding `+0.0`
+/// or `-0.0` to the same value gives different bits only when that value is `-0.0`. So each
+/// output is the GEMM of filter rows `(m, t)` with input columns `i` in reduction tiles of
+/// `64 / L` channels (`gemm_serial_tiled`), then `+ bias[m]`, except those that come out
+/// `-0.0`, which are computed again in the contract's order ([`Disjoint::contract_output`]);
+/// then `map`.
+fn conv_transpose_disjoint(
+    geometry: &ConvTransposeGeometry,
+    taps: &Taps,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    map: Option<&dyn OutputMap>,
+    out: &mut [f32],
+) {
+    let groups = geometry.groups;
+    let (cg, mg) = (
+        geometry.in_channels / groups,
+        geometry.out_channels / groups,
+    );
+    let (kernel_len, in_len, out_len) = (taps.kernel_len(), taps.input_len(), taps.output_len());
+    let rows = mg * kernel_len;
+    // Filter row `(m, t)` of group `g` against input channel `c` is `w[g * C/g + c, m, t]`: a
+    // strided view of the `[C, M/g, k...]` weight itself.
+    let filters = MatRef {
+        data: weight,
+        offset: 0,
+        batch_stride: cg * rows,
+        row_stride: 1,
+        col_stride: rows,
+    };
+    let packed = PackedA::for_active_isa(groups, rows, cg, &filters);
+    // Column blocks of input positions, split further into parts of whole output channels in
+    // whole microkernel panels until every thread has a few tasks (tiling only).
+    let block = im2col_block_columns(groups * rows, in_len);
+    let col_blocks = in_len.div_ceil(block);
+    let unit = (packed.mr()..)
+        .step_by(packed.mr())
+        .find(|r| r.is_multiple_of(kernel_len))
+        .expect("a common multiple of mr and the kernel size");
+    let parts = (4 * rayon::current_num_threads())
+        .div_ceil(geometry.batch * col_blocks)
+        .min(rows.div_ceil(unit));
+    let part_rows = rows.div_ceil(parts).next_multiple_of(unit);
+    let parts = rows.div_ceil(part_rows);
+    let disjoint = Disjoint {
+        taps,
+        cg,
+        mg,
+        image_len: (
+            geometry.in_channels * in_len,
+            geometry.out_channels * out_len,
+        ),
+        input,
+        weight,
+        bias,
+        map,
+        out: out.as_mut_ptr(),
+    };
+    (0..geometry.batch * col_blocks * parts)
+        .into_par_iter()
+        .for_each(|task| {
+            let image = task / (col_blocks * parts);
+            let col0 = task / parts % col_blocks * block;
+            let cols = block.min(in_len - col0);
+            let part = task % parts * part_rows..((task % parts + 1) * part_rows).min(rows);
+            let mut products = PRODUCTS.take();
+            products.resize(groups * rows * cols, 0.0);
+            let layout = OutLayout {
+                ptr: products.as_mut_ptr(),
+                batch_stride: rows * cols,
+                row_stride: cols,
+            };
+            let planes = &input[image * disjoint.image_len.0..][..disjoint.image_len.0];
+            let columns = MatRef::row_major(planes, cg, in_len).with_offset(col0);
+            // SAFETY: `products` holds the `groups * rows` rows of `cols` floats the call
+            // writes, and belongs to this task alone.
+            unsafe {
+                gemm_serial_tiled(
+                    &packed,
+                    part.clone(),
+                    cols,
+                    &columns,
+                    &Epilogue::None,
+                    layout,
+                    REDUCTION_TILE / kernel_len,
+                )
+            };
+            for g in 0..groups {
+                for mm in part.start / kernel_len..part.end / kernel_len {
+                    let first_row = g * rows + mm * kernel_len;
+                    let channel = &products[first_row * cols..][..kernel_len * cols];
+                    // SAFETY: the outputs of channel `g * mg + mm` of this image reached from
+                    // input positions `col0 .. col0 + cols` belong to this task alone.
+                    unsafe { disjoint.finish(image, g * mg + mm, col0, channel) };
+                }
+            }
+            PRODUCTS.set(products);
+        });
+}
+
+/// What the tasks of [`conv_transpose_disjoint`] share.
+struct Disjoint<'a> {
+    taps: &'a Taps,
+    cg: usize,
+    mg: usize,
+    /// Floats per image of the input and of the output.
+    image_len: (usize, usize),
+    input: &'a [f32],
+    weight: &'a [f32],
+    bias: Option<&'a [f32]>,
+    map: Option<&'a dyn OutputMap>,
+    /// The `[N, M, out...]` output, written by the tasks in disjoint pieces.
+    out: *mut f32,
+}
+
+// SAFETY: `out` is written only through `Disjoint::finish`, whose callers own disjoint pieces.
+unsafe impl Sync for Disjoint<'_> {}
+
+impl Disjoint<'_> {
+    /// Writes the outputs of channel `m` of `image` reached from input positions `col0 ..
+    /// col0 + cols`, from their real terms' chains `products` (`[L, cols]`, rows in tap
+    /// order): `acc + bias[m]`, the contract's chain where that is `-0.0`, then the map, line
+    /// segment by line segment.
+    ///
+    /// # Safety
+    /// Those outputs are accessed by nothing else during the call.
+    unsafe fn finish(&self, image: usize, m: usize, col0: usize, products: &[f32]) {
+        let [_, in_h, in_w] = self.taps.input;
+        let [kd, kh, kw] = self.taps.kernel;
+        let [_, out_h, out_w] = self.taps.output;
+        let cols = products.len() / self.taps.kernel_len();
+        let plane = image * self.image_len.1 + m * self.taps.output_len();
+        let mut i = col0;
+        while i < col0 + cols {
+            let (line, w0) = (i / in_w, i % in_w);
+            let seg = (in_w - w0).min(col0 + cols - i);
+            let (d, h) = (line / in_h, line % in_h);
+            for (td, th) in (0..kd).flat_map(|td| (0..kh).map(move |th| (td, th))) {
+                let start = plane + ((d * kd + td) * out_h + h * kh + th) * out_w + w0 * kw;
+                // SAFETY: output line segment `start .. start + seg * kw` of channel `m` is
+                // reached from input positions `i .. i + seg` only (the caller's).
+                let values =
+                    unsafe { std::slice::from_raw_parts_mut(self.out.add(start), seg * kw) };
+                for (tw, row) in products
+                    .chunks_exact(cols)
+                    .skip((td * kh + th) * kw)
+                    .take(kw)
+                    .enumerate()
+                {
+                    let t = (td * kh + th) * kw + tw;
+                    let real = &row[i - col0..][..seg];
+                    for (j, &acc) in real.iter().enumerate() {
+                        let value = self.bias.map_or(acc, |b| acc + b[m]);
+                        values[j * kw + tw] = if value.to_bits() == (-0.0f32).to_bits() {
+                            self.contract_output(image, m, i + j, t)
+                        } else {
+                            value
+                        };
+                    }
+                }
+                if let Some(map) = self.map {
+                    map.apply(m, start, values);
+                }
+            }
+            i += seg;
+        }
+    }
+
+    /// Output `(image, m)` reached from input position `i` through tap `t`, in the order of
+    /// contract section `conv-transpose`: every tap a term, `0.0` for the others.
+    fn contract_output(&self, image: usize, m: usize, i: usize, t: usize) -> f32 {
+        let (kernel_len, in_len) = (self.taps.kernel_len(), self.taps.input_len());
+        let (g, mm) = (m / self.mg, m % self.mg);
+        let planes = &self.input[image * self.image_len.0..];
+        let acc = canonical_fold(
+            self.cg * kernel_len,
+            0.0f32,
+            |p, k| {
+                let (c, tap) = (g * self.cg + k / kernel_len, k % kernel_len);
+                let x = if tap == t {
+                    planes[c * in_len + i]
+                } else {
+                    0.0
+                };
+                x.mul_add(self.weight[(c * self.mg + mm) * kernel_len + tap], p)
+            },
+            |s, p| s + p,
+        );
+        self.bias.map_or(acc, |b| acc + b[m])
+    }
 }

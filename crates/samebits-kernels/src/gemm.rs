@@ -10,6 +10,8 @@
 //! also public, so that a constant weight is packed once and reused by [`gemm_packed_b`]. Row
 //! vectors (M = 1) times a matrix with unit column stride, and up to 8 rows times a matrix
 //! stored transposed (weights `[N, K]`), take paths without packing (`gemv.rs`), same order.
+//! Inside the crate, `gemm_serial_tiled` reduces in tiles shorter than 64 (a divisor of 64),
+//! for transposed convolutions that skip their zero terms (`conv.rs`).
 
 mod gemv;
 mod microkernel;
@@ -25,7 +27,7 @@ use rayon::prelude::*;
 
 use crate::canonical::REDUCTION_TILE;
 use crate::isa::Isa;
-use microkernel::{MAX_TILE, Microkernel};
+use microkernel::{KernelFn, MAX_TILE, Microkernel};
 pub use pack::GemmInput;
 
 /// A strided, optionally batched matrix view: element `(b, i, j)` is
@@ -340,7 +342,17 @@ fn run_tasks<T: GemmInput>(
             };
             // SAFETY: tasks own disjoint (batch, row range, column range) blocks of `out`, which
             // holds `batch * m * n` floats laid out as `layout` says and outlives the loop.
-            unsafe { gemm_block(kernel, &block, k, &a_source, b, epilogue, layout) };
+            unsafe {
+                gemm_block(
+                    kernel,
+                    &block,
+                    (k, REDUCTION_TILE),
+                    &a_source,
+                    b,
+                    epilogue,
+                    layout,
+                )
+            };
         });
 }
 
@@ -585,6 +597,30 @@ pub(crate) unsafe fn gemm_serial(
     epilogue: &Epilogue<'_>,
     out: OutLayout,
 ) {
+    // SAFETY: forwarded from the caller.
+    unsafe { gemm_serial_tiled(packed, rows, n, b, epilogue, out, REDUCTION_TILE) }
+}
+
+/// [`gemm_serial`] with reduction tiles of `tile` k-steps instead of 64 (`tile` divides 64):
+/// each output is the chain of `canonical-sum` with that tile length (partials of `tile` fmas
+/// from `+0.0`, folded left to right). Transposed convolution with disjoint windows reduces
+/// over input channels only, whose contract tiles hold `64 / kernel taps` channels each.
+///
+/// # Safety
+/// As [`gemm_serial`].
+pub(crate) unsafe fn gemm_serial_tiled(
+    packed: &PackedA,
+    rows: std::ops::Range<usize>,
+    n: usize,
+    b: &MatRef<'_, f32>,
+    epilogue: &Epilogue<'_>,
+    out: OutLayout,
+    tile: usize,
+) {
+    assert!(
+        tile > 0 && REDUCTION_TILE.is_multiple_of(tile),
+        "gemm_serial_tiled: tile {tile} does not divide {REDUCTION_TILE}"
+    );
     b.check_bounds(packed.batch, packed.k, n, "gemm operand B");
     epilogue.check_bounds(packed.batch, packed.m, n);
     assert!(
@@ -605,7 +641,17 @@ pub(crate) unsafe fn gemm_serial(
                 cols: NC_MAX.min(n - col0),
             };
             // SAFETY: the block lies inside the region the caller hands over.
-            unsafe { gemm_block(&packed.kernel, &block, packed.k, &source, &b, epilogue, out) };
+            unsafe {
+                gemm_block(
+                    &packed.kernel,
+                    &block,
+                    (packed.k, tile),
+                    &source,
+                    &b,
+                    epilogue,
+                    out,
+                )
+            };
         }
     }
 }
@@ -615,7 +661,8 @@ thread_local! {
     static PACK_BUFFER: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
-/// Computes one output block over the whole reduction, then applies the epilogue.
+/// Computes one output block over the whole reduction of `k` steps in reduction tiles of
+/// `tile` steps (64, or a divisor of 64), then applies the epilogue.
 ///
 /// # Safety
 /// `out` is valid for writes of `block`'s elements and this call is their only accessor; the
@@ -624,7 +671,7 @@ thread_local! {
 unsafe fn gemm_block<T: GemmInput>(
     kernel: &Microkernel,
     block: &OutBlock,
-    k: usize,
+    (k, tile): (usize, usize),
     a: &ASource<'_, '_, T>,
     b: &BSource<'_, '_, T>,
     epilogue: &Epilogue<'_>,
@@ -674,6 +721,26 @@ unsafe fn gemm_block<T: GemmInput>(
             }
             BSource::Packed(packed) => packed.panels(k0, kc, block.col0, block.cols),
         };
+        // The microkernel folds every 64 steps of the k-slice it is given, so a shorter tile is
+        // one call per slice of `tile` steps (`[k][MR]` and `[k][NR]` panels: a k-slice is
+        // contiguous). `KC` is a multiple of 64, so slices start at multiples of `tile` of k.
+        let slice = if tile == REDUCTION_TILE { kc } else { tile };
+        let run = |tile_fn: KernelFn, a_panel: &[f32], b_panel: &[f32], c: *mut f32, ldc| {
+            for ks in (0..kc).step_by(slice) {
+                // SAFETY: k-steps `ks .. min(ks + slice, kc)` lie inside the panels (`kc * mr`
+                // and `kc * nr` floats); the caller of `run` vouches for the C tile.
+                unsafe {
+                    tile_fn(
+                        slice.min(kc - ks),
+                        a_panel.as_ptr().add(ks * mr),
+                        b_panel.as_ptr().add(ks * nr),
+                        c,
+                        ldc,
+                        first && ks == 0,
+                    )
+                };
+            }
+        };
         for (jp, b_panel) in b_packed
             .chunks_exact(kc * nr)
             .take(block.cols.div_ceil(nr))
@@ -690,18 +757,9 @@ unsafe fn gemm_block<T: GemmInput>(
                 let rows = mr.min(block.rows - i);
                 let tile_fn = kernel.by_rows[rows - 1];
                 if width == nr {
-                    // SAFETY: the panels hold `kc * mr` and `kc * nr` floats, the C tile is
-                    // `rows x nr` inside this task's block, and `kernel` is of an available ISA.
-                    unsafe {
-                        tile_fn(
-                            kc,
-                            a_panel.as_ptr(),
-                            b_panel.as_ptr(),
-                            c_at(i, j),
-                            ldc,
-                            first,
-                        )
-                    };
+                    // The panels hold `kc * mr` and `kc * nr` floats, the C tile is `rows x nr`
+                    // inside this task's block, and `kernel` is of an available ISA.
+                    run(tile_fn, a_panel, b_panel, c_at(i, j), ldc);
                 } else {
                     // Right edge: run the full-width kernel on a local copy of the valid columns.
                     for r in 0..rows {
@@ -714,17 +772,8 @@ unsafe fn gemm_block<T: GemmInput>(
                             };
                         }
                     }
-                    // SAFETY: as above, with the `rows x nr` tile in the local `edge` buffer.
-                    unsafe {
-                        tile_fn(
-                            kc,
-                            a_panel.as_ptr(),
-                            b_panel.as_ptr(),
-                            edge.as_mut_ptr(),
-                            nr,
-                            first,
-                        )
-                    };
+                    // As above, with the `rows x nr` tile in the local `edge` buffer.
+                    run(tile_fn, a_panel, b_panel, edge.as_mut_ptr(), nr);
                     for r in 0..rows {
                         for jj in 0..width {
                             // SAFETY: inside this task's block.

@@ -638,3 +638,141 @@ fn an_output_map_sees_every_finished_output_once() {
         );
     }
 }
+
+/// Equal bits, or NaN on both sides (NaN payloads are not part of the contract).
+fn assert_same_values(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+    if let Some(i) = (0..got.len()).find(|&i| !same(got[i], want[i])) {
+        panic!(
+            "{what}: element {i} differs: got {:e} ({:#010x}), want {:e} ({:#010x})",
+            got[i],
+            got[i].to_bits(),
+            want[i],
+            want[i].to_bits()
+        );
+    }
+}
+
+/// A transposed convolution whose windows tile the output: stride = kernel, no padding.
+fn disjoint_geometry(
+    batch: usize,
+    (c, m, groups): (usize, usize, usize),
+    in_spatial: &[usize],
+    kernel: &[usize],
+) -> ConvTransposeGeometry {
+    let dims = kernel.len();
+    ConvTransposeGeometry {
+        batch,
+        in_channels: c,
+        out_channels: m,
+        groups,
+        in_spatial: in_spatial.to_vec(),
+        kernel: kernel.to_vec(),
+        strides: kernel.to_vec(),
+        dilations: vec![1; dims],
+        pads_begin: vec![0; dims],
+        pads_end: vec![0; dims],
+        output_padding: vec![0; dims],
+    }
+}
+
+/// Windows that tile the output (stride = kernel) let the CPU skip the terms of the taps no
+/// input reaches; the outputs keep the contract's bits, signed zeros included: products that
+/// underflow to `-0.0` are `+0.0` in the contract's chain once a later zero term is added, and
+/// stay `-0.0` when the real tap is the last one. Tile boundaries (1, 15, 16, 17, 64, 100
+/// channels for 4 and 16 taps), groups, 1-D to 3-D, biases with signed zeros, infinite and NaN
+/// inputs, an infinite weight (the general path), every ISA, 1 and 2 threads, with and without
+/// an output map.
+#[test]
+fn disjoint_conv_transpose_matches_oracle() {
+    let mut rng = Rng::new(26);
+    let mut cases = Vec::new();
+    for c in [1, 15, 16, 17, 64, 100] {
+        cases.push(disjoint_geometry(2, (c, 3, 1), &[5, 7], &[2, 2]));
+        cases.push(disjoint_geometry(1, (c, 2, 1), &[3, 5], &[4, 4]));
+    }
+    cases.extend([
+        disjoint_geometry(1, (6, 4, 2), &[4, 6], &[2, 2]),
+        disjoint_geometry(1, (34, 10, 2), &[9], &[2]),
+        disjoint_geometry(1, (40, 3, 1), &[70], &[2]),
+        disjoint_geometry(2, (17, 3, 1), &[2, 3, 4], &[2, 2, 2]),
+        disjoint_geometry(1, (20, 6, 1), &[11, 13], &[2, 4]),
+        disjoint_geometry(1, (70, 5, 1), &[6, 7], &[1, 1]),
+        // Several column blocks and row parts.
+        disjoint_geometry(1, (24, 40, 1), &[30, 30], &[2, 2]),
+        // 9 taps do not divide the tile: the general path.
+        disjoint_geometry(1, (9, 2, 1), &[4, 4], &[3, 3]),
+    ]);
+    let tiny = [-1e-30f32, 1e-30, -1e-30, 0.0, -0.0, -1e-30];
+    for g in cases {
+        let (xl, wl, ol) = g.sizes();
+        let mut specials = rng.vec(xl);
+        for (i, v) in specials.iter_mut().enumerate().step_by(7) {
+            *v = [f32::INFINITY, f32::NAN, f32::NEG_INFINITY, -0.0][i % 4];
+        }
+        let data = [
+            ("random", rng.vec(xl), rng.vec(wl)),
+            // Every product underflows to -0.0.
+            ("underflow", vec![-1e-30; xl], vec![1e-30; wl]),
+            // Products that underflow to zeros of both signs.
+            (
+                "mixed underflow",
+                (0..xl).map(|i| tiny[i % 5]).collect(),
+                (0..wl).map(|i| tiny[i % 3 + 1]).collect(),
+            ),
+            ("specials", specials, rng.vec(wl)),
+            ("infinite weight", rng.vec(xl), {
+                let mut w = rng.vec(wl);
+                w[wl / 2] = f32::INFINITY;
+                w
+            }),
+        ];
+        let mut signed = vec![-0.0f32; g.out_channels];
+        signed[0] = 0.0;
+        let random = rng.vec(g.out_channels);
+        for (name, x, w) in &data {
+            for bias in [None, Some(&signed[..]), Some(&random[..])] {
+                let want = conv_transpose_oracle(&g, x, w, bias);
+                let taps: usize = g.kernel.iter().product();
+                if *name == "underflow" && bias.is_none() && taps > 1 && 64 % taps == 0 {
+                    assert!(
+                        want.iter().any(|v| v.to_bits() == 0x8000_0000),
+                        "{g:?}: -0.0"
+                    );
+                    assert!(want.iter().any(|v| v.to_bits() == 0), "{g:?}: +0.0");
+                }
+                let flipped: Vec<f32> = want
+                    .iter()
+                    .map(|v| f32::from_bits(v.to_bits() ^ 1))
+                    .collect();
+                for isa in Isa::available() {
+                    for threads in [1, 2] {
+                        let what = format!(
+                            "{g:?}, {name}, bias {:?}, {isa}, {threads} threads",
+                            bias.map(|b| b[0])
+                        );
+                        let got = on_threads(threads, isa, || {
+                            let mut out = vec![f32::NAN; ol];
+                            conv_transpose_f32(&g, x, w, bias, &mut out);
+                            out
+                        });
+                        assert_same_values(&got, &want, &what);
+                        let map = FlipLowBit {
+                            out_channels: g.out_channels,
+                            plane: ol / (g.batch * g.out_channels),
+                            wrong_channel: AtomicBool::new(false),
+                        };
+                        let got = on_threads(threads, isa, || {
+                            let mut out = vec![f32::NAN; ol];
+                            conv_transpose_f32_mapped(&g, x, w, bias, Some(&map), &mut out);
+                            out
+                        });
+                        assert_same_values(&got, &flipped, &format!("{what}, mapped"));
+                        assert!(!map.wrong_channel.into_inner(), "{what}: wrong channel");
+                    }
+                }
+            }
+        }
+    }
+}

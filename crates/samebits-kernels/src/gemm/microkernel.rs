@@ -6,7 +6,8 @@
 //! reduction tile (64 steps) at a time: zeroed accumulators, a 64-step FMA chain per output in
 //! index order (one SIMD lane = one output column), then the fold `C = C + acc`, or `C = acc`
 //! for the first tile of the whole reduction. The caller keeps `kc` blocks aligned to 64, so
-//! these tiles are the contract's reduction tiles. Padding columns of the B panel are zero and
+//! these tiles are the contract's reduction tiles (or, for a reduction in shorter tiles, gives
+//! one tile per call). Padding columns of the B panel are zero and
 //! their lanes are discarded by the caller; K is never padded (a `fma(0, 0, p)` term would turn
 //! `p = -0.0` into `+0.0`).
 
