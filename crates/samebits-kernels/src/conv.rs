@@ -12,11 +12,12 @@
 //! taps row-major), `0.0` for taps in the padding). Transposed convolutions whose leading
 //! padding exceeds the kernel extent write each block's taps as columns of a gather matrix,
 //! rows ordered (input channel in group, kernel taps row-major), with `0.0` for taps no input
-//! reaches, which the GEMM reduces in the canonical order. Transposed convolutions whose windows
-//! tile the output (stride = kernel, no padding) skip the terms of the taps no input reaches:
-//! the GEMM of the filters with the input in place, in shorter reduction tiles, and the
-//! contract's full chain again for the outputs that come out `-0.0` (same bits, see
-//! `conv_transpose_disjoint`). Images are independent, so an image's bits do not depend on the
+//! reaches, which the GEMM reduces in the canonical order. Transposed convolutions whose kernel
+//! is a whole number of strides on every axis (stride = kernel, or overlapping windows such as
+//! k = 4, s = 2) skip the terms of the taps no input can reach: per output phase, the GEMM of
+//! that phase's filter taps with gather columns of the input, in shorter reduction tiles, and
+//! the contract's full chain again for the outputs that come out `-0.0` (same bits, see
+//! `conv_transpose_phases`). Images are independent, so an image's bits do not depend on the
 //! batch size. An optional [`OutputMap`] transforms finished outputs (after the
 //! bias) block by block while they are still in cache: the hook through which an operator
 //! applies an elementwise epilogue without another pass over memory.
@@ -533,7 +534,8 @@ fn images_as_columns(
 thread_local! {
     /// Per-thread im2col column block, reused across calls.
     static COLUMNS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
-    /// Per-thread products of a disjoint transposed convolution's task, reused across calls.
+    /// Per-thread products of a phase of a transposed convolution (`conv_transpose_phases`),
+    /// reused across calls.
     static PRODUCTS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
@@ -734,8 +736,8 @@ pub fn conv_transpose_f32_mapped(
     }
     let out_spatial = geometry.out_spatial();
     let taps = geometry.taps();
-    if disjoint_windows(geometry, weight) {
-        return conv_transpose_disjoint(geometry, &taps, input, weight, bias, map, out);
+    if phase_windows(geometry, weight) {
+        return conv_transpose_phases(geometry, &taps, input, weight, bias, map, out);
     }
     let groups = geometry.groups;
     let (cg, mg) = (
@@ -806,33 +808,83 @@ pub fn conv_transpose_f32_mapped(
     );
 }
 
-/// Whether [`conv_transpose_disjoint`] computes this transposed convolution: windows that tile
-/// the output without overlap or gaps (stride = kernel, unit dilation, no padding, no output
-/// padding), a kernel whose tap count divides the reduction tile, and finite weights.
-fn disjoint_windows(geometry: &ConvTransposeGeometry, weight: &[f32]) -> bool {
+/// Whether [`conv_transpose_phases`] computes this transposed convolution: on every axis the
+/// kernel is a whole number of strides and the dilation 1, the kernel's tap count divides the
+/// reduction tile, and every weight is finite.
+fn phase_windows(geometry: &ConvTransposeGeometry, weight: &[f32]) -> bool {
     (0..geometry.in_spatial.len()).all(|d| {
-        geometry.strides[d] == geometry.kernel[d]
-            && geometry.dilations[d] == 1
-            && geometry.pads_begin[d] == 0
-            && geometry.pads_end[d] == 0
-            && geometry.output_padding[d] == 0
+        geometry.kernel[d].is_multiple_of(geometry.strides[d]) && geometry.dilations[d] == 1
     }) && REDUCTION_TILE.is_multiple_of(geometry.kernel.iter().product())
         && weight.iter().all(|w| w.is_finite())
 }
 
-/// Transposed convolution whose windows tile the output ([`disjoint_windows`]), with the bits
-/// of contract section `conv-transpose` but without its zero terms. Output `o = i * k + t` (per
-/// axis) is reached by its tap `t` only; every other tap's term is `fma(0.0, w, p)`, which for
-/// a finite `w` leaves `p` as it is, except that `-0.0` may become `+0.0`. The chain of the
-/// real terms alone, cut where the contract cuts (a tile of 64 terms is `64 / L` channels of
-/// `L` taps, so `64 / L` real terms), then equals the contract's chain or is `-0.0` where that
-/// is `+0.0`: by induction over the terms, the tile folds and the bias add, since adding `+0.0`
-/// or `-0.0` to the same value gives different bits only when that value is `-0.0`. So each
-/// output is the GEMM of filter rows `(m, t)` with input columns `i` in reduction tiles of
-/// `64 / L` channels (`gemm_serial_tiled`), then `+ bias[m]`, except those that come out
-/// `-0.0`, which are computed again in the contract's order ([`Disjoint::contract_output`]);
-/// then `map`.
-fn conv_transpose_disjoint(
+/// The outputs of one phase of a transposed convolution with `k = r * s` on every axis: those
+/// with `(o + pad_begin) mod s = phi` per axis, reached by taps `t = phi + s * j`, `j < r`
+/// only, from input `i = q - j` where `o + pad_begin = phi + s * q`.
+struct Phase {
+    /// First output of the phase per axis.
+    first: [usize; 3],
+    /// Outputs of the phase per axis (spaced `s` apart).
+    count: [usize; 3],
+    /// `q` of the first output per axis.
+    base: [usize; 3],
+    /// The phase's taps `(j per axis, flat tap index)`, in row-major tap order.
+    taps: Vec<([usize; 3], usize)>,
+}
+
+impl Phase {
+    /// Phase `phi` (flat, row-major over the strides), or `None` when it reaches no output.
+    fn new(taps: &Taps, phi: usize) -> Option<Phase> {
+        let [s, k, out, pad] = [taps.strides, taps.kernel, taps.output, taps.pads_begin];
+        let phi = [phi / (s[1] * s[2]), phi / s[2] % s[1], phi % s[2]];
+        let first: [usize; 3] = std::array::from_fn(|d| (phi[d] + s[d] - pad[d] % s[d]) % s[d]);
+        if (0..3).any(|d| first[d] >= out[d]) {
+            return None;
+        }
+        let r: [usize; 3] = std::array::from_fn(|d| k[d] / s[d]);
+        let taps = (0..r.iter().product())
+            .map(|j| {
+                let j = [j / (r[1] * r[2]), j / r[2] % r[1], j % r[2]];
+                let t: [usize; 3] = std::array::from_fn(|d| phi[d] + s[d] * j[d]);
+                (j, (t[0] * k[1] + t[1]) * k[2] + t[2])
+            })
+            .collect();
+        Some(Phase {
+            first,
+            count: std::array::from_fn(|d| (out[d] - first[d]).div_ceil(s[d])),
+            base: std::array::from_fn(|d| (first[d] + pad[d] - phi[d]) / s[d]),
+            taps,
+        })
+    }
+
+    /// Outputs of the phase.
+    fn len(&self) -> usize {
+        self.count.iter().product()
+    }
+
+    /// Position per axis of the phase's output `u` (flat, row-major) on the phase's grid.
+    fn grid(&self, u: usize) -> [usize; 3] {
+        let n = self.count;
+        [u / (n[1] * n[2]), u / n[2] % n[1], u % n[2]]
+    }
+}
+
+/// Transposed convolution with `k = r * s` on every axis ([`phase_windows`]), with the bits of
+/// contract section `conv-transpose` but without the terms of the taps no input can reach.
+/// Output `o` of phase `phi` ([`Phase`]) is reached by its `R = prod(r)` taps `phi + s * j`
+/// only; every other tap's term is `fma(0.0, w, p)`, which for a finite `w` leaves `p` as it
+/// is, except that `-0.0` may become `+0.0`. The taps of a phase are in the contract's
+/// (row-major) order, and a contract tile of 64 terms is `64 / L` whole channels of `L` taps,
+/// so `64 / L * R` of the phase's terms. The chain of the phase's terms alone, in those tiles,
+/// then equals the contract's chain or is `-0.0` where that is `+0.0`: by induction over the
+/// terms, the tile folds and the bias add, since adding `+0.0` or `-0.0` to the same value gives
+/// different bits only when that value is `-0.0`. So per image and phase, the outputs are the
+/// GEMM of filter rows `m` (columns `(c, j)`: `w[g * C/g + c, m, phi + s * j]`) with gather
+/// columns `x[c, q - j]` (`0.0` outside the input, the contract's own term) in reduction tiles
+/// of `64 / L * R` (`gemm_serial_tiled`), then `+ bias[m]`, except those that come out `-0.0`,
+/// which are computed again in the contract's order ([`Phases::contract_output`]); then `map`,
+/// plane by plane. `k = s` (`R = 1`) is the case of windows that tile the output.
+fn conv_transpose_phases(
     geometry: &ConvTransposeGeometry,
     taps: &Taps,
     input: &[f32],
@@ -846,89 +898,104 @@ fn conv_transpose_disjoint(
         geometry.in_channels / groups,
         geometry.out_channels / groups,
     );
-    let (kernel_len, in_len, out_len) = (taps.kernel_len(), taps.input_len(), taps.output_len());
-    let rows = mg * kernel_len;
-    // Filter row `(m, t)` of group `g` against input channel `c` is `w[g * C/g + c, m, t]`: a
-    // strided view of the `[C, M/g, k...]` weight itself.
-    let filters = MatRef {
-        data: weight,
-        offset: 0,
-        batch_stride: cg * rows,
-        row_stride: 1,
-        col_stride: rows,
-    };
-    let packed = PackedA::for_active_isa(groups, rows, cg, &filters);
-    // Column blocks of input positions, split further into parts of whole output channels in
-    // whole microkernel panels until every thread has a few tasks (tiling only).
-    let block = im2col_block_columns(groups * rows, in_len);
-    let col_blocks = in_len.div_ceil(block);
-    let unit = (packed.mr()..)
-        .step_by(packed.mr())
-        .find(|r| r.is_multiple_of(kernel_len))
-        .expect("a common multiple of mr and the kernel size");
-    let parts = (4 * rayon::current_num_threads())
-        .div_ceil(geometry.batch * col_blocks)
-        .min(rows.div_ceil(unit));
-    let part_rows = rows.div_ceil(parts).next_multiple_of(unit);
-    let parts = rows.div_ceil(part_rows);
-    let disjoint = Disjoint {
+    let (kernel_len, out_len) = (taps.kernel_len(), taps.output_len());
+    let phases: Vec<Phase> = (0..taps.strides.iter().product())
+        .filter_map(|phi| Phase::new(taps, phi))
+        .collect();
+    let per_phase = kernel_len / taps.strides.iter().product::<usize>();
+    let reduction = cg * per_phase;
+    // Filter rows `[g, m, (c, j)]` of each phase (a copy, no arithmetic), packed once per call.
+    let packed: Vec<PackedA> = phases
+        .iter()
+        .map(|phase| {
+            let mut filters = vec![0.0f32; groups * mg * reduction];
+            for (row, filter) in filters.chunks_exact_mut(reduction).enumerate() {
+                let (g, m) = (row / mg, row % mg);
+                for (c, dst) in filter.chunks_exact_mut(per_phase).enumerate() {
+                    let src = &weight[((g * cg + c) * mg + m) * kernel_len..][..kernel_len];
+                    for (d, &(_, t)) in dst.iter_mut().zip(&phase.taps) {
+                        *d = src[t];
+                    }
+                }
+            }
+            PackedA::for_active_isa(
+                groups,
+                mg,
+                reduction,
+                &MatRef::row_major(&filters[..], mg, reduction),
+            )
+        })
+        .collect();
+    let widest = phases.iter().map(Phase::len).max().unwrap_or(0);
+    let block = im2col_block_columns(groups * reduction, widest);
+    let tasks: Vec<(usize, usize, usize)> = (0..geometry.batch)
+        .flat_map(|image| {
+            phases.iter().enumerate().flat_map(move |(p, phase)| {
+                (0..phase.len())
+                    .step_by(block)
+                    .map(move |u0| (image, p, u0))
+            })
+        })
+        .collect();
+    let conv = Phases {
         taps,
         cg,
         mg,
         image_len: (
-            geometry.in_channels * in_len,
+            geometry.in_channels * taps.input_len(),
             geometry.out_channels * out_len,
         ),
         input,
         weight,
         bias,
-        map,
         out: out.as_mut_ptr(),
     };
-    (0..geometry.batch * col_blocks * parts)
-        .into_par_iter()
-        .for_each(|task| {
-            let image = task / (col_blocks * parts);
-            let col0 = task / parts % col_blocks * block;
-            let cols = block.min(in_len - col0);
-            let part = task % parts * part_rows..((task % parts + 1) * part_rows).min(rows);
-            let mut products = PRODUCTS.take();
-            products.resize(groups * rows * cols, 0.0);
-            let layout = OutLayout {
-                ptr: products.as_mut_ptr(),
-                batch_stride: rows * cols,
-                row_stride: cols,
-            };
-            let planes = &input[image * disjoint.image_len.0..][..disjoint.image_len.0];
-            let columns = MatRef::row_major(planes, cg, in_len).with_offset(col0);
-            // SAFETY: `products` holds the `groups * rows` rows of `cols` floats the call
-            // writes, and belongs to this task alone.
-            unsafe {
-                gemm_serial_tiled(
-                    &packed,
-                    part.clone(),
-                    cols,
-                    &columns,
-                    &Epilogue::None,
-                    layout,
-                    REDUCTION_TILE / kernel_len,
-                )
-            };
-            for g in 0..groups {
-                for mm in part.start / kernel_len..part.end / kernel_len {
-                    let first_row = g * rows + mm * kernel_len;
-                    let channel = &products[first_row * cols..][..kernel_len * cols];
-                    // SAFETY: the outputs of channel `g * mg + mm` of this image reached from
-                    // input positions `col0 .. col0 + cols` belong to this task alone.
-                    unsafe { disjoint.finish(image, g * mg + mm, col0, channel) };
-                }
-            }
-            PRODUCTS.set(products);
-        });
+    let tile = REDUCTION_TILE / kernel_len * per_phase;
+    tasks.into_par_iter().for_each(|(image, p, u0)| {
+        let phase = &phases[p];
+        let cols = block.min(phase.len() - u0);
+        let mut columns = COLUMNS.take();
+        columns.resize(groups * reduction * cols, 0.0);
+        conv.gather(image, phase, u0, cols, &mut columns);
+        let mut products = PRODUCTS.take();
+        products.resize(groups * mg * cols, 0.0);
+        let layout = OutLayout {
+            ptr: products.as_mut_ptr(),
+            batch_stride: mg * cols,
+            row_stride: cols,
+        };
+        // SAFETY: `products` holds the `groups * mg` rows of `cols` floats the call writes, and
+        // belongs to this task alone.
+        unsafe {
+            gemm_serial_tiled(
+                &packed[p],
+                0..mg,
+                cols,
+                &MatRef::row_major(&columns[..], reduction, cols),
+                &Epilogue::None,
+                layout,
+                tile,
+            )
+        };
+        for (m, row) in products.chunks_exact(cols).enumerate() {
+            // SAFETY: the outputs of channel `m` of this image that are the phase's outputs
+            // `u0 .. u0 + cols` belong to this task alone.
+            unsafe { conv.finish(image, m, phase, u0, row) };
+        }
+        COLUMNS.set(columns);
+        PRODUCTS.set(products);
+    });
+    if let Some(map) = map {
+        out.par_chunks_exact_mut(out_len)
+            .enumerate()
+            .for_each(|(plane, values)| {
+                map.apply(plane % geometry.out_channels, plane * out_len, values)
+            });
+    }
 }
 
-/// What the tasks of [`conv_transpose_disjoint`] share.
-struct Disjoint<'a> {
+/// What the tasks of [`conv_transpose_phases`] share.
+struct Phases<'a> {
     taps: &'a Taps,
     cg: usize,
     mg: usize,
@@ -937,68 +1004,92 @@ struct Disjoint<'a> {
     input: &'a [f32],
     weight: &'a [f32],
     bias: Option<&'a [f32]>,
-    map: Option<&'a dyn OutputMap>,
     /// The `[N, M, out...]` output, written by the tasks in disjoint pieces.
     out: *mut f32,
 }
 
-// SAFETY: `out` is written only through `Disjoint::finish`, whose callers own disjoint pieces.
-unsafe impl Sync for Disjoint<'_> {}
+// SAFETY: `out` is written only through `Phases::finish`, whose callers own disjoint pieces.
+unsafe impl Sync for Phases<'_> {}
 
-impl Disjoint<'_> {
-    /// Writes the outputs of channel `m` of `image` reached from input positions `col0 ..
-    /// col0 + cols`, from their real terms' chains `products` (`[L, cols]`, rows in tap
-    /// order): `acc + bias[m]`, the contract's chain where that is `-0.0`, then the map, line
-    /// segment by line segment.
-    ///
-    /// # Safety
-    /// Those outputs are accessed by nothing else during the call.
-    unsafe fn finish(&self, image: usize, m: usize, col0: usize, products: &[f32]) {
-        let [_, in_h, in_w] = self.taps.input;
-        let [kd, kh, kw] = self.taps.kernel;
-        let [_, out_h, out_w] = self.taps.output;
-        let cols = products.len() / self.taps.kernel_len();
-        let plane = image * self.image_len.1 + m * self.taps.output_len();
-        let mut i = col0;
-        while i < col0 + cols {
-            let (line, w0) = (i / in_w, i % in_w);
-            let seg = (in_w - w0).min(col0 + cols - i);
-            let (d, h) = (line / in_h, line % in_h);
-            for (td, th) in (0..kd).flat_map(|td| (0..kh).map(move |th| (td, th))) {
-                let start = plane + ((d * kd + td) * out_h + h * kh + th) * out_w + w0 * kw;
-                // SAFETY: output line segment `start .. start + seg * kw` of channel `m` is
-                // reached from input positions `i .. i + seg` only (the caller's).
-                let values =
-                    unsafe { std::slice::from_raw_parts_mut(self.out.add(start), seg * kw) };
-                for (tw, row) in products
-                    .chunks_exact(cols)
-                    .skip((td * kh + th) * kw)
-                    .take(kw)
-                    .enumerate()
-                {
-                    let t = (td * kh + th) * kw + tw;
-                    let real = &row[i - col0..][..seg];
-                    for (j, &acc) in real.iter().enumerate() {
-                        let value = self.bias.map_or(acc, |b| acc + b[m]);
-                        values[j * kw + tw] = if value.to_bits() == (-0.0f32).to_bits() {
-                            self.contract_output(image, m, i + j, t)
-                        } else {
-                            value
-                        };
+impl Phases<'_> {
+    /// Gather columns `u0 .. u0 + cols` of `phase` for `image` into `columns`
+    /// (`[g, (c, j), cols]`): `x[g * C/g + c, q - j]`, `0.0` where that is outside the input.
+    fn gather(&self, image: usize, phase: &Phase, u0: usize, cols: usize, columns: &mut [f32]) {
+        let input = self.taps.input;
+        let in_len = self.taps.input_len();
+        let planes = &self.input[image * self.image_len.0..][..self.image_len.0];
+        let rows = columns.chunks_exact_mut(cols);
+        let channel_taps = planes
+            .chunks_exact(in_len)
+            .flat_map(|plane| phase.taps.iter().map(move |&(j, _)| (plane, j)));
+        for (dst, (plane, j)) in rows.zip(channel_taps) {
+            let mut u = u0;
+            while u < u0 + cols {
+                let at = phase.grid(u);
+                let seg = (phase.count[2] - at[2]).min(u0 + cols - u);
+                let out = &mut dst[u - u0..][..seg];
+                // Input index per axis of grid position `a` on axis `d`, if inside.
+                let index = |d: usize, a: usize| {
+                    (phase.base[d] + a)
+                        .checked_sub(j[d])
+                        .filter(|&i| i < input[d])
+                };
+                match (index(0, at[0]), index(1, at[1])) {
+                    (Some(i0), Some(i1)) => {
+                        let line = &plane[(i0 * input[1] + i1) * input[2]..][..input[2]];
+                        for (w, v) in out.iter_mut().enumerate() {
+                            *v = index(2, at[2] + w).map_or(0.0, |i2| line[i2]);
+                        }
                     }
+                    _ => out.fill(0.0),
                 }
-                if let Some(map) = self.map {
-                    map.apply(m, start, values);
-                }
+                u += seg;
             }
-            i += seg;
         }
     }
 
-    /// Output `(image, m)` reached from input position `i` through tap `t`, in the order of
-    /// contract section `conv-transpose`: every tap a term, `0.0` for the others.
-    fn contract_output(&self, image: usize, m: usize, i: usize, t: usize) -> f32 {
+    /// Writes the outputs of channel `m` of `image` that are `phase`'s outputs `u0 ..
+    /// u0 + products.len()`, from their phase chains `products`: `acc + bias[m]`, or the
+    /// contract's chain where that is `-0.0`.
+    ///
+    /// # Safety
+    /// Those outputs are accessed by nothing else during the call.
+    unsafe fn finish(&self, image: usize, m: usize, phase: &Phase, u0: usize, products: &[f32]) {
+        let [_, out_h, out_w] = self.taps.output;
+        let s = self.taps.strides;
+        let plane = image * self.image_len.1 + m * self.taps.output_len();
+        for (u, &acc) in (u0..).zip(products) {
+            let at = phase.grid(u);
+            let o: [usize; 3] = std::array::from_fn(|d| phase.first[d] + s[d] * at[d]);
+            let o = (o[0] * out_h + o[1]) * out_w + o[2];
+            let value = self.bias.map_or(acc, |b| acc + b[m]);
+            let value = if value.to_bits() == (-0.0f32).to_bits() {
+                self.contract_output(image, m, o)
+            } else {
+                value
+            };
+            // SAFETY: output `o` of channel `m` of `image` is the caller's.
+            unsafe { *self.out.add(plane + o) = value };
+        }
+    }
+
+    /// Output `o` (flat) of channel `m` of `image` in the order of contract section
+    /// `conv-transpose`: every tap a term, `0.0` for those no input reaches.
+    fn contract_output(&self, image: usize, m: usize, o: usize) -> f32 {
+        let Taps {
+            input,
+            output,
+            kernel,
+            strides,
+            pads_begin,
+            ..
+        } = *self.taps;
         let (kernel_len, in_len) = (self.taps.kernel_len(), self.taps.input_len());
+        let o = [
+            o / (output[1] * output[2]),
+            o / output[2] % output[1],
+            o % output[2],
+        ];
         let (g, mm) = (m / self.mg, m % self.mg);
         let planes = &self.input[image * self.image_len.0..];
         let acc = canonical_fold(
@@ -1006,11 +1097,17 @@ impl Disjoint<'_> {
             0.0f32,
             |p, k| {
                 let (c, tap) = (g * self.cg + k / kernel_len, k % kernel_len);
-                let x = if tap == t {
-                    planes[c * in_len + i]
-                } else {
-                    0.0
-                };
+                let t = [
+                    tap / (kernel[1] * kernel[2]),
+                    tap / kernel[2] % kernel[1],
+                    tap % kernel[2],
+                ];
+                let index = (0..3).try_fold(0, |index, d| {
+                    let q = (o[d] + pads_begin[d]).checked_sub(t[d])?;
+                    let i = q / strides[d];
+                    (q.is_multiple_of(strides[d]) && i < input[d]).then_some(index * input[d] + i)
+                });
+                let x = index.map_or(0.0, |i| planes[c * in_len + i]);
                 x.mul_add(self.weight[(c * self.mg + mm) * kernel_len + tap], p)
             },
             |s, p| s + p,

@@ -603,8 +603,9 @@ pub(crate) unsafe fn gemm_serial(
 
 /// [`gemm_serial`] with reduction tiles of `tile` k-steps instead of 64 (`tile` divides 64):
 /// each output is the chain of `canonical-sum` with that tile length (partials of `tile` fmas
-/// from `+0.0`, folded left to right). Transposed convolution with disjoint windows reduces
-/// over input channels only, whose contract tiles hold `64 / kernel taps` channels each.
+/// from `+0.0`, folded left to right). Transposed convolution by output phase reduces over the
+/// phase's `R` taps of each input channel, whose contract tiles hold `64 / kernel taps`
+/// channels, so `64 / kernel taps * R` of those terms each.
 ///
 /// # Safety
 /// As [`gemm_serial`].

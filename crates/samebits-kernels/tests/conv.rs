@@ -657,11 +657,23 @@ fn assert_same_values(got: &[f32], want: &[f32], what: &str) {
 /// A transposed convolution whose windows tile the output: stride = kernel, no padding.
 fn disjoint_geometry(
     batch: usize,
-    (c, m, groups): (usize, usize, usize),
+    channels: (usize, usize, usize),
     in_spatial: &[usize],
     kernel: &[usize],
 ) -> ConvTransposeGeometry {
-    let dims = kernel.len();
+    let zeros = vec![0; kernel.len()];
+    phase_geometry(batch, channels, in_spatial, (kernel, kernel), [&zeros; 3])
+}
+
+/// A transposed convolution with unit dilation: `(kernel, strides)`, then `[pads_begin,
+/// pads_end, output_padding]`.
+fn phase_geometry(
+    batch: usize,
+    (c, m, groups): (usize, usize, usize),
+    in_spatial: &[usize],
+    (kernel, strides): (&[usize], &[usize]),
+    [pads_begin, pads_end, output_padding]: [&[usize]; 3],
+) -> ConvTransposeGeometry {
     ConvTransposeGeometry {
         batch,
         in_channels: c,
@@ -669,21 +681,23 @@ fn disjoint_geometry(
         groups,
         in_spatial: in_spatial.to_vec(),
         kernel: kernel.to_vec(),
-        strides: kernel.to_vec(),
-        dilations: vec![1; dims],
-        pads_begin: vec![0; dims],
-        pads_end: vec![0; dims],
-        output_padding: vec![0; dims],
+        strides: strides.to_vec(),
+        dilations: vec![1; kernel.len()],
+        pads_begin: pads_begin.to_vec(),
+        pads_end: pads_end.to_vec(),
+        output_padding: output_padding.to_vec(),
     }
 }
 
-/// Windows that tile the output (stride = kernel) let the CPU skip the terms of the taps no
-/// input reaches; the outputs keep the contract's bits, signed zeros included: products that
-/// underflow to `-0.0` are `+0.0` in the contract's chain once a later zero term is added, and
-/// stay `-0.0` when the real tap is the last one. Tile boundaries (1, 15, 16, 17, 64, 100
-/// channels for 4 and 16 taps), groups, 1-D to 3-D, biases with signed zeros, infinite and NaN
-/// inputs, an infinite weight (the general path), every ISA, 1 and 2 threads, with and without
-/// an output map.
+/// Kernels that are a whole number `r` of strides on every axis let the CPU skip the terms of
+/// the taps no input can reach (all but `r` per axis); the outputs keep the contract's bits,
+/// signed zeros included: products that underflow to `-0.0` are `+0.0` in the contract's chain
+/// once a later zero term is added, and stay `-0.0` when the last real tap is the last tap.
+/// Stride = kernel (windows that tile the output) and overlapping windows (k = 4, s = 2 with
+/// pads 1 or 0 as in decoder upsampling, k = 6, s = 3, k = 2, s = 1), asymmetric pads, output
+/// padding, tile boundaries (1, 15, 16, 17, 64, 100 channels for 4 and 16 taps), groups, 1-D
+/// to 3-D, biases with signed zeros, infinite and NaN inputs, an infinite weight (the general
+/// path), every ISA, 1 and 2 threads, with and without an output map.
 #[test]
 fn disjoint_conv_transpose_matches_oracle() {
     let mut rng = Rng::new(26);
@@ -691,6 +705,14 @@ fn disjoint_conv_transpose_matches_oracle() {
     for c in [1, 15, 16, 17, 64, 100] {
         cases.push(disjoint_geometry(2, (c, 3, 1), &[5, 7], &[2, 2]));
         cases.push(disjoint_geometry(1, (c, 2, 1), &[3, 5], &[4, 4]));
+        // The decoder upsampling of ViT: k = 4, s = 2, pads 1.
+        cases.push(phase_geometry(
+            1,
+            (c, 3, 1),
+            &[5, 6],
+            (&[4, 4], &[2, 2]),
+            [&[1, 1], &[1, 1], &[0, 0]],
+        ));
     }
     cases.extend([
         disjoint_geometry(1, (6, 4, 2), &[4, 6], &[2, 2]),
@@ -703,6 +725,56 @@ fn disjoint_conv_transpose_matches_oracle() {
         disjoint_geometry(1, (24, 40, 1), &[30, 30], &[2, 2]),
         // 9 taps do not divide the tile: the general path.
         disjoint_geometry(1, (9, 2, 1), &[4, 4], &[3, 3]),
+        // Overlapping windows: k = r * s.
+        phase_geometry(2, (17, 4, 1), &[4, 5], (&[4, 4], &[2, 2]), [&[0, 0]; 3]),
+        phase_geometry(
+            1,
+            (8, 6, 2),
+            &[6, 5],
+            (&[4, 4], &[2, 2]),
+            [&[1, 1], &[1, 1], &[0, 0]],
+        ),
+        phase_geometry(1, (20, 5, 1), &[3, 4], (&[4, 2], &[2, 1]), [&[0, 0]; 3]),
+        phase_geometry(
+            1,
+            (7, 3, 1),
+            &[4, 5],
+            (&[2, 2], &[1, 1]),
+            [&[1, 0], &[0, 1], &[0, 0]],
+        ),
+        phase_geometry(1, (40, 3, 1), &[9], (&[4], &[2]), [&[1], &[1], &[0]]),
+        phase_geometry(1, (9, 4, 1), &[7], (&[6], &[3]), [&[2], &[1], &[2]]),
+        phase_geometry(1, (33, 2, 1), &[8], (&[32], &[16]), [&[5], &[3], &[0]]),
+        phase_geometry(
+            1,
+            (5, 3, 1),
+            &[3, 3, 4],
+            (&[4, 2, 2], &[2, 1, 2]),
+            [&[1, 0, 1]; 3],
+        ),
+        phase_geometry(
+            1,
+            (6, 2, 1),
+            &[3, 4],
+            (&[4, 4], &[2, 2]),
+            [&[2, 3], &[3, 1], &[1, 0]],
+        ),
+        // Pads past the kernel extent (the gather-matrix path otherwise).
+        phase_geometry(
+            1,
+            (5, 2, 1),
+            &[6, 6],
+            (&[2, 2], &[2, 2]),
+            [&[3, 2], &[1, 2], &[1, 0]],
+        ),
+        // Several column blocks of one phase.
+        phase_geometry(
+            1,
+            (24, 40, 1),
+            &[40, 40],
+            (&[4, 4], &[2, 2]),
+            [&[1, 1], &[1, 1], &[0, 0]],
+        ),
     ]);
     let tiny = [-1e-30f32, 1e-30, -1e-30, 0.0, -0.0, -1e-30];
     for g in cases {
