@@ -746,16 +746,8 @@ pub fn conv_transpose_f32_mapped(
     );
     let (kernel_len, in_len, out_len) = (taps.kernel_len(), taps.input_len(), taps.output_len());
     let reduction = cg * kernel_len;
-    // Filter rows `[g, m, (c, t)]` from the `[C, M/g, k...]` weight (a copy, no arithmetic).
-    let mut filters = vec![0.0f32; groups * mg * reduction];
-    for (row, filter) in filters.chunks_exact_mut(reduction).enumerate() {
-        let (g, m) = (row / mg, row % mg);
-        for c in 0..cg {
-            let src = ((g * cg + c) * mg + m) * kernel_len;
-            filter[c * kernel_len..(c + 1) * kernel_len]
-                .copy_from_slice(&weight[src..src + kernel_len]);
-        }
-    }
+    let every_tap: Vec<usize> = (0..kernel_len).collect();
+    let filters = transposed_filter_rows(weight, (groups, cg, mg), kernel_len, &every_tap);
     // The direct kernel over the zero-upsampled input needs the box to start at or before the
     // first input: `dil * (k - 1) >= pad_begin` on every axis.
     let lead: Option<Vec<usize>> = (0..geometry.in_spatial.len())
@@ -869,6 +861,28 @@ impl Phase {
     }
 }
 
+/// Filter rows `[g, m, (c, t)]` for the taps `taps` (in that order) from the `[C, M/g, k...]`
+/// weight of a transposed convolution of `(groups, C/g, M/g)` channels: a copy, no arithmetic.
+fn transposed_filter_rows(
+    weight: &[f32],
+    (groups, cg, mg): (usize, usize, usize),
+    kernel_len: usize,
+    taps: &[usize],
+) -> Vec<f32> {
+    let reduction = cg * taps.len();
+    let mut filters = vec![0.0f32; groups * mg * reduction];
+    for (row, filter) in filters.chunks_exact_mut(reduction).enumerate() {
+        let (g, m) = (row / mg, row % mg);
+        for (c, dst) in filter.chunks_exact_mut(taps.len()).enumerate() {
+            let src = &weight[((g * cg + c) * mg + m) * kernel_len..][..kernel_len];
+            for (d, &t) in dst.iter_mut().zip(taps) {
+                *d = src[t];
+            }
+        }
+    }
+    filters
+}
+
 /// Transposed convolution with `k = r * s` on every axis ([`phase_windows`]), with the bits of
 /// contract section `conv-transpose` but without the terms of the taps no input can reach.
 /// Output `o` of phase `phi` ([`Phase`]) is reached by its `R = prod(r)` taps `phi + s * j`
@@ -904,20 +918,12 @@ fn conv_transpose_phases(
         .collect();
     let per_phase = kernel_len / taps.strides.iter().product::<usize>();
     let reduction = cg * per_phase;
-    // Filter rows `[g, m, (c, j)]` of each phase (a copy, no arithmetic), packed once per call.
+    // Filter rows `[g, m, (c, j)]` of each phase, packed once per call.
     let packed: Vec<PackedA> = phases
         .iter()
         .map(|phase| {
-            let mut filters = vec![0.0f32; groups * mg * reduction];
-            for (row, filter) in filters.chunks_exact_mut(reduction).enumerate() {
-                let (g, m) = (row / mg, row % mg);
-                for (c, dst) in filter.chunks_exact_mut(per_phase).enumerate() {
-                    let src = &weight[((g * cg + c) * mg + m) * kernel_len..][..kernel_len];
-                    for (d, &(_, t)) in dst.iter_mut().zip(&phase.taps) {
-                        *d = src[t];
-                    }
-                }
-            }
+            let taps: Vec<usize> = phase.taps.iter().map(|&(_, t)| t).collect();
+            let filters = transposed_filter_rows(weight, (groups, cg, mg), kernel_len, &taps);
             PackedA::for_active_isa(
                 groups,
                 mg,
@@ -1079,7 +1085,6 @@ impl Phases<'_> {
         let Taps {
             input,
             output,
-            kernel,
             strides,
             pads_begin,
             ..
@@ -1097,11 +1102,7 @@ impl Phases<'_> {
             0.0f32,
             |p, k| {
                 let (c, tap) = (g * self.cg + k / kernel_len, k % kernel_len);
-                let t = [
-                    tap / (kernel[1] * kernel[2]),
-                    tap / kernel[2] % kernel[1],
-                    tap % kernel[2],
-                ];
+                let t = self.taps.tap(tap);
                 let index = (0..3).try_fold(0, |index, d| {
                     let q = (o[d] + pads_begin[d]).checked_sub(t[d])?;
                     let i = q / strides[d];
